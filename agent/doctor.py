@@ -1,0 +1,83 @@
+"""`archivist doctor`: check each part of the setup and say how to fix what is wrong."""
+
+from dataclasses import dataclass
+
+from agent import models
+from agent.settings import Settings, mask_url
+from tools.errors import ArchivistError
+from tools.store import connect, list_stores
+
+
+@dataclass
+class Check:
+    ok: bool
+    message: str
+    fix: str = ""
+    warning: bool = False
+
+
+def run_checks(settings: Settings) -> list[Check]:
+    """Check Ollama, the chat and embedding models, and the Qdrant stores."""
+    host = mask_url(settings.ollama_host)
+    checks = []
+    try:
+        checks.append(Check(True, f"Ollama {models.version(settings)} at {host}"))
+    except Exception:
+        checks.append(
+            Check(
+                False,
+                f"Ollama is not reachable at {host}",
+                "Start it with `ollama serve`, or set OLLAMA_HOST.",
+            )
+        )
+    if checks[0].ok:
+        checks.append(_model_check(settings, settings.chat_model, "chat"))
+        checks.append(_model_check(settings, settings.embed_model, "embedding"))
+    checks.append(_store_check(settings))
+    return checks
+
+
+def _model_check(settings: Settings, name: str, role: str) -> Check:
+    try:
+        info = models.show(settings, name)
+    except Exception as exc:
+        explained = models.explain(exc, settings)
+        return Check(
+            False,
+            f"{role} model '{name}': {explained.message if explained else exc}",
+            f"Pull it with `ollama pull {name}`.",
+        )
+    if role == "embedding":
+        if "embedding" not in info.capabilities:
+            return Check(
+                False,
+                f"'{name}' is not an embedding model",
+                "Set ARCHIVIST_EMBED_MODEL to an embedding model, e.g. nomic-embed-text.",
+            )
+        return Check(True, f"embedding model '{name}' ({info.embedding_length} dimensions)")
+    if not info.tools:
+        return Check(
+            False,
+            f"chat model '{name}' cannot call tools: Archivist will retrieve first, then answer",
+            "For the agent, use a tool-calling model "
+            "such as qwen2.5:3b (--model or ARCHIVIST_CHAT_MODEL).",
+            warning=True,
+        )
+    return Check(True, f"chat model '{name}' (tools; context {info.context_length})")
+
+
+def _store_check(settings: Settings) -> Check:
+    try:
+        client = connect(settings.store_path, settings.qdrant_url, settings.qdrant_api_key)
+        names = list_stores(client)
+        client.close()
+    except ArchivistError as exc:
+        return Check(False, exc.message, exc.fix or "")
+    except Exception as exc:
+        return Check(
+            False,
+            f"Qdrant at {settings.qdrant_location} cannot be opened: {exc}",
+            "Check QDRANT_URL and QDRANT_API_KEY, or unset QDRANT_URL to use the embedded store.",
+        )
+    listed = ", ".join(names) if names else "no stores yet"
+    return Check(True, f"Qdrant at {settings.qdrant_location}: {listed}")

@@ -1,0 +1,108 @@
+"""The model factory: the one module that talks to Ollama through its client libraries."""
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import httpx
+import ollama
+from langchain_ollama import ChatOllama, OllamaEmbeddings
+
+from agent.settings import Settings, mask_url
+from tools.embedding import PrefixedEmbeddings
+from tools.errors import ArchivistError
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What Ollama's /api/show says about a model."""
+
+    name: str
+    capabilities: tuple[str, ...]
+    context_length: int | None
+    embedding_length: int | None
+
+    @property
+    def tools(self) -> bool:
+        return "tools" in self.capabilities
+
+    @property
+    def thinking(self) -> bool:
+        return "thinking" in self.capabilities
+
+
+def client(settings: Settings) -> ollama.Client:
+    """Return an Ollama client for the configured host."""
+    return ollama.Client(host=settings.ollama_host, timeout=settings.timeout)
+
+
+def chat_model(settings: Settings, model: str | None = None, **options) -> ChatOllama:
+    """Build the chat model (no request is made until it is used)."""
+    return ChatOllama(
+        model=model or settings.chat_model,
+        base_url=settings.ollama_host,
+        client_kwargs={"timeout": settings.timeout},
+        **options,
+    )
+
+
+def embeddings(settings: Settings, model: str | None = None) -> PrefixedEmbeddings:
+    """Build the embedding model, with the task prefixes it was trained with."""
+    name = model or settings.embed_model
+    inner = OllamaEmbeddings(
+        model=name, base_url=settings.ollama_host, client_kwargs={"timeout": settings.timeout}
+    )
+    return PrefixedEmbeddings.for_model(inner, name)
+
+
+def show(settings: Settings, model: str) -> ModelInfo:
+    """Probe a model's capabilities and sizes through /api/show."""
+    response = client(settings).show(model)
+    info = response.modelinfo or {}
+    context = next((v for k, v in info.items() if k.endswith(".context_length")), None)
+    dimension = next((v for k, v in info.items() if k.endswith(".embedding_length")), None)
+    return ModelInfo(model, tuple(response.capabilities or ()), context, dimension)
+
+
+def version(settings: Settings) -> str:
+    """Return the Ollama server's version (raises if it cannot be reached)."""
+    response = httpx.get(f"{settings.ollama_host}/api/version", timeout=5)
+    response.raise_for_status()
+    return response.json().get("version", "?")
+
+
+def pull(settings: Settings, model: str, on_progress: Callable[[str, int, int], None]) -> None:
+    """Pull a model through /api/pull, reporting (status, completed, total) as it goes."""
+    for update in client(settings).pull(model, stream=True):
+        on_progress(update.status or "", update.completed or 0, update.total or 0)
+
+
+_MODEL_NOT_FOUND = re.compile(r"""model ['"]([^'"]+)['"] not found""")
+
+
+def explain(exc: BaseException, settings: Settings) -> ArchivistError | None:
+    """Turn an Ollama client failure into a message that says what to do, if it is one."""
+    host = mask_url(settings.ollama_host)
+    if isinstance(exc, ConnectionError | httpx.ConnectError | httpx.RemoteProtocolError):
+        return ArchivistError(
+            f"Cannot reach Ollama at {host}.",
+            "Start it with `ollama serve` (or open the Ollama app), or set OLLAMA_HOST to the "
+            "address of a running Ollama.",
+        )
+    if isinstance(exc, httpx.TimeoutException):
+        return ArchivistError(
+            f"Ollama at {host} did not answer within {settings.timeout:g} s.",
+            "The model may still be loading; try again, or raise ARCHIVIST_TIMEOUT.",
+        )
+    if isinstance(exc, ollama.ResponseError):
+        if exc.status_code == 404 and (match := _MODEL_NOT_FOUND.search(exc.error)):
+            name = match.group(1)
+            return ArchivistError(
+                f"The model '{name}' is not available in Ollama at {host}.",
+                f"Pull it with `ollama pull {name}`, or choose another model.",
+            )
+        return ArchivistError(
+            f"Ollama at {host} answered with an error: {exc.error}",
+            "Check the Ollama server's log; `archivist doctor` checks the whole setup.",
+        )
+    return None

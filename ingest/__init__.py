@@ -1,0 +1,1 @@
+"""The write path: load documents, split them, and keep a store in sync with its sources."""

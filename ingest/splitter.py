@@ -1,0 +1,195 @@
+"""A structure-aware recursive splitter for Markdown and plain text, in Latin and CJK scripts.
+
+The text is cut into atomic pieces (headings, paragraphs, whole fenced code blocks and tables;
+long paragraphs by lines, then sentence ends, then characters), and pieces are packed into
+chunks. A chunk is always one contiguous span of the text, so its `start`/`end` offsets slice
+the extracted text back to exactly the chunk.
+"""
+
+import re
+from dataclasses import asdict, dataclass
+
+_HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$")
+_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
+_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|(?<=[。！？；])")
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+
+
+@dataclass(frozen=True)
+class SplitterSettings:
+    """Chunk sizes in characters; CJK text is denser, so it gets smaller chunks."""
+
+    chunk_size: int = 1000
+    chunk_overlap: int = 150
+    cjk_chunk_size: int = 500
+    cjk_chunk_overlap: int = 75
+    # Code blocks and tables stay whole unless one alone is longer than this many chunk sizes.
+    atomic_limit: float = 2.0
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Piece:
+    start: int
+    end: int
+    headings: tuple[str, ...]
+    is_heading: bool = False
+    atomic: bool = False
+
+
+@dataclass
+class TextChunk:
+    """A contiguous span of a document's text with its heading path."""
+
+    text: str
+    start: int
+    end: int
+    headings: list[str]
+
+
+def is_cjk(text: str, threshold: float = 0.3) -> bool:
+    """Whether CJK characters make up a large share of the text's non-space characters."""
+    sample = text[:4000]
+    letters = sum(1 for ch in sample if not ch.isspace())
+    return letters > 0 and len(_CJK.findall(sample)) / letters >= threshold
+
+
+def split_text(text: str, settings: SplitterSettings | None = None) -> list[TextChunk]:
+    """Split a document into chunks that respect its structure."""
+    settings = settings or SplitterSettings()
+    if is_cjk(text):
+        size, overlap = settings.cjk_chunk_size, settings.cjk_chunk_overlap
+    else:
+        size, overlap = settings.chunk_size, settings.chunk_overlap
+    pieces = []
+    for block in _blocks(text):
+        limit = size * settings.atomic_limit if block.atomic else size
+        if block.end - block.start <= limit:
+            pieces.append(block)
+        else:
+            pieces.extend(_cut(text, block, size))
+    return _pack(text, pieces, size, overlap)
+
+
+def _blocks(text: str) -> list[Piece]:
+    """Find headings, paragraphs, fenced code blocks and tables, with their offsets."""
+    blocks: list[Piece] = []
+    headings: list[tuple[int, str]] = []
+    lines = text.splitlines(keepends=True)
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line))
+    i = 0
+    while i < len(lines):
+        line = lines[i].rstrip("\r\n")
+        path = tuple(title for _, title in headings)
+        if not line.strip():
+            i += 1
+            continue
+        if fence := _FENCE.match(line):
+            j = i + 1
+            while j < len(lines) and not lines[j].strip().startswith(fence.group(1)):
+                j += 1
+            j = min(j + 1, len(lines))
+            blocks.append(Piece(offsets[i], _trim(text, offsets[i], offsets[j]), path, atomic=True))
+            i = j
+        elif heading := _HEADING.match(line):
+            level = len(heading.group(1))
+            headings = [(lv, t) for lv, t in headings if lv < level] + [(level, heading.group(2))]
+            path = tuple(title for _, title in headings)
+            end = _trim(text, offsets[i], offsets[i + 1])
+            blocks.append(Piece(offsets[i], end, path, is_heading=True))
+            i += 1
+        elif line.lstrip().startswith("|"):
+            j = i
+            while j < len(lines) and lines[j].lstrip().startswith("|"):
+                j += 1
+            blocks.append(Piece(offsets[i], _trim(text, offsets[i], offsets[j]), path, atomic=True))
+            i = j
+        else:
+            j = i
+            while j < len(lines) and _continues_paragraph(lines[j]):
+                j += 1
+            j = max(j, i + 1)
+            blocks.append(Piece(offsets[i], _trim(text, offsets[i], offsets[j]), path))
+            i = j
+    return blocks
+
+
+def _continues_paragraph(line: str) -> bool:
+    stripped = line.strip()
+    return bool(stripped) and not (
+        _HEADING.match(stripped) or _FENCE.match(line) or stripped.startswith("|")
+    )
+
+
+def _trim(text: str, start: int, end: int) -> int:
+    """Move `end` back over trailing whitespace."""
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return end
+
+
+def _cut(text: str, block: Piece, size: int) -> list[Piece]:
+    """Cut an oversized block by lines, then sentence ends, then characters."""
+    spans = [(block.start, block.end)]
+    for pattern in (re.compile(r"\n"), _SENTENCE_END, None):
+        refined = []
+        for start, end in spans:
+            if end - start <= size:
+                refined.append((start, end))
+            elif pattern is None:
+                refined.extend((s, min(s + size, end)) for s in range(start, end, size))
+            else:
+                refined.extend(_split_at(text, start, end, pattern))
+        spans = refined
+    return [Piece(s, e, block.headings) for s, e in spans if text[s:e].strip()]
+
+
+def _split_at(text: str, start: int, end: int, pattern: re.Pattern) -> list[tuple[int, int]]:
+    spans, cursor = [], start
+    for match in pattern.finditer(text, start, end):
+        if match.end() > cursor and match.start() > cursor:
+            spans.append((cursor, _trim(text, cursor, match.start())))
+            cursor = match.end()
+    spans.append((cursor, end))
+    return [(s, e) for s, e in spans if e > s]
+
+
+def _pack(text: str, pieces: list[Piece], size: int, overlap: int) -> list[TextChunk]:
+    """Pack consecutive pieces into chunks of at most `size`, overlapping by whole pieces."""
+    chunks: list[TextChunk] = []
+    i = 0
+    while i < len(pieces):
+        j = i + 1
+        while (
+            j < len(pieces)
+            and pieces[j].end - pieces[i].start <= size
+            and not (pieces[j].is_heading and pieces[j - 1].end - pieces[i].start >= size // 4)
+        ):
+            j += 1
+        first = pieces[i]
+        chunks.append(
+            TextChunk(
+                text[first.start : pieces[j - 1].end],
+                first.start,
+                pieces[j - 1].end,
+                list(first.headings),
+            )
+        )
+        if j >= len(pieces):
+            break
+        # Start the next chunk a few pieces back, within the overlap, never before a heading.
+        back = j
+        while (
+            back - 1 > i
+            and not pieces[j].is_heading
+            and not pieces[back - 1].atomic
+            and not pieces[back - 1].is_heading
+            and pieces[j - 1].end - pieces[back - 1].start <= overlap
+        ):
+            back -= 1
+        i = back
+    return chunks

@@ -1,0 +1,629 @@
+"""A fake Ollama HTTP server that speaks the real API, for tests, notebooks and CLI subprocesses.
+
+Embeddings use a hashing trick over words, CJK characters and CJK bigrams. Token counts (for
+`truncate: false`, context truncation and eval counts) are approximate: one token per Latin
+word or number and one per CJK character. The chat model follows a simple policy: call the
+best-matching tool for a question, answer from `<search_results>` with the first sentence of
+the best result and a `[n]` citation, greet back on small talk; `script()` overrides it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import html
+import json
+import math
+import re
+import signal
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+VERSION = "0.12.6"
+MODIFIED_AT = "2025-06-01T12:00:00.000000000Z"
+GREETING_REPLY = "Hello! Ask me anything about the knowledge base."
+NOT_FOUND_REPLY = "I could not find this in the knowledge base."
+UNKNOWN_REPLY = "I don't know."
+
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
+_UNIT = re.compile(rf"[{_CJK}]|[^\W{_CJK}]+")
+_CJK_CHAR = re.compile(rf"[{_CJK}]")
+_STREAM_PIECE = re.compile(rf"[{_CJK}]|\s*[^\s{_CJK}]+|\s+")
+_TASK_PREFIX = re.compile(
+    r"^\s*(?:search_document|search_query|clustering|classification)\s*:\s*", re.IGNORECASE
+)
+_GREETING = re.compile(
+    r"^\W*(?:(?:hi|hello|hey|thanks|thank you|good (?:morning|afternoon|evening))\b|你好|谢谢)",
+    re.IGNORECASE,
+)
+_RESULT = re.compile(r'<result\s+n="(\d+)"[^>]*>(.*?)</result>', re.DOTALL)
+_SENTENCE = re.compile(r".*?(?:[.!?](?=\s|$)|[。！？])", re.DOTALL)
+_WORD = re.compile(r"[^\W_]+")
+_STOP_WORD = re.compile(
+    r"a|an|and|are|about|can|do|does|for|from|how|i|in|is|it|me|my|of|on|or|search|the|to"
+    r"|what|when|where|which|who|why|with|you|your"
+)
+
+
+@dataclass
+class ModelSpec:
+    """A model the fake serves, with its capabilities and chat behaviour."""
+
+    name: str
+    capabilities: list[str]
+    behaviour: str = "tools"
+    embedding_length: int = 768
+    context_length: int = 8192
+    family: str = "qwen2"
+    parameter_size: str = "3B"
+
+
+DEFAULT_MODELS: list[ModelSpec] = [
+    ModelSpec("qwen2.5:3b", ["completion", "tools"], context_length=32768, parameter_size="3.1B"),
+    ModelSpec(
+        "nomic-embed-text:latest",
+        ["embedding"],
+        context_length=2048,
+        family="nomic-bert",
+        parameter_size="137M",
+    ),
+    ModelSpec(
+        "all-minilm:latest",
+        ["embedding"],
+        embedding_length=384,
+        context_length=512,
+        family="bert",
+        parameter_size="23M",
+    ),
+    ModelSpec("gemma-notools:1b", ["completion"], family="gemma3", parameter_size="1B"),
+    ModelSpec(
+        "qwen2.5:0.5b", ["completion", "tools"], behaviour="never_tools", parameter_size="494M"
+    ),
+]
+
+
+def full_name(name: str) -> str:
+    """Add Ollama's implicit `:latest` tag to a model name without one."""
+    return name if ":" in name.rsplit("/", 1)[-1] else f"{name}:latest"
+
+
+def count_tokens(text: str) -> int:
+    """Approximate a token count: Latin words and numbers plus CJK characters."""
+    return len(_UNIT.findall(text))
+
+
+def embed_text(text: str, dimensions: int, max_tokens: int | None = None) -> list[float]:
+    """Embed text as a unit vector with the hashing trick, ignoring a nomic task prefix."""
+    units = list(_UNIT.finditer(_TASK_PREFIX.sub("", text, count=1).lower()))[:max_tokens]
+    features = [unit.group() for unit in units]
+    features += [
+        a.group() + b.group()
+        for a, b in zip(units, units[1:], strict=False)
+        if a.end() == b.start() and _CJK_CHAR.match(a.group()) and _CJK_CHAR.match(b.group())
+    ]
+    vector = [0.0] * dimensions
+    for feature in features:
+        h = int.from_bytes(hashlib.blake2b(feature.encode(), digest_size=8).digest(), "big")
+        vector[(h >> 1) % dimensions] += 1.0 if h & 1 else -1.0
+    norm = math.sqrt(sum(v * v for v in vector))
+    if norm == 0:
+        vector[0] = 1.0
+        return vector
+    return [v / norm for v in vector]
+
+
+def _content(message: dict[str, Any]) -> str:
+    """Return a chat message's text content."""
+    content = message.get("content")
+    return content if isinstance(content, str) else ""
+
+
+def _is_greeting(text: str) -> bool:
+    """Tell whether a message is short small talk."""
+    return bool(_GREETING.match(text)) and count_tokens(text) <= 5
+
+
+def _words(text: str) -> set[str]:
+    """Return the lowercase content words of a text, splitting on underscores."""
+    return {word for word in _WORD.findall(text.lower()) if not _STOP_WORD.fullmatch(word)}
+
+
+def _pick_tool(tools: list[dict[str, Any]], question: str) -> str:
+    """Name the tool whose name or description shares the most words with the question."""
+    asked = _words(question)
+
+    def overlap(tool: dict[str, Any]) -> int:
+        function = tool.get("function", {})
+        name = str(function.get("name", "")).removeprefix("search_")
+        return len(asked & _words(f"{name} {function.get('description', '')}"))
+
+    return str(max(tools, key=overlap)["function"]["name"])
+
+
+def _answer_from_results(text: str) -> str:
+    """Answer with the first sentence of the lowest-numbered result and its citation."""
+    results = [(int(n), body) for n, body in _RESULT.findall(text)]
+    if not results:
+        return NOT_FOUND_REPLY
+    n, body = min(results, key=lambda result: result[0])
+    passage = " ".join(html.unescape(body).split())
+    match = _SENTENCE.match(passage)
+    sentence = (match.group() if match else passage)[:300].strip()
+    return f"{sentence} [{n}]"
+
+
+def _answer_without_tools(messages: list[dict[str, Any]]) -> str:
+    """Answer from the last message holding results, else greet back or admit ignorance."""
+    for message in reversed(messages):
+        if _RESULT.search(_content(message)):
+            return _answer_from_results(_content(message))
+    users = [message for message in messages if message.get("role") == "user"]
+    if users and _is_greeting(_content(users[-1])):
+        return GREETING_REPLY
+    return UNKNOWN_REPLY
+
+
+def chat_policy(spec: ModelSpec, messages: list[dict[str, Any]], tools: list[Any]) -> dict:
+    """Decide the unscripted turn of a chat model: a tool call or an answer."""
+    last = messages[-1]
+    if spec.behaviour == "tools" and tools:
+        text = _content(last)
+        if last.get("role") == "user" and _is_greeting(text):
+            return {"content": GREETING_REPLY}
+        if last.get("role") == "user":
+            query = re.sub(r"[\s?!.？！。]+$", "", text).strip()
+            return {
+                "tool_calls": [{"name": _pick_tool(tools, text), "arguments": {"query": query}}]
+            }
+        if last.get("role") == "tool":
+            return {"content": _answer_from_results(text)}
+    return {"content": _answer_without_tools(messages)}
+
+
+def _guess_spec(name: str) -> ModelSpec:
+    """Guess a pulled model's spec from its name."""
+    if "embed" in name.lower() or "minilm" in name.lower():
+        dimensions = 384 if "minilm" in name.lower() else 768
+        return ModelSpec(name, ["embedding"], embedding_length=dimensions, family="bert")
+    return ModelSpec(name, ["completion", "tools"])
+
+
+def _size_bytes(spec: ModelSpec) -> int:
+    """Estimate a 4-bit quantised model's size from its parameter count."""
+    match = re.match(r"([\d.]+)([MB])", spec.parameter_size)
+    params = float(match.group(1)) * (1e9 if match.group(2) == "B" else 1e6) if match else 1e9
+    return int(params * 0.6)
+
+
+def _now() -> str:
+    """Return the current time in Ollama's created_at format."""
+    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
+
+
+class FakeOllama:
+    """An Ollama server double on a loopback port, recording every request."""
+
+    def __init__(
+        self,
+        models: list[ModelSpec] | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        token_delay: float = 0.0,
+        embed_delay: float = 0.0,
+        embed_delay_per_text: float = 0.0,
+        embed_concurrency: int | None = None,
+    ) -> None:
+        self.host, self.port = host, port
+        self.token_delay = token_delay
+        self.embed_delay = embed_delay
+        self.embed_delay_per_text = embed_delay_per_text
+        self.url = ""
+        self.requests: list[dict[str, Any]] = []
+        self.peak_embed_concurrency = 0
+        self._lock = threading.Lock()
+        self._models: dict[str, ModelSpec] = {}
+        self._scripts: dict[str, deque[dict]] = {}
+        self._failures: dict[str, deque[tuple[int, str]]] = {}
+        self._embed_slots = (
+            threading.BoundedSemaphore(embed_concurrency) if embed_concurrency else None
+        )
+        self._embeds_in_flight = 0
+        self._stopped = threading.Event()
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        for spec in DEFAULT_MODELS if models is None else models:
+            self.add_model(spec)
+
+    def start(self) -> FakeOllama:
+        """Serve in a daemon thread; after stop(), serve again on the same port."""
+        if self._server is None:
+            self._stopped.clear()
+            self._server = _Server((self.host, self.port), self)
+            self.port = self._server.server_address[1]
+            self.url = f"http://{self.host}:{self.port}"
+            self._thread = threading.Thread(
+                target=self._server.serve_forever, args=(0.05,), name="fake-ollama", daemon=True
+            )
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving, cutting short any stream in progress."""
+        if self._server is not None and self._thread is not None:
+            self._stopped.set()
+            self._server.shutdown()
+            self._server.server_close()
+            self._thread.join()
+            self._server = self._thread = None
+
+    def __enter__(self) -> FakeOllama:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def requests_to(self, path: str) -> list[Any]:
+        """Return the bodies of the recorded requests to a path."""
+        with self._lock:
+            return [request["body"] for request in self.requests if request["path"] == path]
+
+    def clear_requests(self) -> None:
+        """Forget the recorded requests."""
+        with self._lock:
+            self.requests.clear()
+
+    def script(self, model: str, *turns: dict) -> None:
+        """Queue chat turns for a model, each used by one /api/chat call before the policy."""
+        with self._lock:
+            self._scripts.setdefault(full_name(model), deque()).extend(turns)
+
+    def fail(self, path: str, status: int, error: str, times: int = 1) -> None:
+        """Answer the next `times` requests to a path with an HTTP error."""
+        with self._lock:
+            self._failures.setdefault(path, deque()).extend([(status, error)] * times)
+
+    def add_model(self, spec: ModelSpec) -> None:
+        """Serve a model (replacing one of the same name)."""
+        with self._lock:
+            self._models[full_name(spec.name)] = spec
+
+    def remove_model(self, name: str) -> None:
+        """Stop serving a model, as if it were deleted."""
+        with self._lock:
+            self._models.pop(full_name(name), None)
+
+    def model(self, name: str) -> ModelSpec | None:
+        """Return the spec served under a name, if any."""
+        with self._lock:
+            return self._models.get(full_name(name))
+
+    def models(self) -> list[tuple[str, ModelSpec]]:
+        """Return the served models with their full names."""
+        with self._lock:
+            return list(self._models.items())
+
+    def _record(self, method: str, path: str, body: Any) -> None:
+        with self._lock:
+            self.requests.append({"method": method, "path": path, "body": body})
+
+    def _next_failure(self, path: str) -> tuple[int, str] | None:
+        with self._lock:
+            queue = self._failures.get(path)
+            return queue.popleft() if queue else None
+
+    def _next_turn(self, model: str) -> dict | None:
+        with self._lock:
+            queue = self._scripts.get(full_name(model))
+            return queue.popleft() if queue else None
+
+    @contextmanager
+    def _embed_slot(self) -> Iterator[None]:
+        """Hold one of the embed_concurrency slots, tracking the peak in use."""
+        with self._embed_slots or nullcontext():
+            with self._lock:
+                self._embeds_in_flight += 1
+                self.peak_embed_concurrency = max(
+                    self.peak_embed_concurrency, self._embeds_in_flight
+                )
+            try:
+                yield
+            finally:
+                with self._lock:
+                    self._embeds_in_flight -= 1
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    request_queue_size = 128  # bursts of parallel embed requests must not overflow the backlog
+
+    def __init__(self, address: tuple[str, int], fake: FakeOllama) -> None:
+        super().__init__(address, _Handler)
+        self.fake = fake
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Keep test output quiet."""
+
+    def do_GET(self) -> None:
+        self._dispatch()
+
+    def do_POST(self) -> None:
+        self._dispatch()
+
+    def _dispatch(self) -> None:
+        """Record the request, then answer an injected failure or route it."""
+        fake = self.server.fake
+        path = self.path.split("?", 1)[0]
+        body = self._read_body()
+        fake._record(self.command, path, body)
+        try:
+            if failure := fake._next_failure(path):
+                self._send_json(failure[0], {"error": failure[1]})
+            elif (route := _ROUTES.get((self.command, path))) is None:
+                self._send(404, b"404 page not found", "text/plain")
+            elif self.command == "POST" and not isinstance(body, dict):
+                self._send_json(400, {"error": "invalid request body"})
+            else:
+                route(self, body)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
+    def _read_body(self) -> Any:
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        try:
+            return json.loads(raw) if raw else None
+        except ValueError:
+            return None
+
+    def _send(self, status: int, payload: bytes, content_type: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def _send_json(self, status: int, obj: Any) -> None:
+        self._send(status, json.dumps(obj).encode(), "application/json; charset=utf-8")
+
+    def _stream(self, lines: Iterable[dict]) -> None:
+        """Send NDJSON lines, flushing each one."""
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-ndjson")
+        self.end_headers()
+        for line in lines:
+            self.wfile.write(json.dumps(line).encode() + b"\n")
+            self.wfile.flush()
+
+    def _root(self, _: Any) -> None:
+        self._send(200, b"Ollama is running", "text/plain; charset=utf-8")
+
+    def _version(self, _: Any) -> None:
+        self._send_json(200, {"version": VERSION})
+
+    def _tags(self, _: Any) -> None:
+        models = [
+            {
+                "name": name,
+                "model": name,
+                "modified_at": MODIFIED_AT,
+                "size": _size_bytes(spec),
+                "digest": hashlib.sha256(name.encode()).hexdigest(),
+                "details": _details(spec),
+            }
+            for name, spec in self.server.fake.models()
+        ]
+        self._send_json(200, {"models": models})
+
+    def _show(self, body: dict) -> None:
+        name = str(body.get("model") or body.get("name") or "")
+        spec = self.server.fake.model(name)
+        if spec is None:
+            return self._send_json(404, {"error": f"model '{name}' not found"})
+        tools = "{{ if .Tools }}{{ .Tools }}{{ end }}" if "tools" in spec.capabilities else ""
+        self._send_json(
+            200,
+            {
+                "license": "",
+                "modelfile": f'# Modelfile generated by "ollama show"\nFROM {full_name(name)}\n',
+                "parameters": f"num_ctx {spec.context_length}",
+                "template": tools + "{{ .Prompt }}",
+                "details": _details(spec),
+                "model_info": {
+                    "general.architecture": spec.family,
+                    f"{spec.family}.context_length": spec.context_length,
+                    f"{spec.family}.embedding_length": spec.embedding_length,
+                },
+                "capabilities": list(spec.capabilities),
+                "modified_at": MODIFIED_AT,
+            },
+        )
+
+    def _embed(self, body: dict) -> None:
+        fake, started = self.server.fake, time.perf_counter_ns()
+        name = str(body.get("model") or "")
+        spec = fake.model(name)
+        if spec is None:
+            error = f'model "{name}" not found, try pulling it first'
+            return self._send_json(404, {"error": error})
+        if "embedding" not in spec.capabilities:
+            return self._send_json(400, {"error": f'"{name}" does not support embeddings'})
+        raw = body.get("input")
+        texts = [raw] if isinstance(raw, str) else [str(text) for text in raw or []]
+        if body.get("truncate") is False and any(
+            count_tokens(text) > spec.context_length for text in texts
+        ):
+            error = "the input length exceeds the context length"
+            return self._send_json(400, {"error": error})
+        with fake._embed_slot():
+            time.sleep(fake.embed_delay + fake.embed_delay_per_text * len(texts))
+            vectors = [embed_text(t, spec.embedding_length, spec.context_length) for t in texts]
+        self._send_json(
+            200,
+            {
+                "model": name,
+                "embeddings": vectors,
+                "total_duration": time.perf_counter_ns() - started,
+                "load_duration": 250_000,
+                "prompt_eval_count": sum(min(count_tokens(t), spec.context_length) for t in texts),
+            },
+        )
+
+    def _chat(self, body: dict) -> None:
+        fake, started = self.server.fake, time.perf_counter_ns()
+        name = str(body.get("model") or "")
+        spec = fake.model(name)
+        tools = body.get("tools") or []
+        if spec is None:
+            return self._send_json(404, {"error": f"model '{name}' not found"})
+        if "completion" not in spec.capabilities:
+            return self._send_json(400, {"error": f'"{name}" does not support chat'})
+        if tools and "tools" not in spec.capabilities:
+            error = f"registry.ollama.ai/library/{name.split(':')[0]} does not support tools"
+            return self._send_json(400, {"error": error})
+        if body.get("think") and "thinking" not in spec.capabilities:
+            return self._send_json(400, {"error": f'"{name}" does not support thinking'})
+        head = {"model": name, "created_at": _now()}
+        messages = body.get("messages") or []
+        if not messages:
+            reply = {**head, "message": {"role": "assistant", "content": ""}}
+            return self._send_json(200, {**reply, "done_reason": "load", "done": True})
+        turn = fake._next_turn(name) or chat_policy(spec, messages, tools)
+        if "error" in turn:
+            return self._send_json(int(turn.get("status", 500)), {"error": turn["error"]})
+        broken = "mid_stream_error" in turn
+        pieces = _STREAM_PIECE.findall(turn.get("content", "Let me check" if broken else ""))
+        calls = [
+            {"function": {"name": call["name"], "arguments": call.get("arguments", {})}}
+            for call in turn.get("tool_calls", [])
+        ]
+        prompt_tokens = sum(count_tokens(_content(message)) + 4 for message in messages)
+
+        def done() -> dict:
+            elapsed = time.perf_counter_ns() - started
+            prompt_ns, eval_count = 20_000 * prompt_tokens, len(pieces) + len(calls)
+            return {
+                "done": True,
+                "done_reason": "stop",
+                "total_duration": 250_000 + prompt_ns + elapsed,
+                "load_duration": 250_000,
+                "prompt_eval_count": prompt_tokens,
+                "prompt_eval_duration": prompt_ns,
+                "eval_count": eval_count,
+                "eval_duration": elapsed,
+            }
+
+        if not body.get("stream", True):
+            if broken:
+                return self._send_json(500, {"error": turn["mid_stream_error"]})
+            message: dict[str, Any] = {"role": "assistant", "content": "".join(pieces)}
+            if calls:
+                message["tool_calls"] = calls
+            return self._send_json(200, {**head, "message": message, **done()})
+
+        def lines() -> Iterator[dict]:
+            for piece in pieces:
+                if fake._stopped.wait(fake.token_delay):
+                    return
+                yield {**head, "message": {"role": "assistant", "content": piece}, "done": False}
+            if broken:
+                yield {"error": turn["mid_stream_error"]}
+                return
+            if calls:
+                message = {"role": "assistant", "content": "", "tool_calls": calls}
+                yield {**head, "message": message, "done": False}
+            yield {**head, "message": {"role": "assistant", "content": ""}, **done()}
+
+        self._stream(lines())
+
+    def _pull(self, body: dict) -> None:
+        fake = self.server.fake
+        name = full_name(str(body.get("model") or body.get("name") or ""))
+        spec = fake.model(name)
+        if spec is None:
+            spec = _guess_spec(name)
+            fake.add_model(spec)
+        if not body.get("stream", True):
+            return self._send_json(200, {"status": "success"})
+        digest = "sha256:" + hashlib.sha256(name.encode()).hexdigest()
+        total = _size_bytes(spec)
+        layer = {"status": f"pulling {digest[7:19]}", "digest": digest, "total": total}
+        self._stream(
+            [
+                {"status": "pulling manifest"},
+                *({**layer, "completed": part * total // 2} for part in range(3)),
+                {"status": "verifying sha256 digest"},
+                {"status": "writing manifest"},
+                {"status": "success"},
+            ]
+        )
+
+
+def _details(spec: ModelSpec) -> dict[str, Any]:
+    """Return a model's `details` object as /api/tags and /api/show give it."""
+    return {
+        "parent_model": "",
+        "format": "gguf",
+        "family": spec.family,
+        "families": [spec.family],
+        "parameter_size": spec.parameter_size,
+        "quantization_level": "F16" if "embedding" in spec.capabilities else "Q4_K_M",
+    }
+
+
+_ROUTES: dict[tuple[str, str], Callable[[_Handler, Any], None]] = {
+    ("GET", "/"): _Handler._root,
+    ("GET", "/api/version"): _Handler._version,
+    ("GET", "/api/tags"): _Handler._tags,
+    ("POST", "/api/show"): _Handler._show,
+    ("POST", "/api/embed"): _Handler._embed,
+    ("POST", "/api/chat"): _Handler._chat,
+    ("POST", "/api/pull"): _Handler._pull,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve a fake Ollama until SIGTERM or SIGINT, announcing its URL on stdout."""
+    parser = argparse.ArgumentParser(description="Serve a fake Ollama for tests.")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--token-delay", type=float, default=0.0)
+    parser.add_argument("--embed-delay", type=float, default=0.0)
+    parser.add_argument("--embed-delay-per-text", type=float, default=0.0)
+    parser.add_argument("--embed-concurrency", type=int, default=None)
+    parser.add_argument("--models", help="JSON file: a list of ModelSpec field objects")
+    args = parser.parse_args(argv)
+    models = None
+    if args.models:
+        with open(args.models, encoding="utf-8") as file:
+            models = [ModelSpec(**fields) for fields in json.load(file)]
+    stopping = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stopping.set())
+    fake = FakeOllama(
+        models,
+        port=args.port,
+        token_delay=args.token_delay,
+        embed_delay=args.embed_delay,
+        embed_delay_per_text=args.embed_delay_per_text,
+        embed_concurrency=args.embed_concurrency,
+    )
+    with fake:
+        print(f"FAKE_OLLAMA_URL={fake.url}", flush=True)
+        while not stopping.wait(0.1):
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The foundation: knowledge stores on Qdrant and the retrieval tools built on them."""

@@ -1,0 +1,25 @@
+"""Errors that carry the fix: every expected failure tells the user what to do next."""
+
+
+class ArchivistError(Exception):
+    """An expected failure with a message a person can act on."""
+
+    def __init__(self, message: str, fix: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.fix = fix
+
+    def __str__(self) -> str:
+        return f"{self.message}\n{self.fix}" if self.fix else self.message
+
+
+class StoreNotFound(ArchivistError):
+    """The named store does not exist yet."""
+
+
+class StoreMismatch(ArchivistError):
+    """The store was built with another embedding model or index settings."""
+
+
+class StoreLocked(ArchivistError):
+    """Another process holds the embedded store."""

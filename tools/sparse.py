@@ -1,0 +1,133 @@
+"""BM25-style sparse vectors from our own tokenizer: Latin words, codes, and CJK bigrams.
+
+Qdrant applies the IDF part itself (the collection's sparse vector has the IDF modifier), so a
+document vector holds only BM25's saturated term frequencies and a query vector holds ones.
+"""
+
+import re
+import zlib
+from collections import Counter
+
+K1 = 1.2
+B = 0.75
+AVG_DOC_TOKENS = 256.0
+
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+_CJK_RUN = re.compile(f"[{_CJK}]+")
+_WORD = re.compile(f"[^\\W_{_CJK}]+")
+# Product codes and identifiers ("NW-TX-2290", "v1.2.3") also count as one token each.
+_CODE = re.compile(r"[^\W_]+(?:[-_./][^\W_]+)+")
+# Function words carry no topic; left in, they let long chunks outrank the right one.
+STOP_WORDS = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "been",
+        "but",
+        "by",
+        "can",
+        "could",
+        "did",
+        "do",
+        "does",
+        "for",
+        "from",
+        "had",
+        "has",
+        "have",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "may",
+        "me",
+        "might",
+        "my",
+        "no",
+        "not",
+        "of",
+        "on",
+        "or",
+        "our",
+        "shall",
+        "should",
+        "so",
+        "than",
+        "that",
+        "the",
+        "their",
+        "them",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "those",
+        "to",
+        "us",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "whom",
+        "why",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+    ]
+)
+
+
+def _stem(word: str) -> str:
+    """Fold plain English plurals ("refunds" → "refund"), leaving "class" and "status" alone."""
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-3] + "y" if word.endswith("ies") else word[:-1]
+    return word
+
+
+def tokenize(text: str) -> list[str]:
+    """Split text into lowercase word stems, whole codes, and CJK character bigrams."""
+    lowered = text.lower()
+    tokens = [_stem(w) for w in _WORD.findall(lowered) if w not in STOP_WORDS]
+    tokens.extend(code for code in _CODE.findall(lowered) if not _CJK_RUN.search(code))
+    for run in _CJK_RUN.findall(lowered):
+        if len(run) == 1:
+            tokens.append(run)
+        else:
+            tokens.extend(run[i : i + 2] for i in range(len(run) - 1))
+    return tokens
+
+
+def token_id(token: str) -> int:
+    """Map a token to a stable sparse index (the same in every process and release)."""
+    return zlib.crc32(token.encode("utf-8")) & 0x7FFFFFFF
+
+
+def document_vector(text: str) -> tuple[list[int], list[float]]:
+    """Return the sparse vector of a stored chunk: BM25 term-frequency weights."""
+    counts = Counter(token_id(t) for t in tokenize(text))
+    length_norm = 1 - B + B * sum(counts.values()) / AVG_DOC_TOKENS
+    indices = sorted(counts)
+    values = [counts[i] * (K1 + 1) / (counts[i] + K1 * length_norm) for i in indices]
+    return indices, values
+
+
+def query_vector(text: str) -> tuple[list[int], list[float]]:
+    """Return the sparse vector of a query: each distinct token once."""
+    indices = sorted({token_id(t) for t in tokenize(text)})
+    return indices, [1.0] * len(indices)
