@@ -314,7 +314,7 @@ def test_requests_are_recorded_and_plain_endpoints_answer(fake: FakeOllama) -> N
     assert fake.requests == []
 
 
-def test_slow_stream_survives_a_client_disconnect_and_stop_cuts_it(tmp_path: Path) -> None:
+def test_slow_stream_survives_a_client_disconnect_and_stop_cuts_it() -> None:
     fake = FakeOllama(token_delay=0.05).start()
     body = {"model": "qwen2.5:3b", "messages": USER}
     with httpx.stream("POST", f"{fake.url}/api/chat", json=body) as response:
