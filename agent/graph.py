@@ -60,7 +60,11 @@ def build_agent(
     max_steps: int = 6,
     checkpointer: Checkpointer = None,
 ):
-    """Build the tool-calling agent: the model calls tools until it answers or hits the limit."""
+    """Build the tool-calling agent: the model calls tools until it answers.
+
+    After `max_steps` rounds of tool calls, a further request is refused and the model is asked
+    to answer from what it has.
+    """
     by_name = {tool.name: tool for tool in tools}
     with_tools = model.bind_tools(list(tools))
 
@@ -113,7 +117,7 @@ def build_agent(
         last = state["messages"][-1]
         if not isinstance(last, AIMessage) or not last.tool_calls:
             return END
-        return "run_tools" if state["steps"] < max_steps else "stop_searching"
+        return "run_tools" if state["steps"] <= max_steps else "stop_searching"
 
     builder = StateGraph(AgentState)
     builder.add_node(call_model)

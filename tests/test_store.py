@@ -1,0 +1,145 @@
+import pytest
+from fake_ollama import embed_text
+from qdrant_client import QdrantClient
+
+from tools.errors import ArchivistError, StoreMismatch, StoreNotFound
+from tools.store import Chunk, KnowledgeStore, connect
+
+FINGERPRINT = {"embed_model": "hash", "dimension": 64, "document_prefix": "", "query_prefix": ""}
+
+
+def vec(text: str) -> list[float]:
+    return embed_text(text, 64)
+
+
+@pytest.fixture
+def client(tmp_path) -> QdrantClient:
+    client = connect(tmp_path / "qdrant")
+    yield client
+    client.close()
+
+
+def add(store: KnowledgeStore, source: str, texts: list[str], doc_hash: str = "h1") -> list[Chunk]:
+    chunks = [Chunk(t, source, i) for i, t in enumerate(texts)]
+    store.upsert(
+        chunks, [vec(t) for t in texts], [doc_hash] * len(chunks), [len(chunks)] * len(chunks)
+    )
+    return chunks
+
+
+def test_a_store_is_created_with_its_fingerprint_and_description(client):
+    store = KnowledgeStore(client, "docs")
+    store.ensure(FINGERPRINT, "shop policies")
+    reopened = KnowledgeStore(client, "docs")
+    assert reopened.fingerprint["embed_model"] == "hash"
+    assert reopened.fingerprint["dimension"] == 64
+    assert reopened.description == "shop policies"
+    assert client.get_collection("docs").config.params.vectors["dense"].size == 64
+
+
+def test_another_embedding_model_is_refused_with_both_names(client):
+    KnowledgeStore(client, "docs").ensure(FINGERPRINT)
+    other = {**FINGERPRINT, "embed_model": "all-minilm", "dimension": 384}
+    with pytest.raises(StoreMismatch) as refused:
+        KnowledgeStore(client, "docs").ensure(other)
+    assert "'hash'" in str(refused.value) and "'all-minilm'" in str(refused.value)
+    assert "--reindex" in str(refused.value)
+
+
+def test_a_missing_store_says_how_to_create_it(client):
+    with pytest.raises(StoreNotFound, match="archivist ingest PATH --store nothing"):
+        KnowledgeStore(client, "nothing").info()
+
+
+@pytest.mark.parametrize("name", ["1abc", "with-dash", "with space", ""])
+def test_store_names_must_make_valid_tool_names(client, name):
+    with pytest.raises(ArchivistError, match="search_<store>"):
+        KnowledgeStore(client, name)
+
+
+def test_chunk_ids_depend_on_source_position_and_content():
+    a = Chunk("text", "a.md", 0)
+    assert a.id == Chunk("text", "a.md", 0).id
+    assert (
+        len(
+            {
+                a.id,
+                Chunk("text", "b.md", 0).id,
+                Chunk("text", "a.md", 1).id,
+                Chunk("other", "a.md", 0).id,
+            }
+        )
+        == 4
+    )
+
+
+def test_upserting_the_same_chunks_twice_keeps_one_copy(client):
+    store = KnowledgeStore(client, "docs")
+    store.ensure(FINGERPRINT)
+    add(store, "a.md", ["alpha one", "alpha two"])
+    add(store, "a.md", ["alpha one", "alpha two"])
+    assert store.count() == 2
+
+
+def test_search_modes_return_ranked_results_with_sources(client):
+    store = KnowledgeStore(client, "docs")
+    store.ensure(FINGERPRINT)
+    add(store, "refund.md", ["refunds are paid within 30 days", "keep the receipt"])
+    add(store, "boots.md", ["boots NW-TX-2290 need wax-free spray"])
+    for mode in ("dense", "sparse", "hybrid"):
+        results = store.search(vec("refunds paid"), "refunds paid", k=2, mode=mode)
+        assert results[0].source == "refund.md", mode
+        assert results[0].rank == 1 and results[0].text.startswith("refunds")
+    filtered = store.search(vec("refunds"), "refunds", k=3, sources=["boots.md"])
+    assert {r.source for r in filtered} == {"boots.md"}
+
+
+def test_stale_versions_are_removed_only_for_their_source(client):
+    store = KnowledgeStore(client, "docs")
+    store.ensure(FINGERPRINT)
+    add(store, "a.md", ["old a one", "old a two"], "v1")
+    add(store, "b.md", ["b stays"], "v1")
+    add(store, "a.md", ["new a"], "v2")
+    assert store.sources()["a.md"].doc_hash == "v2"
+    store.delete_stale("a.md", "v2")
+    sources = store.sources()
+    assert {s: (i.doc_hash, i.chunks) for s, i in sources.items()} == {
+        "a.md": ("v2", 1),
+        "b.md": ("v1", 1),
+    }
+    assert store.delete_source("b.md") == 1
+    assert list(store.sources()) == ["a.md"]
+
+
+def test_an_incomplete_version_is_not_reported_as_complete(client):
+    store = KnowledgeStore(client, "docs")
+    store.ensure(FINGERPRINT)
+    chunks = [Chunk(f"part {i}", "big.md", i) for i in range(3)]
+    # Only two of the document's three chunks arrived (an interrupted ingest).
+    store.upsert(chunks[:2], [vec(c.text) for c in chunks[:2]], ["v1"] * 2, [3] * 2)
+    info = store.sources()["big.md"]
+    assert (info.chunks, info.expected_chunks, info.complete) == (2, 3, False)
+
+
+def test_a_second_process_gets_a_clear_message_for_a_locked_store(tmp_path):
+    first = connect(tmp_path / "q")
+    try:
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("spawn")
+        with ctx.Pool(1) as pool:
+            message = pool.apply(_open_and_report, (str(tmp_path / "q"),))
+    finally:
+        first.close()
+    assert "in use by another Archivist process" in message
+    assert "QDRANT_URL" in message
+
+
+def _open_and_report(path: str) -> str:
+    from pathlib import Path
+
+    try:
+        connect(Path(path)).close()
+    except ArchivistError as exc:
+        return str(exc)
+    return "opened"
