@@ -49,3 +49,26 @@ def test_a_thread_id_names_a_conversation_to_continue(ollama, home, store):
     assert user_turns(later) == [REFUND_Q, "Can I pay by invoice?"]
     both = run_cli("chat", "--resume", "--thread", "x", ollama_url=ollama.url, home=home)
     assert both.returncode == 1 and "--resume and --thread" in both.stderr
+
+
+def test_a_stopped_turn_leaves_the_thread_ready_for_the_next_question(archivist, shop_store):
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from agent.service import Conversation
+
+    conversation = Conversation(archivist, [shop_store], InMemorySaver())
+
+    def stop_at_first_token(kind, data):
+        if kind == "token":
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        conversation.answer(REFUND_Q, stop_at_first_token)
+    graph = conversation.setup.graph
+    assert graph.get_state(conversation.config).next == ()
+    result = conversation.answer("hi", lambda kind, data: None)
+    assert result["answer"].startswith("Hello") and result["tool_calls"] == []
+    kinds = [m.type for m in conversation.messages()]
+    assert kinds == ["human", "ai", "tool", "human", "ai"]
+    stopped, answered = archivist.turn_log.recent()
+    assert stopped["error"] == "stopped by the user" and answered["error"] is None

@@ -71,3 +71,13 @@ def test_logs_list_and_show_the_turns_of_ask_and_chat(ollama, home, store):
 
 def test_an_empty_log_says_where_turns_come_from(ollama, home):
     assert "No turns logged yet" in cli("logs", ollama=ollama, home=home).stdout
+
+
+def test_max_steps_limits_the_searches_of_a_turn(ollama, home, store):
+    search = {"tool_calls": [{"name": "search_shop_docs", "arguments": {"query": "refund"}}]}
+    ollama.script("qwen2.5:3b", search, search, {"content": "From what I found: 30 days [1]."})
+    args = ("ask", REFUND_Q, "--store", store, "--max-steps", "1", "--json")
+    result = json.loads(cli(*args, ollama=ollama, home=home).stdout)
+    assert len(result["tool_calls"]) == 1
+    assert result["answer"] == "From what I found: 30 days [1]."
+    assert "search limit" in ollama.requests_to("/api/chat")[-1]["messages"][-1]["content"]
