@@ -61,10 +61,6 @@ def _text(message: BaseMessage) -> str:
     return "".join(p if isinstance(p, str) else str(p.get("text", "")) for p in content)
 
 
-def _count(messages: Sequence[BaseMessage]) -> int:
-    return sum(message_tokens(m) for m in messages)
-
-
 @dataclass(frozen=True)
 class Window:
     """The context window asked of Ollama and how it is shared."""
@@ -142,27 +138,39 @@ def fit_messages(messages: Sequence[BaseMessage], limit: int | None, num_ctx: in
     Raises ArchivistError when even that cannot make the question fit.
     """
     messages = complete_tool_calls(messages)
-    if limit is None or _count(messages) <= limit:
+    sizes: dict[int, int] = {}  # by id(): every message counted stays referenced until we return
+
+    def cost(message: BaseMessage) -> int:
+        if id(message) not in sizes:
+            sizes[id(message)] = message_tokens(message)
+        return sizes[id(message)]
+
+    def count(some: Sequence[BaseMessage]) -> int:
+        return sum(cost(m) for m in some)
+
+    if limit is None or count(messages) <= limit:
         return Fitted(messages)
     start = max(
         (i for i, m in enumerate(messages) if isinstance(m, HumanMessage)),
         default=0,
     )
     history, current = messages[:start], messages[start:]
-    room = limit - _count(current)
+    room = limit - count(current)
     stubbed: list[int] = []
+    size = count(history)
     for i, message in enumerate(history):
-        if _count(history) <= room:
+        if size <= room:
             break
         if isinstance(message, ToolMessage) and not _text(message).startswith("["):
             history[i] = _stub(message)
+            size += cost(history[i]) - cost(message)
             stubbed.append(i)
     kept = history
-    if _count(history) > room:
+    if size > room:
         kept = trim_messages(
             history,
             max_tokens=max(room, 0),
-            token_counter=_count,
+            token_counter=count,
             strategy="last",
             start_on="human",
             allow_partial=False,
@@ -170,8 +178,9 @@ def fit_messages(messages: Sequence[BaseMessage], limit: int | None, num_ctx: in
     dropped = len(history) - len(kept)
     shortened = sum(1 for i in stubbed if i >= dropped)
     cut = 0
+    kept_size = count(kept)
     for i, message in enumerate(current):
-        over = _count(kept) + _count(current) - limit
+        over = kept_size + count(current) - limit
         if over <= 0:
             break
         if isinstance(message, ToolMessage | HumanMessage):
@@ -180,7 +189,7 @@ def fit_messages(messages: Sequence[BaseMessage], limit: int | None, num_ctx: in
             if removed:
                 current[i] = message.model_copy(update={"content": text})
                 cut += removed
-    total = _count(kept) + _count(current)
+    total = kept_size + count(current)
     if total > limit:
         raise ArchivistError(
             f"This message does not fit the model's context window (about {total} tokens "
