@@ -215,9 +215,9 @@ def evaluate(
     from agent.evaluation import evaluate as run_evaluation
     from agent.evaluation import load_dataset
 
+    cases = load_dataset(dataset)
     archivist = _app(k=k)
     names = models or [archivist.settings.chat_model]
-    cases = load_dataset(dataset)
     out = out or Path("eval-reports") / f"{dataset.stem}-{datetime.now():%Y%m%d-%H%M%S}"
     progress = Progress(
         TextColumn("{task.description}"),
