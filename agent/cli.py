@@ -191,9 +191,11 @@ def evaluate(
         list[str] | None,
         typer.Option("--model", "-m", help="An Ollama chat model to evaluate (repeatable)."),
     ] = None,
-    repeat: Annotated[int, typer.Option(help="Runs per case and model, to measure stability.")] = 1,
+    repeat: Annotated[
+        int, typer.Option(min=1, help="Runs per case and model, to measure stability.")
+    ] = 1,
     k: Annotated[
-        int, typer.Option("--k", "-k", help="Passages per search, and the @k cutoff.")
+        int, typer.Option("--k", "-k", min=1, help="Passages per search, and the @k cutoff.")
     ] = 5,
     out: Annotated[
         Path | None,

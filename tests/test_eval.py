@@ -229,6 +229,8 @@ def test_eval_prints_a_table_and_writes_to_a_default_folder(fake, home_copy, tmp
         assert str(folder.relative_to(ROOT)) in result.stderr
     finally:
         shutil.rmtree(folder)
+        if not any(folder.parent.iterdir()):
+            folder.parent.rmdir()
 
 
 def test_judge_verdicts_come_from_the_judge_model(fake, home_copy, tmp_path):
