@@ -181,6 +181,75 @@ def chat(stores: StoresOpt = None, model: ModelOpt = None) -> None:
     raise typer.Exit(chat_loop(answer, new_conversation, read, print))
 
 
+@app.command(name="eval")
+def evaluate(
+    dataset: Annotated[Path, typer.Argument(help="The cases: a JSONL file, one case a line.")],
+    stores: Annotated[
+        list[str], typer.Option("--store", "-s", help="A store the agent searches (repeatable).")
+    ],
+    models: Annotated[
+        list[str] | None,
+        typer.Option("--model", "-m", help="An Ollama chat model to evaluate (repeatable)."),
+    ] = None,
+    repeat: Annotated[
+        int, typer.Option(min=1, help="Runs per case and model, to measure stability.")
+    ] = 1,
+    k: Annotated[
+        int, typer.Option("--k", "-k", min=1, help="Passages per search, and the @k cutoff.")
+    ] = 5,
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Folder for report.json, report.md and chart.png."),
+    ] = None,
+    judge: Annotated[
+        str | None, typer.Option(help="An Ollama model that judges the answers (LLM-as-judge).")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="The sampling seed sent with every request.")] = 42,
+    as_json: JsonOpt = False,
+) -> None:
+    """Compare chat models on the same cases: tool use, retrieval, answers, latency."""
+    from datetime import datetime
+
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from agent.eval_report import table, write_report
+    from agent.evaluation import evaluate as run_evaluation
+    from agent.evaluation import load_dataset
+
+    cases = load_dataset(dataset)
+    archivist = _app(k=k)
+    names = models or [archivist.settings.chat_model]
+    out = out or Path("eval-reports") / f"{dataset.stem}-{datetime.now():%Y%m%d-%H%M%S}"
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    )
+    with progress:
+        task = progress.add_task("evaluating", total=len(names) * len(cases) * repeat)
+
+        def advance(model: str, case, attempt: int) -> None:
+            progress.update(task, advance=1, description=f"{model} · {case.id}")
+
+        report = run_evaluation(
+            archivist, dataset, cases, stores, names, repeat, seed, judge, advance
+        )
+    paths = write_report(report, out)
+    if as_json:
+        _print_json(report)
+    else:
+        console = Console()
+        # Piped into a file, keep the table whole instead of Rich's 80-column default.
+        (console if console.is_terminal else Console(width=160)).print(table(report))
+    for summary in report["models"]:
+        if summary["mode"] != "agent":
+            _notice(f"{summary['model']} cannot call tools: evaluated in {summary['mode']} mode.")
+    _notice(f"Report: {paths['markdown']}, {paths['json']}, {paths['chart']}")
+
+
 @app.command()
 def stores(as_json: JsonOpt = False) -> None:
     """List the stores."""

@@ -6,6 +6,8 @@ from collections.abc import Callable, Sequence
 from functools import cached_property
 from typing import Any
 
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+
 from agent import models, prompts
 from agent.citations import check_citations
 from agent.graph import build_agent, build_retrieve_then_answer, turn_input
@@ -92,8 +94,17 @@ class Archivist:
         )
         return message.artifact
 
-    def agent(self, stores: Sequence[str], model: str | None = None, checkpointer=None):
-        """Build the agent for `stores` with the model's best mode; return (graph, mode)."""
+    def agent(
+        self,
+        stores: Sequence[str],
+        model: str | None = None,
+        checkpointer=None,
+        seed: int | None = None,
+    ):
+        """Build the agent for `stores` with the model's best mode; return (graph, mode).
+
+        The model runs at temperature 0; `seed` fixes its sampling where the model honours it.
+        """
         if not stores:
             raise ArchivistError("No store given.", "Name one with --store NAME.")
         model = model or self.settings.chat_model
@@ -104,7 +115,7 @@ class Archivist:
             for tool, s in zip(tools, opened, strict=True)
         )
         info = models.show(self.settings, model)
-        chat = models.chat_model(self.settings, model, temperature=0)
+        chat = models.chat_model(self.settings, model, temperature=0, seed=seed)
         if info.tools:
             graph = build_agent(
                 chat,
@@ -134,6 +145,7 @@ def run_turn(
     state = graph.invoke(turn_input(question), config)
     answer = state["messages"][-1].content
     citations, invalid = check_citations(answer, state["calls"])
+    usage = turn_usage(state["messages"])
     return {
         "question": question,
         "answer": answer,
@@ -144,4 +156,17 @@ def run_turn(
         "citations": citations,
         "invalid_citations": invalid,
         "latency_ms": round((time.perf_counter() - started) * 1000),
+        "usage": usage,
+    }
+
+
+def turn_usage(messages: Sequence[BaseMessage]) -> dict[str, int]:
+    """Add up the token counts Ollama reported for the model calls of the last turn."""
+    start = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1)
+    replies = [m for m in messages[start + 1 :] if isinstance(m, AIMessage)]
+    counted = [m.usage_metadata for m in replies if m.usage_metadata]
+    return {
+        "model_calls": len(replies),
+        "input_tokens": sum(u.get("input_tokens", 0) for u in counted),
+        "output_tokens": sum(u.get("output_tokens", 0) for u in counted),
     }
