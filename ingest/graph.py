@@ -2,7 +2,10 @@
 
 Only one batch of files is held in the graph's state at a time, so memory stays bounded on
 large corpora. A source's new chunks are stored before its old version is removed, so a
-question asked during an update always finds one complete version of the document.
+question asked during an update always finds one complete version of the document. Chunks are
+stored as their embedding requests finish; a source counts as complete only once all of its
+chunks are stored, so an interrupted run leaves no half-document that looks complete, and
+the next run finishes it (point ids are derived from the chunks, so nothing is duplicated).
 """
 
 from collections.abc import Callable
@@ -12,9 +15,10 @@ from typing import Annotated, Any, TypedDict
 
 from langgraph.graph import END, START, StateGraph
 
-from ingest.loaders import LoadError
+from ingest.embedder import EmbedSettings, embed_jobs
+from ingest.loaders import LoaderOptions, LoadError
 from ingest.splitter import SplitterSettings
-from ingest.sync import SourceFile, content_hash, discover, make_chunks
+from ingest.sync import SourceFile, content_hash, discover, make_documents
 from tools.embedding import PrefixedEmbeddings
 from tools.store import Chunk, KnowledgeStore
 
@@ -47,6 +51,10 @@ class IngestState(IngestInput, total=False):
     """How many of `files` have been loaded so far."""
     pending: list[PendingDoc]
     """The current batch: documents loaded and split, waiting to be embedded."""
+    settled: Annotated[list[str], add]
+    """Files read this run (loaded, or unchanged): their sources are exactly `present`."""
+    present: Annotated[list[str], add]
+    """Sources found in the files this run, stored or unchanged."""
     stored: Annotated[list[dict[str, Any]], add]
     unchanged: Annotated[list[str], add]
     failed: Annotated[list[dict[str, str]], add]
@@ -59,27 +67,33 @@ def build_ingest_graph(
     embeddings: PrefixedEmbeddings,
     splitter: SplitterSettings | None = None,
     batch_files: int = 16,
-    embed_batch: int = 64,
+    embed: EmbedSettings | None = None,
+    loader_options: LoaderOptions | None = None,
     on_progress: ProgressFn | None = None,
 ):
     """Build the graph that keeps `store` in sync with a set of files and folders."""
     splitter = splitter or SplitterSettings()
+    embed = embed or EmbedSettings()
+    options = loader_options or LoaderOptions()
     notify = on_progress or (lambda event, data: None)
+
+    def on_retry(error: BaseException, attempt: int, wait_s: float) -> None:
+        notify("retry", {"error": str(error), "attempt": attempt, "wait": wait_s})
 
     def prepare(state: IngestState) -> dict[str, Any]:
         if store.exists():
-            store.ensure(
-                embeddings.fingerprint(store.fingerprint.get("dimension")), state.get("description")
-            )
+            dimension = store.fingerprint.get("dimension")
         else:
             dimension = len(embeddings.embed_query(DIMENSION_PROBE))
-            store.ensure(
-                {**embeddings.fingerprint(dimension), "splitter": splitter.as_dict()},
-                state.get("description"),
-            )
+        store.ensure(
+            {**embeddings.fingerprint(dimension), "splitter": splitter.as_dict()},
+            state.get("description"),
+        )
         files, failed, skipped = discover([Path(p) for p in state["paths"]])
         known = {s: info.doc_hash for s, info in store.sources().items() if info.complete}
         notify("discovered", {"files": len(files)})
+        for failure in failed:
+            notify("failed", failure.to_dict())
         return {
             "files": files,
             "known": known,
@@ -92,52 +106,92 @@ def build_ingest_graph(
     def load_batch(state: IngestState) -> dict[str, Any]:
         start = state["position"]
         batch = state["files"][start : start + batch_files]
-        pending, unchanged, failed = [], [], []
+        known = state["known"]
+        pending, unchanged, failed, settled, present = [], [], [], [], []
         for file in batch:
+            file_options = options if file.has_records else None
             try:
-                doc_hash = content_hash(file.path, splitter)
-                if state["known"].get(file.source) == doc_hash:
+                file_hash = content_hash(file.path, splitter, file_options)
+                if known.get(file.source) == file_hash:
                     unchanged.append(file.source)
+                    present.append(file.source)
+                    settled.append(file.source)
                     continue
-                chunks = make_chunks(file, splitter)
+                documents = make_documents(file, splitter, options, file_hash)
             except LoadError as exc:
                 failed.append({"source": file.source, "reason": str(exc)})
+                notify("failed", failed[-1])
                 continue
             except OSError as exc:
                 failed.append({"source": file.source, "reason": exc.strerror or str(exc)})
+                notify("failed", failed[-1])
                 continue
-            status = "updated" if file.source in state["known"] else "new"
-            pending.append(
-                PendingDoc(source=file.source, doc_hash=doc_hash, chunks=chunks, status=status)
-            )
-        notify("loaded", {"files": len(batch), "unchanged": len(unchanged)})
+            settled.append(file.source)
+            for doc in documents:
+                present.append(doc.source)
+                if known.get(doc.source) == doc.doc_hash:
+                    unchanged.append(doc.source)
+                    continue
+                status = "updated" if doc.source in known else "new"
+                pending.append(
+                    PendingDoc(
+                        source=doc.source, doc_hash=doc.doc_hash, chunks=doc.chunks, status=status
+                    )
+                )
+        notify(
+            "loaded",
+            {
+                "files": len(batch),
+                "unchanged": len(unchanged),
+                "chunks": sum(len(d["chunks"]) for d in pending),
+            },
+        )
         return {
             "position": start + len(batch),
             "pending": pending,
             "unchanged": unchanged,
             "failed": failed,
+            "settled": settled,
+            "present": present,
         }
 
     def embed_and_store(state: IngestState) -> dict[str, Any]:
-        stored = []
-        for doc in state["pending"]:
-            chunks = doc["chunks"]
-            vectors: list[list[float]] = []
-            for i in range(0, len(chunks), embed_batch):
-                vectors.extend(
-                    embeddings.embed_documents([c.text for c in chunks[i : i + embed_batch]])
-                )
-            store.upsert(
-                chunks, vectors, [doc["doc_hash"]] * len(chunks), [len(chunks)] * len(chunks)
-            )
-            store.delete_stale(doc["source"], doc["doc_hash"])
-            stored.append({"source": doc["source"], "status": doc["status"], "chunks": len(chunks)})
-            notify("stored", {"source": doc["source"], "chunks": len(chunks)})
-        return {"pending": [], "stored": stored}
+        docs = state["pending"]
+        jobs = [
+            ((d, i), [c.text for c in doc["chunks"][i : i + embed.batch_size]])
+            for d, doc in enumerate(docs)
+            for i in range(0, len(doc["chunks"]), embed.batch_size)
+        ]
+        remaining = [len(range(0, len(doc["chunks"]), embed.batch_size)) for doc in docs]
+        stored, failed = [], []
+        for (d, i), result in embed_jobs(embeddings, jobs, embed, on_retry):
+            doc = docs[d]
+            if remaining[d] < 0:
+                continue  # an earlier batch of this document was refused
+            chunks = doc["chunks"][i : i + embed.batch_size]
+            if isinstance(result, BaseException):
+                remaining[d] = -1
+                failed.append({"source": doc["source"], "reason": f"embedding refused: {result}"})
+                notify("failed", failed[-1])
+                continue
+            total = len(doc["chunks"])
+            store.upsert(chunks, result, [doc["doc_hash"]] * len(chunks), [total] * len(chunks))
+            notify("embedded", {"source": doc["source"], "chunks": len(chunks)})
+            remaining[d] -= 1
+            if remaining[d] == 0:
+                store.delete_stale(doc["source"], doc["doc_hash"])
+                stored.append({"source": doc["source"], "status": doc["status"], "chunks": total})
+                notify("stored", {"source": doc["source"], "chunks": total})
+        return {"pending": [], "stored": stored, "failed": failed}
 
     def prune(state: IngestState) -> dict[str, Any]:
-        present = {f.source for f in state["files"]}
-        removed = [s for s in store.sources() if s not in present]
+        present = set(state.get("present", []))
+        settled = set(state.get("settled", []))
+        # A file that failed to load keeps what the store holds of it.
+        unread = [f for f in state["files"] if f.source not in settled]
+        removed = [
+            s for s in store.sources() if s not in present and not any(f.owns(s) for f in unread)
+        ]
         for source in removed:
             store.delete_source(source)
         return {"removed": removed}
