@@ -99,10 +99,13 @@ def decode_text(data: bytes) -> str:
         raise LoadError(f"damaged UTF-8 text: invalid byte sequence at byte {first_bad}")
     from charset_normalizer import from_bytes
 
-    best = from_bytes(data).best()
+    matches = from_bytes(data)
+    best = matches.best()
     if best is None:
         raise LoadError(f"not valid UTF-8 (byte {first_bad}) and no other text encoding fits")
-    return str(best)
+    # Short texts often fit several code pages equally well; Windows-1252 is the commonest.
+    ties = [m for m in matches if (m.chaos, m.coherence) == (best.chaos, best.coherence)]
+    return str(next((m for m in ties if m.encoding == "cp1252"), best))
 
 
 def read_text(path: Path) -> str:
@@ -191,18 +194,21 @@ def strip_repeated_lines(pages: list[str], edge: int = 2, share: float = 0.6) ->
     if len(pages) < 3:
         return pages
     split = [[line for line in page.splitlines() if line.strip()] for page in pages]
-    counts: Counter[str] = Counter()
+    tops: Counter[str] = Counter()
+    bottoms: Counter[str] = Counter()
     for lines in split:
-        counts.update({_mask(line) for line in lines[:edge] + lines[-edge:]})
-    repeated = {line for line, n in counts.items() if n >= max(3, share * len(pages))}
+        tops.update({_mask(line) for line in lines[:edge]})
+        bottoms.update({_mask(line) for line in lines[-edge:]})
+    needed = max(3, share * len(pages))
+    headers = {line for line, n in tops.items() if n >= needed}
+    footers = {line for line, n in bottoms.items() if n >= needed}
     cleaned = []
     for lines in split:
-        head = len(lines[:edge])
         tail = len(lines) - edge
         kept = [
             line
             for i, line in enumerate(lines)
-            if not ((i < head or i >= tail) and _mask(line) in repeated)
+            if not ((i < edge and _mask(line) in headers) or (i >= tail and _mask(line) in footers))
         ]
         cleaned.append("\n".join(kept))
     return cleaned
