@@ -15,7 +15,7 @@ from typing import Annotated, Any, TypedDict
 
 from langgraph.graph import END, START, StateGraph
 
-from ingest.embedder import EmbedSettings, embed_jobs
+from ingest.embedder import EmbedSettings, embed_jobs, embed_with_retry
 from ingest.loaders import LoaderOptions, LoadError
 from ingest.splitter import SplitterSettings
 from ingest.sync import SourceFile, content_hash, discover, make_documents
@@ -84,7 +84,8 @@ def build_ingest_graph(
         if store.exists():
             dimension = store.fingerprint.get("dimension")
         else:
-            dimension = len(embeddings.embed_query(DIMENSION_PROBE))
+            probe = embed_with_retry(embeddings, [DIMENSION_PROBE], embed, on_retry)
+            dimension = len(probe[0])
         store.ensure(
             {**embeddings.fingerprint(dimension), "splitter": splitter.as_dict()},
             state.get("description"),

@@ -157,9 +157,3 @@ def make_documents(
         raise LoadError("no text in the file")
     return documents
 
-
-def make_chunks(
-    file: SourceFile, splitter: SplitterSettings, options: LoaderOptions | None = None
-) -> list[Chunk]:
-    """Load a file and return all its chunks (of every record); raise LoadError if bad."""
-    return [c for doc in make_documents(file, splitter, options) for c in doc.chunks]
