@@ -189,7 +189,7 @@ def test_every_format_is_stored_with_metadata_and_offsets_into_its_text(archivis
         "price": 24,
         "headings": [],
         "start": 0,
-        "end": 23,
+        "end": 22,
     }
     # Every chunk's offsets slice its section's extracted text back to the chunk.
     for p in stored:
