@@ -3,8 +3,9 @@
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent import models, prompts
 from agent.citations import check_citations
@@ -20,6 +21,9 @@ from tools.store import (
     fingerprints_match,
     list_stores,
 )
+
+if TYPE_CHECKING:
+    from ingest.embedder import EmbedSettings
 
 AGENT = "agent"
 RETRIEVE_THEN_ANSWER = "retrieve-then-answer"
@@ -88,6 +92,7 @@ class Archivist:
         concurrency: int | None = None,
         text_field: str | None = None,
         id_field: str | None = None,
+        embed: "EmbedSettings | None" = None,
     ) -> dict[str, Any]:
         """Bring a store in sync with files and folders; return the ingest report.
 
@@ -101,9 +106,8 @@ class Archivist:
 
         started = time.perf_counter()
         splitter = self._splitter(chunk_size, chunk_overlap)
-        embed = EmbedSettings(
-            **{k: v for k, v in {"batch_size": batch_size, "concurrency": concurrency}.items() if v}
-        )
+        sizes = {"batch_size": batch_size, "concurrency": concurrency}
+        embed = replace(embed or EmbedSettings(), **{k: v for k, v in sizes.items() if v})
         loader = LoaderOptions(text_field or None, id_field or LoaderOptions.id_field)
         target = self.store(store, must_exist=False)
         wanted = self.embeddings.fingerprint(

@@ -156,4 +156,3 @@ def make_documents(
     if not documents:
         raise LoadError("no text in the file")
     return documents
-
