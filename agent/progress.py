@@ -24,8 +24,16 @@ class RateColumn(ProgressColumn):
         return Text(f"{task.speed:.1f}/s" if task.speed else "–/s", style="progress.data.speed")
 
 
+class EtaColumn(TimeRemainingColumn):
+    """Time remaining, shown only on tasks whose total is known from the start."""
+
+    def render(self, task: Task) -> Text:
+        return super().render(task) if task.fields.get("eta") else Text("")
+
+
 class IngestProgress:
-    """Receive the ingest graph's events and show them: files read, chunks embedded, rate, ETA.
+    """Receive the ingest graph's events and show them: files done, chunks embedded, rates,
+    and the time left (from the files' rate: chunk totals are only known batch by batch).
 
     `enabled=False` (for `--json`) shows only retry notices; `live=False` (stderr is not a
     terminal) prints one line per stored or failed source instead of a bar.
@@ -42,12 +50,12 @@ class IngestProgress:
                 MofNCompleteColumn(),
                 RateColumn(),
                 TimeElapsedColumn(),
-                TextColumn("ETA"),
-                TimeRemainingColumn(),
+                EtaColumn(),
                 console=self.console,
                 transient=True,
             )
-            self.files = self.progress.add_task("files", total=None)
+            self.files = self.progress.add_task("files", total=None, eta=True)
+            self.waiting = 0  # files read whose chunks are being embedded
             self.chunks = self.progress.add_task("chunks", total=0)
 
     def __enter__(self) -> "IngestProgress":
@@ -83,9 +91,15 @@ class IngestProgress:
         if event == "discovered":
             self.progress.update(self.files, total=data["files"])
         elif event == "loaded":
-            self.progress.advance(self.files, data["files"])
+            if data["chunks"]:
+                self.waiting = data["files"]
+            else:
+                self.progress.advance(self.files, data["files"])
             task = self.progress.tasks[self.chunks]
             self.progress.update(self.chunks, total=(task.total or 0) + data["chunks"])
+        elif event == "batch_stored":
+            self.progress.advance(self.files, self.waiting)
+            self.waiting = 0
         elif event == "embedded":
             self.progress.advance(self.chunks, data["chunks"])
         elif event == "failed":

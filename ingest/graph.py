@@ -183,6 +183,7 @@ def build_ingest_graph(
                 store.delete_stale(doc["source"], doc["doc_hash"])
                 stored.append({"source": doc["source"], "status": doc["status"], "chunks": total})
                 notify("stored", {"source": doc["source"], "chunks": total})
+        notify("batch_stored", {"documents": len(docs)})
         return {"pending": [], "stored": stored, "failed": failed}
 
     def prune(state: IngestState) -> dict[str, Any]:
