@@ -158,31 +158,38 @@ def build_ingest_graph(
 
     def embed_and_store(state: IngestState) -> dict[str, Any]:
         docs = state["pending"]
-        jobs = [
-            ((d, i), [c.text for c in doc["chunks"][i : i + embed.batch_size]])
-            for d, doc in enumerate(docs)
-            for i in range(0, len(doc["chunks"]), embed.batch_size)
-        ]
-        remaining = [len(range(0, len(doc["chunks"]), embed.batch_size)) for doc in docs]
+        jobs = _pack_batches(docs, embed.batch_size)
+        remaining = [0] * len(docs)
+        for segments, _ in jobs:
+            for d, _, _ in segments:
+                remaining[d] += 1
         stored, failed = [], []
-        for (d, i), result in embed_jobs(embeddings, jobs, embed, on_retry):
-            doc = docs[d]
-            if remaining[d] < 0:
-                continue  # an earlier batch of this document was refused
-            chunks = doc["chunks"][i : i + embed.batch_size]
-            if isinstance(result, BaseException):
-                remaining[d] = -1
-                failed.append({"source": doc["source"], "reason": f"embedding refused: {result}"})
-                notify("failed", failed[-1])
-                continue
-            total = len(doc["chunks"])
-            store.upsert(chunks, result, [doc["doc_hash"]] * len(chunks), [total] * len(chunks))
-            notify("embedded", {"source": doc["source"], "chunks": len(chunks)})
-            remaining[d] -= 1
-            if remaining[d] == 0:
-                store.delete_stale(doc["source"], doc["doc_hash"])
-                stored.append({"source": doc["source"], "status": doc["status"], "chunks": total})
-                notify("stored", {"source": doc["source"], "chunks": total})
+        for segments, result in embed_jobs(embeddings, jobs, embed, on_retry):
+            offset = 0
+            for d, i, j in segments:
+                doc, vectors = docs[d], result
+                if not isinstance(result, BaseException):
+                    vectors, offset = result[offset : offset + j - i], offset + j - i
+                if remaining[d] < 0:
+                    continue  # an earlier batch of this document was refused
+                if isinstance(vectors, BaseException):
+                    remaining[d] = -1
+                    reason = f"embedding refused: {vectors}"
+                    failed.append({"source": doc["source"], "reason": reason})
+                    notify("failed", failed[-1])
+                    continue
+                chunks, total = doc["chunks"][i:j], len(doc["chunks"])
+                store.upsert(
+                    chunks, vectors, [doc["doc_hash"]] * len(chunks), [total] * len(chunks)
+                )
+                notify("embedded", {"source": doc["source"], "chunks": len(chunks)})
+                remaining[d] -= 1
+                if remaining[d] == 0:
+                    store.delete_stale(doc["source"], doc["doc_hash"])
+                    stored.append(
+                        {"source": doc["source"], "status": doc["status"], "chunks": total}
+                    )
+                    notify("stored", {"source": doc["source"], "chunks": total})
         notify("batch_stored", {"documents": len(docs)})
         return {"pending": [], "stored": stored, "failed": failed}
 
@@ -219,6 +226,31 @@ def build_ingest_graph(
     builder.add_conditional_edges("embed_and_store", after_store, ["load_batch", "prune", END])
     builder.add_edge("prune", END)
     return builder.compile(name="ingest")
+
+
+Segment = tuple[int, int, int]
+
+
+def _pack_batches(docs: list[PendingDoc], batch_size: int) -> list[tuple[list[Segment], list[str]]]:
+    """Pack the documents' chunks into requests of `batch_size` texts, across documents, so
+    many small documents (records, short pages) still make full batches. Each request lists
+    its segments: (document index, first chunk, end chunk)."""
+    jobs: list[tuple[list[Segment], list[str]]] = []
+    segments: list[Segment] = []
+    texts: list[str] = []
+    for d, doc in enumerate(docs):
+        i = 0
+        while i < len(doc["chunks"]):
+            j = min(len(doc["chunks"]), i + batch_size - len(texts))
+            segments.append((d, i, j))
+            texts.extend(c.text for c in doc["chunks"][i:j])
+            i = j
+            if len(texts) == batch_size:
+                jobs.append((segments, texts))
+                segments, texts = [], []
+    if texts:
+        jobs.append((segments, texts))
+    return jobs
 
 
 def run_ingest(

@@ -264,3 +264,29 @@ def test_chunks_are_sent_in_batches_asking_ollama_not_to_truncate(tmp_path, home
     assert [len(b["input"]) for b in bodies] == [3, 3, 3, 3, 1]
     assert all(b["truncate"] is False for b in fake.requests_to("/api/embed"))
     assert 1 <= fake.peak_embed_concurrency <= 2
+
+
+def test_small_documents_share_embedding_requests():
+    from ingest.graph import _pack_batches
+    from tools.store import Chunk
+
+    docs = [
+        {
+            "source": f"d{d}",
+            "doc_hash": "h",
+            "status": "new",
+            "chunks": [Chunk(f"d{d}c{i}", f"d{d}", i) for i in range(n)],
+        }
+        for d, n in enumerate([1, 1, 4, 1, 2])
+    ]
+    jobs = _pack_batches(docs, 3)
+    assert [texts for _, texts in jobs] == [
+        ["d0c0", "d1c0", "d2c0"],
+        ["d2c1", "d2c2", "d2c3"],
+        ["d3c0", "d4c0", "d4c1"],
+    ]
+    assert [segments for segments, _ in jobs] == [
+        [(0, 0, 1), (1, 0, 1), (2, 0, 1)],
+        [(2, 1, 4)],
+        [(3, 0, 1), (4, 0, 2)],
+    ]

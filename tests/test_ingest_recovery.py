@@ -90,7 +90,8 @@ def test_an_interrupted_ingest_leaves_no_duplicates_and_a_rerun_finishes(
     store = KnowledgeStore(archivist.client, "docs")
     sources = store.sources()
     assert sources["a.md"].complete
-    assert not sources["b.md"].complete and sources["b.md"].chunks == 2
+    assert 0 < sources["b.md"].chunks < sources["b.md"].expected_chunks  # half stored
+    assert not sources["b.md"].complete
     assert "c.md" not in sources
     ollama.clear_requests()
     report = archivist.ingest([str(root)], "docs", embed=FAST, chunk_size=200, chunk_overlap=0)
