@@ -63,23 +63,62 @@ def ingest(
         str | None, typer.Option(help="What the store holds, told to the model.")
     ] = None,
     embed_model: EmbedOpt = None,
+    reindex: Annotated[
+        bool,
+        typer.Option(
+            help="Rebuild a store made with another embedding model (swapped in when done)."
+        ),
+    ] = False,
+    chunk_size: Annotated[
+        int | None,
+        typer.Option(help="Characters per chunk (CJK text: half). Default: 1000, or what fits."),
+    ] = None,
+    chunk_overlap: Annotated[
+        int | None, typer.Option(help="Characters shared by neighbouring chunks. Default: 150.")
+    ] = None,
+    batch_size: Annotated[
+        int | None, typer.Option(min=1, help="Chunks per embedding request. Default: 32.")
+    ] = None,
+    concurrency: Annotated[
+        int | None, typer.Option(min=1, help="Embedding requests in flight at once. Default: 2.")
+    ] = None,
+    text_field: Annotated[
+        str | None,
+        typer.Option(help="JSON/JSONL/CSV field holding the text. Default: text, content, body."),
+    ] = None,
+    id_field: Annotated[
+        str | None, typer.Option(help="JSON/JSONL/CSV field naming a record (file#id).")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Ingest files and folders into a store; unchanged files are skipped."""
+    from agent.progress import IngestProgress
+
     archivist = _app(embed_model=embed_model)
-
-    def progress(event: str, data: dict[str, Any]) -> None:
-        if event == "stored" and not as_json:
-            _notice(f"  stored {data['source']} ({data['chunks']} chunks)")
-
-    report = archivist.ingest([str(p) for p in paths], store, prune, description, progress)
+    with IngestProgress(enabled=not as_json, live=sys.stderr.isatty()) as progress:
+        report = archivist.ingest(
+            [str(p) for p in paths],
+            store,
+            prune,
+            description,
+            progress.update,
+            reindex=reindex,
+            chunk_size=chunk_size,
+            chunk_overlap=chunk_overlap,
+            batch_size=batch_size,
+            concurrency=concurrency,
+            text_field=text_field,
+            id_field=id_field,
+        )
     if as_json:
         _print_json(report)
     else:
+        rebuilt = " (rebuilt for the new embedding model)" if report["reindexed"] else ""
         print(
-            f"{store}: {len(report['stored'])} stored, {len(report['unchanged'])} unchanged, "
-            f"{len(report['failed'])} failed, {len(report['removed'])} removed; "
-            f"{report['points']} chunks in the store."
+            f"{store}{rebuilt}: {len(report['stored'])} stored, "
+            f"{len(report['unchanged'])} unchanged, {len(report['failed'])} failed, "
+            f"{len(report['removed'])} removed; {report['chunks_embedded']} chunks embedded "
+            f"in {report['seconds']:g} s; {report['points']} chunks in the store."
         )
         for failure in report["failed"]:
             print(f"  failed: {failure['source']}: {failure['reason']}")
