@@ -82,23 +82,62 @@ def ingest(
         str | None, typer.Option(help="What the store holds, told to the model.")
     ] = None,
     embed_model: EmbedOpt = None,
+    reindex: Annotated[
+        bool,
+        typer.Option(
+            help="Rebuild a store made with another embedding model (swapped in when done)."
+        ),
+    ] = False,
+    chunk_size: Annotated[
+        int | None,
+        typer.Option(help="Characters per chunk (CJK text: half). Default: 1000, or what fits."),
+    ] = None,
+    chunk_overlap: Annotated[
+        int | None, typer.Option(help="Characters shared by neighbouring chunks. Default: 150.")
+    ] = None,
+    batch_size: Annotated[
+        int | None, typer.Option(min=1, help="Chunks per embedding request. Default: 32.")
+    ] = None,
+    concurrency: Annotated[
+        int | None, typer.Option(min=1, help="Embedding requests in flight at once. Default: 2.")
+    ] = None,
+    text_field: Annotated[
+        str | None,
+        typer.Option(help="JSON/JSONL/CSV field holding the text. Default: text, content, body."),
+    ] = None,
+    id_field: Annotated[
+        str | None, typer.Option(help="JSON/JSONL/CSV field naming a record (file#id).")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Ingest files and folders into a store; unchanged files are skipped."""
+    from agent.progress import IngestProgress
+
     archivist = _app(embed_model=embed_model)
-
-    def progress(event: str, data: dict[str, Any]) -> None:
-        if event == "stored" and not as_json:
-            _notice(f"  stored {data['source']} ({data['chunks']} chunks)")
-
-    report = archivist.ingest([str(p) for p in paths], store, prune, description, progress)
+    with IngestProgress(enabled=not as_json, live=sys.stderr.isatty()) as progress:
+        report = archivist.ingest(
+            [str(p) for p in paths],
+            store,
+            prune,
+            description,
+            progress.update,
+            reindex=reindex,
+            chunk_size=chunk_size,
+            chunk_overlap=chunk_overlap,
+            batch_size=batch_size,
+            concurrency=concurrency,
+            text_field=text_field,
+            id_field=id_field,
+        )
     if as_json:
         _print_json(report)
     else:
+        rebuilt = " (rebuilt for the new embedding model)" if report["reindexed"] else ""
         print(
-            f"{store}: {len(report['stored'])} stored, {len(report['unchanged'])} unchanged, "
-            f"{len(report['failed'])} failed, {len(report['removed'])} removed; "
-            f"{report['points']} chunks in the store."
+            f"{store}{rebuilt}: {len(report['stored'])} stored, "
+            f"{len(report['unchanged'])} unchanged, {len(report['failed'])} failed, "
+            f"{len(report['removed'])} removed; {report['chunks_embedded']} chunks embedded "
+            f"in {report['seconds']:g} s; {report['points']} chunks in the store."
         )
         for failure in report["failed"]:
             print(f"  failed: {failure['source']}: {failure['reason']}")
@@ -218,6 +257,75 @@ def chat(
         status = chat_loop(conversation, read, view)
     archivist.close()
     raise typer.Exit(status)
+
+
+@app.command(name="eval")
+def evaluate(
+    dataset: Annotated[Path, typer.Argument(help="The cases: a JSONL file, one case a line.")],
+    stores: Annotated[
+        list[str], typer.Option("--store", "-s", help="A store the agent searches (repeatable).")
+    ],
+    models: Annotated[
+        list[str] | None,
+        typer.Option("--model", "-m", help="An Ollama chat model to evaluate (repeatable)."),
+    ] = None,
+    repeat: Annotated[
+        int, typer.Option(min=1, help="Runs per case and model, to measure stability.")
+    ] = 1,
+    k: Annotated[
+        int, typer.Option("--k", "-k", min=1, help="Passages per search, and the @k cutoff.")
+    ] = 5,
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Folder for report.json, report.md and chart.png."),
+    ] = None,
+    judge: Annotated[
+        str | None, typer.Option(help="An Ollama model that judges the answers (LLM-as-judge).")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="The sampling seed sent with every request.")] = 42,
+    as_json: JsonOpt = False,
+) -> None:
+    """Compare chat models on the same cases: tool use, retrieval, answers, latency."""
+    from datetime import datetime
+
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from agent.eval_report import table, write_report
+    from agent.evaluation import evaluate as run_evaluation
+    from agent.evaluation import load_dataset
+
+    cases = load_dataset(dataset)
+    archivist = _app(k=k)
+    names = models or [archivist.settings.chat_model]
+    out = out or Path("eval-reports") / f"{dataset.stem}-{datetime.now():%Y%m%d-%H%M%S}"
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    )
+    with progress:
+        task = progress.add_task("evaluating", total=len(names) * len(cases) * repeat)
+
+        def advance(model: str, case, attempt: int) -> None:
+            progress.update(task, advance=1, description=f"{model} · {case.id}")
+
+        report = run_evaluation(
+            archivist, dataset, cases, stores, names, repeat, seed, judge, advance
+        )
+    paths = write_report(report, out)
+    if as_json:
+        _print_json(report)
+    else:
+        console = Console()
+        # Piped into a file, keep the table whole instead of Rich's 80-column default.
+        (console if console.is_terminal else Console(width=160)).print(table(report))
+    for summary in report["models"]:
+        if summary["mode"] != "agent":
+            _notice(f"{summary['model']} cannot call tools: evaluated in {summary['mode']} mode.")
+    _notice(f"Report: {paths['markdown']}, {paths['json']}, {paths['chart']}")
 
 
 @app.command()

@@ -46,10 +46,29 @@ def chat_model(settings: Settings, model: str | None = None, **options) -> ChatO
     )
 
 
+# Ollama's context window for a model whose Modelfile sets no num_ctx.
+OLLAMA_DEFAULT_NUM_CTX = 2048
+
+
+class StrictOllamaEmbeddings(OllamaEmbeddings):
+    """OllamaEmbeddings that sends `truncate: false`: Ollama then refuses an input longer
+    than the model's context instead of silently embedding only its beginning."""
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return self._client.embed(
+            self.model,
+            texts,
+            truncate=False,
+            dimensions=self.dimensions,
+            options=self._default_params,
+            keep_alive=self.keep_alive,
+        )["embeddings"]
+
+
 def embeddings(settings: Settings, model: str | None = None) -> PrefixedEmbeddings:
     """Build the embedding model, with the task prefixes it was trained with."""
     name = model or settings.embed_model
-    inner = OllamaEmbeddings(
+    inner = StrictOllamaEmbeddings(
         model=name, base_url=settings.ollama_host, client_kwargs={"timeout": settings.timeout}
     )
     return PrefixedEmbeddings.for_model(inner, name)
@@ -62,6 +81,17 @@ def show(settings: Settings, model: str) -> ModelInfo:
     context = next((v for k, v in info.items() if k.endswith(".context_length")), None)
     dimension = next((v for k, v in info.items() if k.endswith(".embedding_length")), None)
     return ModelInfo(model, tuple(response.capabilities or ()), context, dimension)
+
+
+def embed_context(settings: Settings, model: str | None = None) -> int:
+    """Return how many tokens the embedding model reads per input as Ollama runs it: its
+    trained context, capped by the Modelfile's num_ctx (Ollama's default when unset)."""
+    response = client(settings).show(model or settings.embed_model)
+    info = response.modelinfo or {}
+    trained = next((v for k, v in info.items() if k.endswith(".context_length")), None)
+    match = re.search(r"^num_ctx\s+(\d+)", response.parameters or "", re.M)
+    num_ctx = int(match.group(1)) if match else OLLAMA_DEFAULT_NUM_CTX
+    return min(trained, num_ctx) if trained else num_ctx
 
 
 def version(settings: Settings) -> str:

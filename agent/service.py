@@ -3,12 +3,12 @@
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.callbacks import BaseCallbackHandler
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from agent import models, prompts
 from agent.citations import check_citations
@@ -24,7 +24,17 @@ from agent.settings import Settings
 from agent.turnlog import TurnLog
 from tools.errors import ArchivistError
 from tools.retrieval import make_retrieval_tool, tool_name
-from tools.store import KnowledgeStore, SearchMode, connect, list_stores
+from tools.store import (
+    SPARSE_SCHEME,
+    KnowledgeStore,
+    SearchMode,
+    connect,
+    fingerprints_match,
+    list_stores,
+)
+
+if TYPE_CHECKING:
+    from ingest.embedder import EmbedSettings
 
 AGENT = "agent"
 RETRIEVE_THEN_ANSWER = "retrieve-then-answer"
@@ -85,14 +95,110 @@ class Archivist:
         prune: bool = False,
         description: str | None = None,
         on_progress: Callable[[str, dict[str, Any]], None] | None = None,
+        *,
+        reindex: bool = False,
+        chunk_size: int | None = None,
+        chunk_overlap: int | None = None,
+        batch_size: int | None = None,
+        concurrency: int | None = None,
+        text_field: str | None = None,
+        id_field: str | None = None,
+        embed: "EmbedSettings | None" = None,
     ) -> dict[str, Any]:
-        """Bring a store in sync with files and folders; return the ingest report."""
-        from ingest.graph import build_ingest_graph, run_ingest
+        """Bring a store in sync with files and folders; return the ingest report.
 
+        With `reindex`, a store built with another embedding model is rebuilt into a scratch
+        collection and swapped in only when the rebuild is done; the old store stays usable
+        until then, and an interrupted rebuild resumes on the next `reindex` run.
+        """
+        from ingest.embedder import EmbedSettings
+        from ingest.graph import build_ingest_graph, run_ingest
+        from ingest.loaders import LoaderOptions
+
+        started = time.perf_counter()
+        splitter = self._splitter(chunk_size, chunk_overlap)
+        sizes = {"batch_size": batch_size, "concurrency": concurrency}
+        embed = replace(embed or EmbedSettings(), **{k: v for k, v in sizes.items() if v})
+        loader = LoaderOptions(text_field or None, id_field or LoaderOptions.id_field)
         target = self.store(store, must_exist=False)
-        graph = build_ingest_graph(target, self.embeddings, on_progress=on_progress)
-        report = run_ingest(graph, list(paths), prune=prune, description=description)
-        return {"store": store, **report, "points": target.count()}
+        wanted = self.embeddings.fingerprint(
+            target.fingerprint.get("dimension") if target.exists() else None
+        )
+        rebuilding = (
+            reindex
+            and target.exists()
+            and not fingerprints_match(target.fingerprint, {**wanted, "sparse": SPARSE_SCHEME})
+        )
+        writing = target
+        if rebuilding:
+            writing = target.rebuild_store()
+            description = target.description if description is None else description
+            if writing.exists() and writing.fingerprint.get("embed_model") != wanted["embed_model"]:
+                writing.drop()  # a rebuild for another model was left behind
+        graph = build_ingest_graph(
+            writing,
+            self.embeddings,
+            splitter,
+            embed=embed,
+            loader_options=loader,
+            on_progress=on_progress,
+        )
+        try:
+            report = run_ingest(graph, list(paths), prune=prune, description=description)
+        except ArchivistError:
+            raise
+        except Exception as exc:
+            explained = models.explain(exc, self.settings)
+            if explained is None:
+                raise
+            kept = (
+                f"Store '{store}' is untouched; run the same command again to resume the rebuild."
+                if rebuilding
+                else "Chunks stored so far are kept; run the same command again to finish."
+            )
+            raise ArchivistError(
+                f"Ingest stopped: {explained.message}", f"{explained.fix}\n{kept}"
+            ) from None
+        if rebuilding:
+            target.replace_with(writing)
+        return {
+            "store": store,
+            **report,
+            "reindexed": rebuilding,
+            "points": target.count(),
+            "splitter": {
+                "chunk_size": splitter.chunk_size,
+                "chunk_overlap": splitter.chunk_overlap,
+            },
+            "seconds": round(time.perf_counter() - started, 2),
+        }
+
+    def _splitter(self, chunk_size: int | None, chunk_overlap: int | None):
+        """Chunk sizes that fit the embedding model's context: defaults shrink to fit it,
+        sizes asked for that cannot fit are refused rather than silently truncated."""
+        from ingest.splitter import SplitterSettings
+
+        try:
+            splitter = SplitterSettings().resized(chunk_size, chunk_overlap)
+        except ValueError as exc:
+            raise ArchivistError(f"Cannot split with {exc}.", "Choose other sizes.") from None
+        try:
+            context = models.embed_context(self.settings)
+        except Exception as exc:
+            if explained := models.explain(exc, self.settings):
+                raise explained from None
+            raise
+        latin, cjk = splitter.limits(context)
+        if chunk_size is not None and (
+            splitter.chunk_size > latin or splitter.cjk_chunk_size > cjk
+        ):
+            raise ArchivistError(
+                f"--chunk-size {chunk_size} is too large for {self.settings.embed_model}: it "
+                f"reads {context} tokens per chunk, which fits chunks of at most {latin} "
+                "characters (code blocks and tables may double a chunk).",
+                f"Use --chunk-size {latin} or less, or raise the model's num_ctx in Ollama.",
+            )
+        return splitter.fitted(context)
 
     def search(
         self, query: str, store: str, k: int | None = None, mode: SearchMode = "hybrid"
@@ -115,8 +221,12 @@ class Archivist:
         model: str | None = None,
         checkpointer=None,
         think: bool | None = None,
+        seed: int | None = None,
     ) -> "AgentSetup":
-        """Build the agent for `stores` in the model's best mode, sized to its context."""
+        """Build the agent for `stores` in the model's best mode, sized to its context.
+
+        The model runs at temperature 0; `seed` fixes its sampling where the model honours it.
+        """
         if not stores:
             raise ArchivistError("No store given.", "Name one with --store NAME.")
         model = model or self.settings.chat_model
@@ -142,6 +252,7 @@ class Archivist:
             num_ctx=window.num_ctx,
             num_predict=window.answer,
             reasoning=reasoning,
+            seed=seed,
         )
         if info.tools:
             graph = build_agent(
@@ -161,9 +272,15 @@ class Archivist:
             notices.append(f"{model} cannot call tools: using retrieve-then-answer.")
         return AgentSetup(graph, mode, model, list(stores), info, window, bool(reasoning), notices)
 
-    def agent(self, stores: Sequence[str], model: str | None = None, checkpointer=None):
+    def agent(
+        self,
+        stores: Sequence[str],
+        model: str | None = None,
+        checkpointer=None,
+        seed: int | None = None,
+    ):
         """Build the agent for `stores` with the model's best mode; return (graph, mode)."""
-        setup = self.build(stores, model, checkpointer)
+        setup = self.build(stores, model, checkpointer, seed=seed)
         return setup.graph, setup.mode
 
     def ask(
@@ -245,6 +362,7 @@ def run_turn(
     messages = state["messages"]
     answer = messages[-1].content
     citations, invalid = check_citations(answer, state["calls"])
+    usage = turn_usage(messages)
     return {
         "question": question,
         "answer": answer,
@@ -255,20 +373,21 @@ def run_turn(
         "citations": citations,
         "invalid_citations": invalid,
         "notes": list(dict.fromkeys(state.get("notes") or [])),
-        "usage": _usage(messages),
         "latency_ms": round((time.perf_counter() - started) * 1000),
+        "usage": usage,
     }
 
 
-def _usage(messages: Sequence[Any]) -> dict[str, int]:
-    """Add up the token counts Ollama reported for this turn's model calls."""
-    start = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=0)
-    usage = {"input_tokens": 0, "output_tokens": 0}
-    for message in messages[start:]:
-        if isinstance(message, AIMessage) and message.usage_metadata:
-            for key in usage:
-                usage[key] += message.usage_metadata.get(key, 0)
-    return usage
+def turn_usage(messages: Sequence[BaseMessage]) -> dict[str, int]:
+    """Add up the token counts Ollama reported for the model calls of the last turn."""
+    start = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1)
+    replies = [m for m in messages[start + 1 :] if isinstance(m, AIMessage)]
+    counted = [m.usage_metadata for m in replies if m.usage_metadata]
+    return {
+        "model_calls": len(replies),
+        "input_tokens": sum(u.get("input_tokens", 0) for u in counted),
+        "output_tokens": sum(u.get("output_tokens", 0) for u in counted),
+    }
 
 
 def logged_turn(

@@ -2,7 +2,10 @@
 
 Only one batch of files is held in the graph's state at a time, so memory stays bounded on
 large corpora. A source's new chunks are stored before its old version is removed, so a
-question asked during an update always finds one complete version of the document.
+question asked during an update always finds one complete version of the document. Chunks are
+stored as their embedding requests finish; a source counts as complete only once all of its
+chunks are stored, so an interrupted run leaves no half-document that looks complete, and
+the next run finishes it (point ids are derived from the chunks, so nothing is duplicated).
 """
 
 from collections.abc import Callable
@@ -12,9 +15,10 @@ from typing import Annotated, Any, TypedDict
 
 from langgraph.graph import END, START, StateGraph
 
-from ingest.loaders import LoadError
+from ingest.embedder import EmbedSettings, embed_jobs, embed_with_retry
+from ingest.loaders import LoaderOptions, LoadError
 from ingest.splitter import SplitterSettings
-from ingest.sync import SourceFile, content_hash, discover, make_chunks
+from ingest.sync import SourceFile, content_hash, discover, make_documents
 from tools.embedding import PrefixedEmbeddings
 from tools.store import Chunk, KnowledgeStore
 
@@ -47,6 +51,10 @@ class IngestState(IngestInput, total=False):
     """How many of `files` have been loaded so far."""
     pending: list[PendingDoc]
     """The current batch: documents loaded and split, waiting to be embedded."""
+    settled: Annotated[list[str], add]
+    """Files read this run (loaded, or unchanged): their sources are exactly `present`."""
+    present: Annotated[list[str], add]
+    """Sources found in the files this run, stored or unchanged."""
     stored: Annotated[list[dict[str, Any]], add]
     unchanged: Annotated[list[str], add]
     failed: Annotated[list[dict[str, str]], add]
@@ -59,27 +67,34 @@ def build_ingest_graph(
     embeddings: PrefixedEmbeddings,
     splitter: SplitterSettings | None = None,
     batch_files: int = 16,
-    embed_batch: int = 64,
+    embed: EmbedSettings | None = None,
+    loader_options: LoaderOptions | None = None,
     on_progress: ProgressFn | None = None,
 ):
     """Build the graph that keeps `store` in sync with a set of files and folders."""
     splitter = splitter or SplitterSettings()
+    embed = embed or EmbedSettings()
+    options = loader_options or LoaderOptions()
     notify = on_progress or (lambda event, data: None)
+
+    def on_retry(error: BaseException, attempt: int, wait_s: float) -> None:
+        notify("retry", {"error": str(error), "attempt": attempt, "wait": wait_s})
 
     def prepare(state: IngestState) -> dict[str, Any]:
         if store.exists():
-            store.ensure(
-                embeddings.fingerprint(store.fingerprint.get("dimension")), state.get("description")
-            )
+            dimension = store.fingerprint.get("dimension")
         else:
-            dimension = len(embeddings.embed_query(DIMENSION_PROBE))
-            store.ensure(
-                {**embeddings.fingerprint(dimension), "splitter": splitter.as_dict()},
-                state.get("description"),
-            )
+            probe = embed_with_retry(embeddings, [DIMENSION_PROBE], embed, on_retry)
+            dimension = len(probe[0])
+        store.ensure(
+            {**embeddings.fingerprint(dimension), "splitter": splitter.as_dict()},
+            state.get("description"),
+        )
         files, failed, skipped = discover([Path(p) for p in state["paths"]])
         known = {s: info.doc_hash for s, info in store.sources().items() if info.complete}
         notify("discovered", {"files": len(files)})
+        for failure in failed:
+            notify("failed", failure.to_dict())
         return {
             "files": files,
             "known": known,
@@ -92,52 +107,100 @@ def build_ingest_graph(
     def load_batch(state: IngestState) -> dict[str, Any]:
         start = state["position"]
         batch = state["files"][start : start + batch_files]
-        pending, unchanged, failed = [], [], []
+        known = state["known"]
+        pending, unchanged, failed, settled, present = [], [], [], [], []
         for file in batch:
+            file_options = options if file.has_records else None
             try:
-                doc_hash = content_hash(file.path, splitter)
-                if state["known"].get(file.source) == doc_hash:
+                file_hash = content_hash(file.path, splitter, file_options)
+                if known.get(file.source) == file_hash:
                     unchanged.append(file.source)
+                    present.append(file.source)
+                    settled.append(file.source)
                     continue
-                chunks = make_chunks(file, splitter)
+                documents = make_documents(file, splitter, options, file_hash)
             except LoadError as exc:
                 failed.append({"source": file.source, "reason": str(exc)})
+                notify("failed", failed[-1])
                 continue
             except OSError as exc:
                 failed.append({"source": file.source, "reason": exc.strerror or str(exc)})
+                notify("failed", failed[-1])
                 continue
-            status = "updated" if file.source in state["known"] else "new"
-            pending.append(
-                PendingDoc(source=file.source, doc_hash=doc_hash, chunks=chunks, status=status)
-            )
-        notify("loaded", {"files": len(batch), "unchanged": len(unchanged)})
+            settled.append(file.source)
+            for doc in documents:
+                present.append(doc.source)
+                if known.get(doc.source) == doc.doc_hash:
+                    unchanged.append(doc.source)
+                    continue
+                status = "updated" if doc.source in known else "new"
+                pending.append(
+                    PendingDoc(
+                        source=doc.source, doc_hash=doc.doc_hash, chunks=doc.chunks, status=status
+                    )
+                )
+        notify(
+            "loaded",
+            {
+                "files": len(batch),
+                "unchanged": len(unchanged),
+                "chunks": sum(len(d["chunks"]) for d in pending),
+            },
+        )
         return {
             "position": start + len(batch),
             "pending": pending,
             "unchanged": unchanged,
             "failed": failed,
+            "settled": settled,
+            "present": present,
         }
 
     def embed_and_store(state: IngestState) -> dict[str, Any]:
-        stored = []
-        for doc in state["pending"]:
-            chunks = doc["chunks"]
-            vectors: list[list[float]] = []
-            for i in range(0, len(chunks), embed_batch):
-                vectors.extend(
-                    embeddings.embed_documents([c.text for c in chunks[i : i + embed_batch]])
+        docs = state["pending"]
+        jobs = _pack_batches(docs, embed.batch_size)
+        remaining = [0] * len(docs)
+        for segments, _ in jobs:
+            for d, _, _ in segments:
+                remaining[d] += 1
+        stored, failed = [], []
+        for segments, result in embed_jobs(embeddings, jobs, embed, on_retry):
+            offset = 0
+            for d, i, j in segments:
+                doc, vectors = docs[d], result
+                if not isinstance(result, BaseException):
+                    vectors, offset = result[offset : offset + j - i], offset + j - i
+                if remaining[d] < 0:
+                    continue  # an earlier batch of this document was refused
+                if isinstance(vectors, BaseException):
+                    remaining[d] = -1
+                    reason = f"embedding refused: {vectors}"
+                    failed.append({"source": doc["source"], "reason": reason})
+                    notify("failed", failed[-1])
+                    continue
+                chunks, total = doc["chunks"][i:j], len(doc["chunks"])
+                store.upsert(
+                    chunks, vectors, [doc["doc_hash"]] * len(chunks), [total] * len(chunks)
                 )
-            store.upsert(
-                chunks, vectors, [doc["doc_hash"]] * len(chunks), [len(chunks)] * len(chunks)
-            )
-            store.delete_stale(doc["source"], doc["doc_hash"])
-            stored.append({"source": doc["source"], "status": doc["status"], "chunks": len(chunks)})
-            notify("stored", {"source": doc["source"], "chunks": len(chunks)})
-        return {"pending": [], "stored": stored}
+                notify("embedded", {"source": doc["source"], "chunks": len(chunks)})
+                remaining[d] -= 1
+                if remaining[d] == 0:
+                    store.delete_stale(doc["source"], doc["doc_hash"])
+                    stored.append(
+                        {"source": doc["source"], "status": doc["status"], "chunks": total}
+                    )
+                    notify("stored", {"source": doc["source"], "chunks": total})
+        notify("batch_stored", {"documents": len(docs)})
+        return {"pending": [], "stored": stored, "failed": failed}
 
     def prune(state: IngestState) -> dict[str, Any]:
-        present = {f.source for f in state["files"]}
-        removed = [s for s in store.sources() if s not in present]
+        present = set(state.get("present", []))
+        settled = set(state.get("settled", []))
+        # A file that failed to load keeps what the store holds of it.
+        unread = [f for f in state["files"] if f.source not in settled]
+        removed = [
+            s for s in store.sources() if s not in present and not any(f.owns(s) for f in unread)
+        ]
         for source in removed:
             store.delete_source(source)
         return {"removed": removed}
@@ -163,6 +226,31 @@ def build_ingest_graph(
     builder.add_conditional_edges("embed_and_store", after_store, ["load_batch", "prune", END])
     builder.add_edge("prune", END)
     return builder.compile(name="ingest")
+
+
+Segment = tuple[int, int, int]
+
+
+def _pack_batches(docs: list[PendingDoc], batch_size: int) -> list[tuple[list[Segment], list[str]]]:
+    """Pack the documents' chunks into requests of `batch_size` texts, across documents, so
+    many small documents (records, short pages) still make full batches. Each request lists
+    its segments: (document index, first chunk, end chunk)."""
+    jobs: list[tuple[list[Segment], list[str]]] = []
+    segments: list[Segment] = []
+    texts: list[str] = []
+    for d, doc in enumerate(docs):
+        i = 0
+        while i < len(doc["chunks"]):
+            j = min(len(doc["chunks"]), i + batch_size - len(texts))
+            segments.append((d, i, j))
+            texts.extend(c.text for c in doc["chunks"][i:j])
+            i = j
+            if len(texts) == batch_size:
+                jobs.append((segments, texts))
+                segments, texts = [], []
+    if texts:
+        jobs.append((segments, texts))
+    return jobs
 
 
 def run_ingest(

@@ -7,12 +7,17 @@ the extracted text back to exactly the chunk.
 """
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$")
 _FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|(?<=[。！？；])")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+# Conservative characters per token for embedding tokenizers: English prose averages about
+# four, code and numbers nearer three; a CJK character is about one token.
+LATIN_CHARS_PER_TOKEN = 3
+CJK_CHARS_PER_TOKEN = 1
+PREFIX_TOKENS = 16  # the task prefix ("search_document: ") and special tokens
 
 
 @dataclass(frozen=True)
@@ -28,6 +33,48 @@ class SplitterSettings:
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+    def resized(self, chunk_size: int | None, chunk_overlap: int | None) -> "SplitterSettings":
+        """Override the sizes; CJK sizes follow at half the Latin ones."""
+        changes = {}
+        if chunk_size is not None:
+            changes.update(chunk_size=chunk_size, cjk_chunk_size=max(1, chunk_size // 2))
+        if chunk_overlap is not None:
+            changes.update(chunk_overlap=chunk_overlap, cjk_chunk_overlap=chunk_overlap // 2)
+        settings = replace(self, **changes)
+        if settings.chunk_overlap >= settings.chunk_size or settings.chunk_size < 50:
+            raise ValueError(
+                f"chunk size {settings.chunk_size} with overlap {settings.chunk_overlap}: the "
+                "size must be at least 50 characters and larger than the overlap"
+            )
+        return settings
+
+    def limits(self, context_tokens: int) -> tuple[int, int]:
+        """The largest (Latin, CJK) chunk sizes whose chunks fit `context_tokens` tokens,
+        counting conservatively and allowing for the task prefix and whole code blocks."""
+        usable = max(context_tokens - PREFIX_TOKENS, 1)
+        return (
+            int(usable * LATIN_CHARS_PER_TOKEN / self.atomic_limit),
+            int(usable * CJK_CHARS_PER_TOKEN / self.atomic_limit),
+        )
+
+    def fitted(self, context_tokens: int) -> "SplitterSettings":
+        """Shrink the chunk sizes (and overlaps in proportion) until chunks fit the context."""
+        latin, cjk = self.limits(context_tokens)
+        settings = self
+        if settings.chunk_size > latin:
+            ratio = latin / settings.chunk_size
+            settings = replace(
+                settings, chunk_size=latin, chunk_overlap=int(settings.chunk_overlap * ratio)
+            )
+        if settings.cjk_chunk_size > cjk:
+            ratio = cjk / settings.cjk_chunk_size
+            settings = replace(
+                settings,
+                cjk_chunk_size=cjk,
+                cjk_chunk_overlap=int(settings.cjk_chunk_overlap * ratio),
+            )
+        return settings
 
 
 @dataclass(frozen=True)

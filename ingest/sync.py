@@ -1,4 +1,4 @@
-"""Find source files, name them, hash them, and turn them into chunks."""
+"""Find source files, name them, hash them, and turn them into documents of chunks."""
 
 import hashlib
 import json
@@ -6,7 +6,15 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ingest.loaders import LoadError, load, supported
+from ingest.loaders import (
+    RECORD_FORMATS,
+    LoaderOptions,
+    LoadError,
+    Section,
+    load,
+    skip_reason,
+    supported,
+)
 from ingest.splitter import SplitterSettings, split_text
 from tools.store import Chunk
 
@@ -17,6 +25,15 @@ class SourceFile:
 
     path: Path
     source: str
+
+    @property
+    def has_records(self) -> bool:
+        """Whether the file holds records, each of which may be its own source `file#id`."""
+        return self.path.suffix.lower() in RECORD_FORMATS
+
+    def owns(self, source: str) -> bool:
+        """Whether a stored source came from this file (the file itself or one of its records)."""
+        return source == self.source or (self.has_records and source.startswith(self.source + "#"))
 
 
 @dataclass
@@ -30,6 +47,15 @@ class Failure:
         return {"source": self.source, "reason": self.reason}
 
 
+@dataclass
+class Document:
+    """One source's new version: its content hash and its chunks."""
+
+    source: str
+    doc_hash: str
+    chunks: list[Chunk]
+
+
 def discover(paths: list[Path]) -> tuple[list[SourceFile], list[Failure], list[Failure]]:
     """List the files under `paths`: (files to ingest, failures, files skipped by type).
 
@@ -41,7 +67,10 @@ def discover(paths: list[Path]) -> tuple[list[SourceFile], list[Failure], list[F
     skipped: list[Failure] = []
     for root in paths:
         if root.is_file():
-            files.setdefault(root.name, SourceFile(root, root.name))
+            if supported(root):
+                files.setdefault(root.name, SourceFile(root, root.name))
+            else:
+                skipped.append(Failure(root.name, skip_reason(root)))
         elif root.is_dir():
             for folder, dirnames, filenames in os.walk(root):
                 dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
@@ -53,25 +82,43 @@ def discover(paths: list[Path]) -> tuple[list[SourceFile], list[Failure], list[F
                     if supported(path):
                         files.setdefault(source, SourceFile(path, source))
                     else:
-                        skipped.append(Failure(source, f"unsupported file type '{path.suffix}'"))
+                        skipped.append(Failure(source, skip_reason(path)))
         else:
             failed.append(Failure(str(root), "no such file or folder"))
     return list(files.values()), failed, skipped
 
 
-def content_hash(path: Path, splitter: SplitterSettings) -> str:
-    """Hash a file's bytes with the splitter settings: either changing means re-chunking."""
-    digest = hashlib.sha256(json.dumps(splitter.as_dict(), sort_keys=True).encode())
+def _settings_digest(splitter: SplitterSettings, options: LoaderOptions | None) -> "hashlib._Hash":
+    settings = {"splitter": splitter.as_dict()}
+    if options is not None:
+        settings["loader"] = options.as_dict()
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
+
+
+def content_hash(
+    path: Path, splitter: SplitterSettings, options: LoaderOptions | None = None
+) -> str:
+    """Hash a file's bytes with the settings that shape its chunks: a change of either means
+    re-chunking."""
+    digest = _settings_digest(splitter, options)
     with path.open("rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
 
 
-def make_chunks(file: SourceFile, splitter: SplitterSettings) -> list[Chunk]:
-    """Load a file and split it into chunks with their metadata; raise LoadError if bad."""
+def record_hash(section: Section, splitter: SplitterSettings, options: LoaderOptions) -> str:
+    """Hash one record's text and metadata with the settings that shape its chunks."""
+    digest = _settings_digest(splitter, options)
+    record = {"text": section.text, "metadata": section.metadata}
+    digest.update(json.dumps(record, sort_keys=True, ensure_ascii=False, default=str).encode())
+    return digest.hexdigest()
+
+
+def chunk_sections(source: str, sections: list[Section], splitter: SplitterSettings) -> list[Chunk]:
+    """Split a source's sections into chunks carrying their metadata and offsets."""
     chunks: list[Chunk] = []
-    for section in load(file.path):
+    for section in sections:
         for piece in split_text(section.text, splitter):
             metadata = {
                 **section.metadata,
@@ -79,7 +126,33 @@ def make_chunks(file: SourceFile, splitter: SplitterSettings) -> list[Chunk]:
                 "start": piece.start,
                 "end": piece.end,
             }
-            chunks.append(Chunk(piece.text, file.source, len(chunks), metadata))
-    if not chunks:
-        raise LoadError("no text in the file")
+            chunks.append(Chunk(piece.text, source, len(chunks), metadata))
     return chunks
+
+
+def make_documents(
+    file: SourceFile,
+    splitter: SplitterSettings,
+    options: LoaderOptions | None = None,
+    file_hash: str | None = None,
+) -> list[Document]:
+    """Load a file and split it into documents: one for the file, or one per record with an
+    id (source `file#id`). Raise LoadError if the file cannot be ingested."""
+    options = options or LoaderOptions()
+    sections = load(file.path, options)
+    documents: list[Document] = []
+    keyed = [s for s in sections if s.key is not None]
+    for section in keyed:
+        chunks = chunk_sections(f"{file.source}#{section.key}", [section], splitter)
+        if chunks:
+            hashed = record_hash(section, splitter, options)
+            documents.append(Document(chunks[0].source, hashed, chunks))
+    rest = [s for s in sections if s.key is None]
+    if rest:
+        chunks = chunk_sections(file.source, rest, splitter)
+        if chunks:
+            doc_hash = file_hash or content_hash(file.path, splitter, options)
+            documents.append(Document(file.source, doc_hash, chunks))
+    if not documents:
+        raise LoadError("no text in the file")
+    return documents

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import subprocess
@@ -315,7 +316,7 @@ def test_requests_are_recorded_and_plain_endpoints_answer(fake: FakeOllama) -> N
 
 
 def test_slow_stream_survives_a_client_disconnect_and_stop_cuts_it() -> None:
-    fake = FakeOllama(token_delay=0.05).start()
+    fake = FakeOllama(token_delay=0.3).start()
     body = {"model": "qwen2.5:3b", "messages": USER}
     with httpx.stream("POST", f"{fake.url}/api/chat", json=body) as response:
         assert response.headers["content-type"] == "application/x-ndjson"
@@ -326,17 +327,22 @@ def test_slow_stream_survives_a_client_disconnect_and_stop_cuts_it() -> None:
     lines: list[str] = []
 
     def read_slowly() -> None:
-        with httpx.stream("POST", f"{fake.url}/api/chat", json=body) as response:
-            lines.extend(response.iter_lines())
+        with (
+            contextlib.suppress(httpx.HTTPError),
+            httpx.stream("POST", f"{fake.url}/api/chat", json=body) as response,
+        ):
+            for line in response.iter_lines():
+                lines.append(line)
 
     reader = threading.Thread(target=read_slowly)
     reader.start()
-    time.sleep(0.12)
-    started = time.monotonic()
+    while not lines and reader.is_alive():
+        time.sleep(0.01)
     fake.stop()
-    reader.join(timeout=5)
-    assert time.monotonic() - started < 1.0
-    assert 0 < len(lines) < 9
+    reader.join(timeout=10)
+    assert not reader.is_alive()
+    # The stream was cut: some tokens arrived, the closing `done` line never did.
+    assert lines and not json.loads(lines[-1])["done"]
     with pytest.raises(httpx.ConnectError):
         httpx.get(fake.url)
 
@@ -350,10 +356,8 @@ def test_slow_stream_survives_a_client_disconnect_and_stop_cuts_it() -> None:
 def test_embed_concurrency_is_capped() -> None:
     with FakeOllama(embed_delay=0.1, embed_concurrency=2) as fake:
         embeddings = OllamaEmbeddings(model="nomic-embed-text", base_url=fake.url)
-        started = time.monotonic()
         with ThreadPoolExecutor(max_workers=6) as pool:
             list(pool.map(embeddings.embed_query, [f"text {i}" for i in range(6)]))
-        assert time.monotonic() - started >= 0.3
         assert fake.peak_embed_concurrency == 2
 
 

@@ -1,8 +1,16 @@
+import json
+
 import pytest
 from conftest import SHOP, write_files
+from fake_ollama import FakeOllama
+from samples import HTML_PAGE, make_docx, make_pdf
 
 from agent import models
+from agent.service import Archivist
+from ingest.embedder import EmbedSettings
 from ingest.graph import build_ingest_graph, run_ingest
+from ingest.loaders import load
+from ingest.splitter import SplitterSettings
 from tools.errors import StoreMismatch
 from tools.store import KnowledgeStore
 
@@ -14,11 +22,25 @@ DOCS = {
 }
 
 
-def ingest(archivist, paths, store="docs", prune=False):
+def ingest(archivist, paths, store="docs", prune=False, **options):
     graph = build_ingest_graph(
-        KnowledgeStore(archivist.client, store), archivist.embeddings, batch_files=2
+        KnowledgeStore(archivist.client, store), archivist.embeddings, batch_files=2, **options
     )
     return run_ingest(graph, [str(p) for p in paths], prune=prune)
+
+
+def points(archivist, store="docs"):
+    """Return every stored point's payload, by id."""
+    found, offset = {}, None
+    while True:
+        batch, offset = archivist.client.scroll(store, limit=256, offset=offset)
+        found.update({str(p.id): p.payload for p in batch})
+        if offset is None:
+            return found
+
+
+def embedded_texts(ollama):
+    return [t for body in ollama.requests_to("/api/embed") for t in body["input"]]
 
 
 def test_the_graph_is_compiled_under_its_name(archivist):
@@ -35,7 +57,9 @@ def test_files_are_stored_with_relative_sources_and_metadata(archivist, tmp_path
         "guide/shipping.md",
         "notes.txt",
     ]
-    assert report["skipped"] == [{"source": "image.png", "reason": "unsupported file type '.png'"}]
+    assert report["skipped"] == [
+        {"source": "image.png", "reason": "binary file of unsupported type '.png'"}
+    ]
     assert report["failed"] == []
     store = KnowledgeStore(archivist.client, "docs")
     results = store.search(archivist.embeddings.embed_query("refunds paid"), "refunds paid", k=1)
@@ -100,27 +124,6 @@ def test_prune_removes_sources_that_no_longer_exist(archivist, tmp_path):
     assert "notes.txt" not in KnowledgeStore(archivist.client, "docs").sources()
 
 
-def test_bad_files_are_reported_and_good_ones_stored(archivist, tmp_path):
-    root = write_files(
-        tmp_path / "kb",
-        {
-            "good.md": "# Good\n\nA good file.",
-            "latin1.txt": "caf\xe9".encode("latin-1"),
-            "binary.md": b"\x00\x01\x02 binary",
-            "empty.md": "",
-        },
-    )
-    report = ingest(archivist, [root, tmp_path / "missing"])
-    assert [s["source"] for s in report["stored"]] == ["good.md"]
-    reasons = {f["source"]: f["reason"] for f in report["failed"]}
-    assert reasons == {
-        str(tmp_path / "missing"): "no such file or folder",
-        "binary.md": "binary content (NUL bytes) in a text file",
-        "empty.md": "no text in the file",
-        "latin1.txt": "not valid UTF-8 text (byte 3)",
-    }
-
-
 def test_the_store_is_created_with_the_models_real_dimension(archivist, ollama):
     ingest(archivist, [SHOP], store="shop")
     fingerprint = KnowledgeStore(archivist.client, "shop").fingerprint
@@ -139,3 +142,151 @@ def test_querying_with_another_embedding_model_is_refused(archivist, settings, t
         other.search("refunds", "docs")
     assert "nomic-embed-text" in str(refused.value) and "all-minilm" in str(refused.value)
     assert models.embeddings(settings, "all-minilm").document_prefix == ""
+
+
+def test_every_format_is_stored_with_metadata_and_offsets_into_its_text(archivist, tmp_path):
+    root = write_files(
+        tmp_path / "kb",
+        {
+            "guide.md": "---\ntitle: Guide\ntags: [a, b]\n---\n# Guide\n\nRead this first.",
+            "notes.txt": "Plain notes about the warranty.",
+            "shipping.html": HTML_PAGE,
+            "products.jsonl": '{"id": "p1", "text": "A boot."}\n{"id": "p2", "text": "A tent."}\n',
+            "catalogue.json": json.dumps([{"name": "Lamp", "price": 24}]),
+            "prices.csv": "id,name,price\nS1,Stove,59\n",
+        },
+    )
+    (root / "handbook.pdf").write_bytes(
+        make_pdf([["Refunds take 30 days."], ["Warranty lasts two years."]])
+    )
+    make_docx(root / "warranty.docx")
+    report = ingest(archivist, [root])
+    assert report["failed"] == [] and report["skipped"] == []
+    assert sorted(s["source"] for s in report["stored"]) == [
+        "catalogue.json",
+        "guide.md",
+        "handbook.pdf",
+        "notes.txt",
+        "prices.csv#S1",
+        "products.jsonl#p1",
+        "products.jsonl#p2",
+        "shipping.html",
+        "warranty.docx",
+    ]
+    stored = list(points(archivist).values())
+    by_source = {}
+    for p in stored:
+        by_source.setdefault(p["source"], []).append(p)
+    pdf = sorted(by_source["handbook.pdf"], key=lambda p: p["chunk_index"])
+    assert [(p["metadata"]["page"], p["text"]) for p in pdf] == [
+        (1, "Refunds take 30 days."),
+        (2, "Warranty lasts two years."),
+    ]
+    assert by_source["guide.md"][0]["metadata"]["tags"] == ["a", "b"]
+    assert by_source["prices.csv#S1"][0]["text"] == "id: S1. name: Stove. price: 59."
+    assert by_source["catalogue.json"][0]["metadata"] == {
+        "name": "Lamp",
+        "price": 24,
+        "headings": [],
+        "start": 0,
+        "end": 22,
+    }
+    # Every chunk's offsets slice its section's extracted text back to the chunk.
+    for p in stored:
+        path = root / p["source"].split("#")[0]
+        sections = load(path)
+        if "page" in p["metadata"]:
+            sections = [s for s in sections if s.metadata["page"] == p["metadata"]["page"]]
+        if "#" in p["source"]:
+            sections = [s for s in sections if s.key == p["source"].split("#")[1]]
+        texts = [s.text[p["metadata"]["start"] : p["metadata"]["end"]] for s in sections]
+        assert p["text"] in texts, p["source"]
+
+
+def test_records_with_ids_are_synced_one_by_one(archivist, ollama, tmp_path):
+    records = [{"id": n, "text": f"Record number {n} about tents."} for n in (1, 2, 3)]
+    path = tmp_path / "kb" / "data.jsonl"
+    path.parent.mkdir()
+    path.write_text("\n".join(json.dumps(r) for r in records), encoding="utf-8")
+    ingest(archivist, [path.parent])
+    records[1]["text"] = "Record number 2 is now about boots."
+    path.write_text("\n".join(json.dumps(r) for r in records[:2]), encoding="utf-8")
+    ollama.clear_requests()
+    report = ingest(archivist, [path.parent], prune=True)
+    assert embedded_texts(ollama) == ["search_document: Record number 2 is now about boots."]
+    assert report["stored"] == [{"source": "data.jsonl#2", "status": "updated", "chunks": 1}]
+    assert report["unchanged"] == ["data.jsonl#1"]
+    assert report["removed"] == ["data.jsonl#3"]
+    assert sorted(KnowledgeStore(archivist.client, "docs").sources()) == [
+        "data.jsonl#1",
+        "data.jsonl#2",
+    ]
+
+
+def test_a_file_that_breaks_keeps_its_stored_version_even_when_pruning(archivist, tmp_path):
+    root = write_files(
+        tmp_path / "kb", {"a.md": "# A\n\nAlpha.", "b.jsonl": '{"id": 1, "text": "B"}'}
+    )
+    ingest(archivist, [root])
+    (root / "a.md").write_bytes(b"\0\0 broken")
+    (root / "b.jsonl").write_text("{not json", encoding="utf-8")
+    report = ingest(archivist, [root], prune=True)
+    assert [f["source"] for f in report["failed"]] == ["a.md", "b.jsonl"]
+    assert report["removed"] == []
+    assert sorted(KnowledgeStore(archivist.client, "docs").sources()) == ["a.md", "b.jsonl#1"]
+
+
+def test_ingesting_with_another_embedding_model_is_refused(archivist, settings, tmp_path):
+    root = write_files(tmp_path / "kb", DOCS)
+    ingest(archivist, [root])
+    other = Archivist(settings.with_overrides(embed_model="all-minilm"))
+    other.__dict__["client"] = archivist.client
+    with pytest.raises(StoreMismatch) as refused:
+        other.ingest([str(root)], "docs")
+    message = str(refused.value)
+    assert "'nomic-embed-text'" in message and "'all-minilm'" in message
+    assert "--reindex" in message
+
+
+def test_chunks_are_sent_in_batches_asking_ollama_not_to_truncate(tmp_path, home):
+    with FakeOllama(embed_delay=0.02) as fake:
+        app = Archivist(models.Settings(ollama_host=fake.url, home=home))
+        text = "\n\n".join(f"Paragraph {i} " + "word " * 50 for i in range(12))
+        root = write_files(tmp_path / "kb", {"long.md": text, "short.md": "Short."})
+        splitter = SplitterSettings(chunk_size=300, chunk_overlap=0)
+        report = ingest(
+            app, [root], splitter=splitter, embed=EmbedSettings(batch_size=3, concurrency=2)
+        )
+        app.close()
+    chunks = report["chunks_embedded"]
+    bodies = fake.requests_to("/api/embed")[1:]  # after the dimension probe
+    assert chunks == 13
+    assert [len(b["input"]) for b in bodies] == [3, 3, 3, 3, 1]
+    assert all(b["truncate"] is False for b in fake.requests_to("/api/embed"))
+    assert 1 <= fake.peak_embed_concurrency <= 2
+
+
+def test_small_documents_share_embedding_requests():
+    from ingest.graph import _pack_batches
+    from tools.store import Chunk
+
+    docs = [
+        {
+            "source": f"d{d}",
+            "doc_hash": "h",
+            "status": "new",
+            "chunks": [Chunk(f"d{d}c{i}", f"d{d}", i) for i in range(n)],
+        }
+        for d, n in enumerate([1, 1, 4, 1, 2])
+    ]
+    jobs = _pack_batches(docs, 3)
+    assert [texts for _, texts in jobs] == [
+        ["d0c0", "d1c0", "d2c0"],
+        ["d2c1", "d2c2", "d2c3"],
+        ["d3c0", "d4c0", "d4c1"],
+    ]
+    assert [segments for segments, _ in jobs] == [
+        [(0, 0, 1), (1, 0, 1), (2, 0, 1)],
+        [(2, 1, 4)],
+        [(3, 0, 1), (4, 0, 2)],
+    ]

@@ -65,3 +65,68 @@ def test_heading_path_is_recorded_per_chunk():
 
 def test_front_matter_free_empty_text_gives_no_chunks():
     assert split_text("   \n\n  ") == []
+
+
+def test_long_latin_paragraphs_split_at_sentence_ends_including_semicolons():
+    sentences = [
+        "Refunds are paid within thirty days of delivery.",
+        "Do you need a return label?",
+        "Print it at home!",
+        "Opened electronics cost a restocking fee; sealed ones do not.",
+    ]
+    text = " ".join(sentences * 6)  # one paragraph, no line breaks
+    chunks = split_text(text, SMALL)
+    assert len(chunks) > 3
+    for chunk in chunks:
+        assert text[chunk.start : chunk.end] == chunk.text
+        assert chunk.text.endswith((".", "?", "!", ";"))
+        assert len(chunk.text) <= SMALL.chunk_size
+
+
+def test_cjk_text_splits_at_every_cjk_sentence_mark():
+    text = (
+        "配送需要十个工作日。关税由收件人承担吗？是的！请在邮件主题中写明中文客服；我们会尽快回复。"
+        * 8
+    )
+    chunks = split_text(text, SMALL)
+    assert len(chunks) > 2
+    for chunk in chunks:
+        assert text[chunk.start : chunk.end] == chunk.text
+        assert chunk.text.endswith(("。", "？", "！", "；"))
+        assert len(chunk.text) <= SMALL.cjk_chunk_size
+
+
+def test_guarantees_hold_on_a_mixed_document_at_several_sizes():
+    code = (
+        "```sh\n" + "\n".join(f"curl https://api.example/v1/orders/{i}" for i in range(8)) + "\n```"
+    )
+    table = "| tier | points |\n|---|---|\n" + "\n".join(f"| T{i} | {i * 500} |" for i in range(8))
+    text = "\n\n".join(
+        [
+            "# Handbook",
+            "Intro. " * 30,
+            "## API",
+            code,
+            "Between the blocks. " * 10,
+            "## Tiers",
+            table,
+            "## 中文",
+            "请在邮件主题中写明中文客服。" * 20,
+        ]
+    )
+    for size in (120, 200, 320, 500, 1000):
+        settings = SplitterSettings(
+            chunk_size=size, chunk_overlap=size // 5, cjk_chunk_size=size, cjk_chunk_overlap=0
+        )
+        chunks = split_text(text, settings)
+        for chunk in chunks:
+            assert text[chunk.start : chunk.end] == chunk.text
+            assert len(chunk.text) <= size * settings.atomic_limit
+        for block in (code, table):
+            whole = len(block) <= size * settings.atomic_limit
+            assert any(block in c.text for c in chunks) == whole
+        # Every non-space character of the text is in some chunk.
+        covered = set()
+        for chunk in chunks:
+            covered.update(range(chunk.start, chunk.end))
+        assert all(i in covered for i, ch in enumerate(text) if not ch.isspace())

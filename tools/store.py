@@ -114,9 +114,13 @@ def connect(path: Path | None = None, url: str | None = None, api_key: str | Non
         raise
 
 
+REBUILD_SUFFIX = "__rebuild"
+
+
 def list_stores(client: QdrantClient) -> list[str]:
-    """Return the names of the stores (collections) this Qdrant holds."""
-    return sorted(c.name for c in client.get_collections().collections)
+    """Return the names of the stores (collections) this Qdrant holds, without rebuilds."""
+    names = (c.name for c in client.get_collections().collections)
+    return sorted(n for n in names if not n.endswith(REBUILD_SUFFIX))
 
 
 def fingerprints_match(stored: dict[str, Any], wanted: dict[str, Any]) -> bool:
@@ -186,9 +190,15 @@ class KnowledgeStore:
                 )
             return
         self.check(fingerprint)
-        if description is not None and description != self.description:
-            info = {**self.info(), "description": description}
-            self.client.update_collection(self.name, metadata={"archivist": info})
+        info = self.info()
+        # Settings outside VECTOR_KEYS (the splitter's) are recorded as they are now.
+        updated = {
+            **info,
+            "fingerprint": {**info.get("fingerprint", {}), **fingerprint},
+            "description": info.get("description", "") if description is None else description,
+        }
+        if updated != info:
+            self.client.update_collection(self.name, metadata={"archivist": updated})
 
     def check(self, fingerprint: dict[str, Any]) -> None:
         """Refuse to mix vectors from another embedding model or prefix policy."""
@@ -207,6 +217,35 @@ class KnowledgeStore:
     def drop(self) -> None:
         """Delete the store's collection and everything in it."""
         self.client.delete_collection(self.name)
+
+    def rebuild_store(self) -> "KnowledgeStore":
+        """Return the scratch store a rebuild of this one is written to before the swap."""
+        return KnowledgeStore(self.client, self.name[: 63 - len(REBUILD_SUFFIX)] + REBUILD_SUFFIX)
+
+    def replace_with(self, other: "KnowledgeStore", batch: int = 256) -> None:
+        """Make this store a copy of `other` (vectors included, nothing re-embedded), then
+        drop `other`. Qdrant cannot rename a collection, so the points are copied."""
+        info = other.info()
+        if self.exists():
+            self.drop()
+        self.ensure(info["fingerprint"], info.get("description", ""))
+        offset = None
+        while True:
+            points, offset = self.client.scroll(
+                other.name, limit=batch, offset=offset, with_payload=True, with_vectors=True
+            )
+            if points:
+                self.client.upsert(
+                    self.name,
+                    points=[
+                        models.PointStruct(id=p.id, vector=p.vector, payload=p.payload)
+                        for p in points
+                    ],
+                    wait=True,
+                )
+            if offset is None:
+                break
+        other.drop()
 
     def count(self) -> int:
         """Return the number of chunks stored."""

@@ -1,0 +1,488 @@
+"""Tool-calling evaluations: the same cases against several models, scored and reported."""
+
+import json
+import math
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from agent import models
+from agent.service import AGENT, Archivist, run_turn
+from tools.errors import ArchivistError
+from tools.retrieval import format_results, tool_name
+
+RATE_METRICS = (
+    "tool_decision_accuracy",
+    "tool_selection_accuracy",
+    "argument_validity",
+    "retrieval_hit@k",
+    "retrieval_mrr@k",
+    "retrieval_recall@k",
+    "answer_contains_rate",
+    "citation_validity",
+)
+JUDGE_METRICS = ("judge_helpfulness", "judge_groundedness")
+STABILITY_METRICS = ("trajectory_agreement", "answer_agreement")
+COUNT_METRICS = (
+    "latency_p50_ms",
+    "latency_p95_ms",
+    "input_tokens",
+    "output_tokens",
+    "model_calls",
+    "errors",
+    "runs",
+)
+ALLOWED_KEYS = {"id", "question", "expect_tool", "expect_sources", "answer_contains"}
+
+
+@dataclass(frozen=True)
+class Case:
+    """One evaluation case: a question and what a good turn does with it."""
+
+    id: str
+    question: str
+    expect_tools: tuple[str, ...] | None = None
+    """The tools a good turn calls; () when it should answer without one; None: no expectation."""
+    expect_sources: tuple[str, ...] = ()
+    answer_contains: tuple[str, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Other keys of the dataset line (kind, notes), kept in the report."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the case as the dataset states it."""
+        expectation: dict[str, Any] = {"id": self.id, "question": self.question}
+        if self.expect_tools is not None:
+            tools = list(self.expect_tools)
+            expectation["expect_tool"] = (
+                None if not tools else tools[0] if len(tools) == 1 else tools
+            )
+        if self.expect_sources:
+            expectation["expect_sources"] = list(self.expect_sources)
+        if self.answer_contains:
+            expectation["answer_contains"] = list(self.answer_contains)
+        return {**expectation, **self.extra}
+
+
+def _strings(value: Any, key: str, where: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise ArchivistError(
+            f"{where}: `{key}` must be a list of non-empty strings.",
+            f'Write it as "{key}": ["..."], or leave it out.',
+        )
+    return tuple(value)
+
+
+def parse_case(data: Any, where: str) -> Case:
+    """Check one dataset line and turn it into a Case."""
+    fix = 'Each line is an object like {"id": "...", "question": "...", "expect_tool": "..."}.'
+    if not isinstance(data, dict):
+        raise ArchivistError(f"{where}: a case must be a JSON object.", fix)
+    for key in ("id", "question"):
+        if not isinstance(data.get(key), str) or not data[key].strip():
+            raise ArchivistError(f"{where}: `{key}` must be a non-empty string.", fix)
+    expect_tools = None
+    if "expect_tool" in data:
+        raw = data["expect_tool"]
+        expect_tools = () if raw is None else _strings(raw, "expect_tool", where)
+    return Case(
+        id=data["id"],
+        question=data["question"],
+        expect_tools=expect_tools,
+        expect_sources=_strings(data.get("expect_sources") or [], "expect_sources", where),
+        answer_contains=_strings(data.get("answer_contains") or [], "answer_contains", where),
+        extra={k: v for k, v in data.items() if k not in ALLOWED_KEYS},
+    )
+
+
+def load_dataset(path: Path) -> list[Case]:
+    """Read a JSONL dataset, one case a line; blank lines are skipped."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ArchivistError(
+            f"Cannot read the dataset {path}: {exc}", "Give the path of a UTF-8 JSONL file."
+        ) from None
+    cases: list[Case] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{path.name}, line {number}"
+        try:
+            data = json.loads(line)
+        except ValueError as exc:
+            raise ArchivistError(
+                f"{where}: not valid JSON ({exc}).", "Each line must hold one JSON object."
+            ) from None
+        cases.append(parse_case(data, where))
+    if not cases:
+        raise ArchivistError(f"The dataset {path} holds no cases.", "Add one JSON object a line.")
+    seen: set[str] = set()
+    for case in cases:
+        if case.id in seen:
+            raise ArchivistError(
+                f"The dataset {path} has two cases with the id '{case.id}'.",
+                "Give every case its own id.",
+            )
+        seen.add(case.id)
+    return cases
+
+
+def check_tools(cases: Sequence[Case], stores: Sequence[str]) -> None:
+    """Refuse cases that expect a tool none of the given stores provides."""
+    available = {tool_name(store) for store in stores}
+    for case in cases:
+        missing = sorted(set(case.expect_tools or ()) - available)
+        if missing:
+            wanted = ", ".join(f"--store {name.removeprefix('search_')}" for name in missing)
+            raise ArchivistError(
+                f"Case '{case.id}' expects {', '.join(missing)}, which the given stores "
+                f"({', '.join(stores)}) do not provide.",
+                f"Add {wanted}, or remove the case from the dataset.",
+            )
+
+
+def source_matches(source: str, expected: str) -> bool:
+    """Tell whether a retrieved chunk's source is the expected one (equal or a path suffix)."""
+    return source == expected or source.endswith("/" + expected)
+
+
+def _normalized(text: str) -> str:
+    return " ".join(text.casefold().split())
+
+
+def _call_is_valid(call: dict[str, Any]) -> bool:
+    query = call.get("args", {}).get("query")
+    return "error" not in call and isinstance(query, str) and bool(query.strip())
+
+
+def _first_match_rank(call: dict[str, Any], expected: Sequence[str], k: int) -> int | None:
+    for result in call["results"]:
+        if result["rank"] <= k and any(source_matches(result["source"], e) for e in expected):
+            return result["rank"]
+    return None
+
+
+@cache
+def _unordered_tool_match():
+    from agentevals.trajectory.match import create_trajectory_match_evaluator
+
+    return create_trajectory_match_evaluator(
+        trajectory_match_mode="unordered", tool_args_match_mode="ignore"
+    )
+
+
+def _tool_match(called: Sequence[str], expected: Sequence[str]) -> bool:
+    """Match the distinct tools a turn called against the expected ones, in any order.
+
+    Repeated searches of one store count once: the question is which stores the model chose,
+    not how often it searched them (that shows in the trajectory).
+    """
+
+    def trajectory(names: Sequence[str]) -> list[dict[str, Any]]:
+        calls = [{"function": {"name": n, "arguments": "{}"}} for n in names]
+        return [{"role": "assistant", "content": "", "tool_calls": calls}]
+
+    distinct = list(dict.fromkeys(called))
+    result = _unordered_tool_match()(
+        outputs=trajectory(distinct), reference_outputs=trajectory(expected)
+    )
+    return bool(result["score"])
+
+
+def score_turn(case: Case, turn: dict[str, Any] | None, mode: str, k: int) -> dict[str, Any]:
+    """Score one run of a case; an outcome is None where the case sets no expectation.
+
+    `turn` is None when the run failed: it then fails every expectation the case states,
+    except those that depend on what the model did (selection, arguments, citations).
+    """
+    agent = mode == AGENT
+    calls = turn["tool_calls"] if turn else []
+    outcomes: dict[str, Any] = dict.fromkeys(
+        ("tool_decision", "tool_selection", "retrieval_hit", "retrieval_rr", "retrieval_recall")
+        + ("answer_contains", "citations_valid")
+    )
+    outcomes["valid_calls"] = outcomes["calls"] = 0
+    outcomes["valid_citations"] = outcomes["invalid_citations"] = 0
+    if case.expect_tools is not None and agent:
+        outcomes["tool_decision"] = bool(calls) == bool(case.expect_tools)
+        if case.expect_tools and calls:
+            outcomes["tool_selection"] = _tool_match([c["name"] for c in calls], case.expect_tools)
+    if agent:
+        outcomes["calls"] = len(calls)
+        outcomes["valid_calls"] = sum(_call_is_valid(c) for c in calls)
+    if case.expect_sources:
+        ranks = [r for c in calls if (r := _first_match_rank(c, case.expect_sources, k))]
+        outcomes["retrieval_hit"] = bool(ranks)
+        outcomes["retrieval_rr"] = 1 / min(ranks) if ranks else 0.0
+        found = {
+            e
+            for e in case.expect_sources
+            for c in calls
+            for r in c["results"]
+            if r["rank"] <= k and source_matches(r["source"], e)
+        }
+        outcomes["retrieval_recall"] = len(found) / len(case.expect_sources)
+    if case.answer_contains:
+        answer = _normalized(turn["answer"]) if turn else ""
+        outcomes["answer_contains"] = all(_normalized(s) in answer for s in case.answer_contains)
+    if turn:
+        outcomes["valid_citations"] = len(turn["citations"])
+        outcomes["invalid_citations"] = len(turn["invalid_citations"])
+        if turn["citations"] or turn["invalid_citations"]:
+            outcomes["citations_valid"] = not turn["invalid_citations"]
+    return outcomes
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Return the q-th percentile (0–100) with linear interpolation between ranks."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q / 100
+    low, high = math.floor(position), math.ceil(position)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _ratio(numerator: int, denominator: int) -> float | None:
+    return numerator / denominator if denominator else None
+
+
+def _signature(run: dict[str, Any]) -> str:
+    calls = [(c["name"], c["args"]) for c in run["tool_calls"]]
+    return json.dumps([calls, run["error"]], sort_keys=True, ensure_ascii=False)
+
+
+def summarize(runs: Sequence[dict[str, Any]], repeat: int) -> dict[str, Any]:
+    """Aggregate one model's runs: metrics, their support (what each counts) and unstable cases."""
+    outcomes = [r["outcomes"] for r in runs]
+
+    def present(key: str) -> list:
+        return [o[key] for o in outcomes if o[key] is not None]
+
+    metrics: dict[str, Any] = {}
+    support: dict[str, int] = {}
+    for metric, key in (
+        ("tool_decision_accuracy", "tool_decision"),
+        ("tool_selection_accuracy", "tool_selection"),
+        ("retrieval_hit@k", "retrieval_hit"),
+        ("retrieval_mrr@k", "retrieval_rr"),
+        ("retrieval_recall@k", "retrieval_recall"),
+        ("answer_contains_rate", "answer_contains"),
+    ):
+        values = present(key)
+        metrics[metric] = _mean([float(v) for v in values])
+        support[metric] = len(values)
+    calls = sum(o["calls"] for o in outcomes)
+    metrics["argument_validity"] = _ratio(sum(o["valid_calls"] for o in outcomes), calls)
+    support["argument_validity"] = calls
+    cited = sum(o["valid_citations"] + o["invalid_citations"] for o in outcomes)
+    metrics["citation_validity"] = _ratio(sum(o["valid_citations"] for o in outcomes), cited)
+    support["citation_validity"] = cited
+    for metric in JUDGE_METRICS:
+        verdicts = [r["judge"][metric] for r in runs if r.get("judge", {}).get(metric) is not None]
+        if any("judge" in r for r in runs):
+            metrics[metric] = _mean([float(v) for v in verdicts])
+            support[metric] = len(verdicts)
+    latencies = [r["latency_ms"] for r in runs if r["error"] is None]
+    metrics["latency_p50_ms"] = percentile(latencies, 50)
+    metrics["latency_p95_ms"] = percentile(latencies, 95)
+    support["latency_p50_ms"] = support["latency_p95_ms"] = len(latencies)
+    for key in ("input_tokens", "output_tokens", "model_calls"):
+        metrics[key] = sum(r["usage"][key] for r in runs)
+    metrics["errors"] = sum(r["error"] is not None for r in runs)
+    metrics["runs"] = len(runs)
+    by_case: dict[str, list[dict[str, Any]]] = {}
+    for run in runs:
+        by_case.setdefault(run["case_id"], []).append(run)
+    if repeat > 1:
+        same_calls = [len({_signature(r) for r in rs}) == 1 for rs in by_case.values()]
+        same_answer = [len({r["answer"] for r in rs}) == 1 for rs in by_case.values()]
+        metrics["trajectory_agreement"] = _mean([float(s) for s in same_calls])
+        metrics["answer_agreement"] = _mean([float(s) for s in same_answer])
+        support["trajectory_agreement"] = support["answer_agreement"] = len(by_case)
+    else:
+        metrics["trajectory_agreement"] = metrics["answer_agreement"] = None
+    unstable = [
+        case
+        for case, rs in by_case.items()
+        if len({_signature(r) for r in rs}) > 1 or len({r["answer"] for r in rs}) > 1
+    ]
+    return {"metrics": metrics, "support": support, "unstable_cases": unstable}
+
+
+def _trajectory(calls: Sequence[dict[str, Any]], agent: bool) -> list[dict[str, Any]]:
+    """Describe a turn's tool calls for the report, without the passages' text."""
+    return [
+        {
+            "name": c["name"],
+            "args": c["args"],
+            "by": "model" if agent else "application",
+            "valid": _call_is_valid(c),
+            **({"error": c["error"]} if "error" in c else {}),
+            "latency_ms": c.get("latency_ms"),
+            "results": [
+                {k: r[k] for k in ("rank", "n", "source", "score", "chunk_id")}
+                for r in c["results"]
+            ],
+        }
+        for c in calls
+    ]
+
+
+class Judge:
+    """LLM-as-judge verdicts from openevals, with an Ollama model from our model factory."""
+
+    def __init__(self, archivist: Archivist, model: str, seed: int | None) -> None:
+        from openevals.llm import create_llm_as_judge
+        from openevals.prompts import RAG_GROUNDEDNESS_PROMPT, RAG_HELPFULNESS_PROMPT
+
+        self.model = model
+        chat = models.chat_model(archivist.settings, model, temperature=0, seed=seed)
+        self.helpfulness = create_llm_as_judge(
+            prompt=RAG_HELPFULNESS_PROMPT, feedback_key="helpfulness", judge=chat
+        )
+        self.groundedness = create_llm_as_judge(
+            prompt=RAG_GROUNDEDNESS_PROMPT, feedback_key="groundedness", judge=chat
+        )
+
+    def __call__(self, turn: dict[str, Any]) -> dict[str, Any]:
+        """Judge whether the answer helps with the question and is grounded in what was found."""
+        verdicts: dict[str, Any] = {"judge_helpfulness": None, "judge_groundedness": None}
+        comments: dict[str, str] = {}
+        errors: list[str] = []
+        context = "\n\n".join(
+            format_results(c["name"], str(c["args"].get("query", "")), c["results"])
+            for c in turn["tool_calls"]
+            if c["results"]
+        )
+        checks = [("judge_helpfulness", self.helpfulness, {"inputs": turn["question"]})]
+        if context:
+            checks.append(("judge_groundedness", self.groundedness, {"context": context}))
+        for metric, evaluator, inputs in checks:
+            try:
+                result = evaluator(outputs=turn["answer"], **inputs)
+            except Exception as exc:  # a judge that cannot produce the verdict's JSON
+                _raise_if_unreachable(exc, self.model)
+                errors.append(f"{metric}: {exc}")
+                continue
+            verdicts[metric] = bool(result["score"])
+            comments[metric] = str(result.get("comment") or "")
+        return {**verdicts, "comments": comments, "errors": errors}
+
+
+def _raise_if_unreachable(exc: BaseException, model: str) -> None:
+    """Stop the whole evaluation when Ollama is gone: every further case would fail too."""
+    if isinstance(exc, ConnectionError | httpx.ConnectError):
+        raise ArchivistError(
+            f"Lost the connection to Ollama while evaluating {model}.",
+            "Start Ollama again (`ollama serve`) and re-run the evaluation.",
+        ) from None
+
+
+ProgressFn = Callable[[str, Case, int], None]
+
+
+def evaluate(
+    archivist: Archivist,
+    dataset: Path,
+    cases: Sequence[Case],
+    stores: Sequence[str],
+    model_names: Sequence[str],
+    repeat: int = 1,
+    seed: int | None = 42,
+    judge_model: str | None = None,
+    on_run: ProgressFn | None = None,
+) -> dict[str, Any]:
+    """Run every case `repeat` times against every model; return the report."""
+    if repeat < 1:
+        raise ArchivistError("--repeat must be at least 1.", "Use --repeat 1 or more.")
+    if not model_names:
+        raise ArchivistError("No model to evaluate.", "Name one or more with --model M.")
+    check_tools(cases, stores)
+    k = archivist.settings.k
+    started = datetime.now(UTC)
+    # Build every graph first: a missing model or store fails before any time is spent.
+    graphs = {name: archivist.agent(stores, name, seed=seed) for name in dict.fromkeys(model_names)}
+    if judge_model:
+        models.show(archivist.settings, judge_model)
+    judge = Judge(archivist, judge_model, seed) if judge_model else None
+    runs: list[dict[str, Any]] = []
+    summaries = []
+    for name, (graph, mode) in graphs.items():
+        model_runs = []
+        for case in cases:
+            for attempt in range(repeat):
+                run = _run_case(archivist, graph, case, name, stores, mode, attempt, judge)
+                model_runs.append(run)
+                if on_run:
+                    on_run(name, case, attempt)
+        summaries.append({"model": name, "mode": mode, **summarize(model_runs, repeat)})
+        runs.extend(model_runs)
+    return {
+        "dataset": str(dataset),
+        "stores": list(stores),
+        "k": k,
+        "repeat": repeat,
+        "seed": seed,
+        "temperature": 0,
+        "judge": judge_model,
+        "cases": len(cases),
+        "started_at": started.isoformat(timespec="seconds"),
+        "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "models": summaries,
+        "runs": runs,
+    }
+
+
+def _run_case(
+    archivist: Archivist,
+    graph,
+    case: Case,
+    model: str,
+    stores: Sequence[str],
+    mode: str,
+    attempt: int,
+    judge: Judge | None,
+) -> dict[str, Any]:
+    """Run one case once in a fresh thread and score it."""
+    turn: dict[str, Any] | None = None
+    error = None
+    try:
+        turn = run_turn(graph, case.question, model, stores, mode, f"eval-{uuid.uuid4()}")
+    except Exception as exc:
+        _raise_if_unreachable(exc, model)
+        explained = models.explain(exc, archivist.settings)
+        error = str(explained) if explained else f"{type(exc).__name__}: {exc}"
+    run: dict[str, Any] = {
+        "model": model,
+        "mode": mode,
+        "case_id": case.id,
+        "repeat": attempt,
+        "question": case.question,
+        "expect": case.to_dict(),
+        "answer": turn["answer"] if turn else None,
+        "tool_calls": _trajectory(turn["tool_calls"], mode == AGENT) if turn else [],
+        "citations": turn["citations"] if turn else [],
+        "invalid_citations": turn["invalid_citations"] if turn else [],
+        "latency_ms": turn["latency_ms"] if turn else None,
+        "usage": turn["usage"]
+        if turn
+        else {"model_calls": 0, "input_tokens": 0, "output_tokens": 0},
+        "error": error,
+        "outcomes": score_turn(case, turn, mode, archivist.settings.k),
+    }
+    if judge and turn:
+        run["judge"] = judge(turn)
+    return run

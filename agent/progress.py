@@ -1,0 +1,106 @@
+"""Show an ingest's progress on stderr: a live bar on a terminal, plain lines elsewhere."""
+
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.text import Text
+
+
+class RateColumn(ProgressColumn):
+    """Items per second, e.g. `41.7/s`."""
+
+    def render(self, task: Task) -> Text:
+        return Text(f"{task.speed:.1f}/s" if task.speed else "–/s", style="progress.data.speed")
+
+
+class EtaColumn(TimeRemainingColumn):
+    """Time remaining, shown only on tasks whose total is known from the start."""
+
+    def render(self, task: Task) -> Text:
+        return super().render(task) if task.fields.get("eta") else Text("")
+
+
+class IngestProgress:
+    """Receive the ingest graph's events and show them: files done, chunks embedded, rates,
+    and the time left (from the files' rate: chunk totals are only known batch by batch).
+
+    `enabled=False` (for `--json`) shows only retry notices; `live=False` (stderr is not a
+    terminal) prints one line per stored or failed source instead of a bar.
+    """
+
+    def __init__(self, enabled: bool = True, live: bool = True) -> None:
+        self.enabled = enabled
+        self.console = Console(stderr=True)
+        self.progress: Progress | None = None
+        if enabled and live:
+            self.progress = Progress(
+                TextColumn("{task.description:<7}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                RateColumn(),
+                TimeElapsedColumn(),
+                EtaColumn(),
+                console=self.console,
+                transient=True,
+            )
+            self.files = self.progress.add_task("files", total=None, eta=True)
+            self.waiting = 0  # files read whose chunks are being embedded
+            self.chunks = self.progress.add_task("chunks", total=0)
+
+    def __enter__(self) -> "IngestProgress":
+        if self.progress:
+            self.progress.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.progress:
+            self.progress.stop()
+
+    def _line(self, message: str) -> None:
+        if self.progress:
+            self.progress.console.print(message, markup=False, highlight=False)
+        else:
+            sys.stderr.write(message + "\n")
+
+    def update(self, event: str, data: dict[str, Any]) -> None:
+        """Take one event from the ingest graph."""
+        if event == "retry":
+            self._line(
+                f"  embedding request failed ({data['error']}); retry {data['attempt']} "
+                f"in {data['wait']:.1f} s"
+            )
+        if not self.enabled:
+            return
+        if self.progress is None:
+            if event == "stored":
+                self._line(f"  stored {data['source']} ({data['chunks']} chunks)")
+            elif event == "failed":
+                self._line(f"  failed {data['source']}: {data['reason']}")
+            return
+        if event == "discovered":
+            self.progress.update(self.files, total=data["files"])
+        elif event == "loaded":
+            if data["chunks"]:
+                self.waiting = data["files"]
+            else:
+                self.progress.advance(self.files, data["files"])
+            task = self.progress.tasks[self.chunks]
+            self.progress.update(self.chunks, total=(task.total or 0) + data["chunks"])
+        elif event == "batch_stored":
+            self.progress.advance(self.files, self.waiting)
+            self.waiting = 0
+        elif event == "embedded":
+            self.progress.advance(self.chunks, data["chunks"])
+        elif event == "failed":
+            self._line(f"  failed {data['source']}: {data['reason']}")

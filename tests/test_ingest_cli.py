@@ -1,0 +1,113 @@
+"""`archivist ingest` as a user runs it: flags, reports, and a corpus with broken files."""
+
+import json
+import os
+
+from conftest import run_cli, write_files
+from samples import make_docx, make_pdf
+
+from ingest.loaders import MAX_FILE_BYTES
+
+
+def broken_corpus(root):
+    write_files(
+        root,
+        {
+            "good.md": "# Good\n\nA good Markdown file.",
+            "latin1.txt": "Le café coûte trois euros à la gare, très cher.".encode("cp1252"),
+            "records.jsonl": '{"id": "r1", "text": "A good record."}\n',
+            "damaged.txt": "配送需要十个工作日。".encode() + b"\xff\xfe" + "关税。".encode(),
+            "empty.md": "",
+            "binary.md": b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0",
+            "logo.png": b"\x89PNG\r\n\x1a\n\0\0",
+        },
+    )
+    (root / "handbook.pdf").write_bytes(make_pdf([["A good PDF page."]]))
+    (root / "corrupt.pdf").write_bytes(b"%PDF-1.7\n" + os.urandom(3000))
+    make_docx(root / "warranty.docx")
+    with (root / "huge.txt").open("wb") as handle:  # sparse: nothing is written
+        handle.truncate(MAX_FILE_BYTES + 1)
+    return root
+
+
+def test_a_broken_corpus_stores_every_good_file_and_lists_each_bad_one(ollama, home, tmp_path):
+    root = broken_corpus(tmp_path / "kb")
+    done = run_cli("ingest", str(root), "--store", "kb", ollama_url=ollama.url, home=home)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("kb: 5 stored, 0 unchanged, 5 failed, 0 removed;")
+    failed = {line.split(": ", 2)[1]: line.split(": ", 2)[2] for line in lines[1:]}
+    assert set(failed) == {"binary.md", "corrupt.pdf", "damaged.txt", "empty.md", "huge.txt"}
+    assert failed["binary.md"] == "binary content (NUL bytes) in a text file"
+    assert failed["corrupt.pdf"].startswith("damaged PDF")
+    assert failed["damaged.txt"] == "damaged UTF-8 text: invalid byte sequence at byte 30"
+    assert failed["empty.md"] == "empty file"
+    assert failed["huge.txt"] == "larger than the 50 MB limit (50 MB)"
+
+    again = run_cli(
+        "ingest", str(root), "--store", "kb", "--json", ollama_url=ollama.url, home=home
+    )
+    assert again.returncode == 1
+    report = json.loads(again.stdout)
+    assert sorted(report["unchanged"]) == [
+        "good.md",
+        "handbook.pdf",
+        "latin1.txt",
+        "records.jsonl#r1",
+        "warranty.docx",
+    ]
+    assert report["stored"] == [] and report["chunks_embedded"] == 0
+    assert sorted(f["source"] for f in report["failed"]) == sorted(failed)
+    assert report["skipped"] == [
+        {"source": "logo.png", "reason": "binary file of unsupported type '.png'"}
+    ]
+
+
+def test_ingest_flags_reach_the_splitter_the_embedder_and_the_record_loader(ollama, home, tmp_path):
+    root = write_files(
+        tmp_path / "kb",
+        {
+            "long.md": "\n\n".join(f"Paragraph {i}. " + "word " * 30 for i in range(6)),
+            "items.csv": "sku,name,blurb\nA1,Lamp,Bright light.\nA2,Stove,Cooks fast.\n",
+        },
+    )
+    args = ["--chunk-size", "200", "--chunk-overlap", "0", "--batch-size", "2"]
+    args += ["--concurrency", "1", "--text-field", "blurb", "--id-field", "sku", "--json"]
+    done = run_cli("ingest", str(root), "--store", "kb", *args, ollama_url=ollama.url, home=home)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["splitter"] == {"chunk_size": 200, "chunk_overlap": 0}
+    assert sorted(s["source"] for s in report["stored"]) == [
+        "items.csv#A1",
+        "items.csv#A2",
+        "long.md",
+    ]
+    bodies = ollama.requests_to("/api/embed")[1:]
+    assert all(len(b["input"]) <= 2 for b in bodies)
+    texts = [t for b in bodies for t in b["input"]]
+    assert "search_document: Bright light." in texts
+    assert sum(len(b["input"]) for b in bodies) == report["chunks_embedded"]
+    # Progress goes to stderr only; stdout is the one JSON document.
+    assert done.stdout.strip().startswith("{") and done.stdout.strip().endswith("}")
+
+    too_big = run_cli(
+        "ingest",
+        str(root),
+        "--store",
+        "kb",
+        "--chunk-size",
+        "99999",
+        ollama_url=ollama.url,
+        home=home,
+    )
+    assert too_big.returncode == 1
+    assert "--chunk-size 99999 is too large for nomic-embed-text" in too_big.stderr
+    assert "Traceback" not in too_big.stderr
+
+
+def test_ingest_without_ollama_stops_cleanly(home, tmp_path):
+    root = write_files(tmp_path / "kb", {"a.md": "# A\n\nAlpha."})
+    done = run_cli("ingest", str(root), "--store", "kb", ollama_url="http://127.0.0.1:9", home=home)
+    assert done.returncode == 1
+    assert "Cannot reach Ollama" in done.stderr and "Traceback" not in done.stderr

@@ -1,0 +1,179 @@
+"""Embedding failures, interrupted runs, rebuilds for a new model, and chunk sizes that fit."""
+
+import pytest
+from conftest import write_files
+
+from agent.service import Archivist
+from ingest.embedder import EmbedSettings
+from ingest.splitter import SplitterSettings
+from tools.errors import ArchivistError
+from tools.store import KnowledgeStore, list_stores
+
+FAST = EmbedSettings(batch_size=2, concurrency=1, attempts=3, backoff=0.01, max_backoff=0.02)
+LONG = "\n\n".join(f"Section {i}. " + "Tents and boots and lamps. " * 12 for i in range(5))
+CORPUS = {
+    "a.md": "# A\n\nAlpha is the first file.",
+    "b.md": LONG,
+    "c.md": "# C\n\nGamma is the last file.",
+}
+
+
+def point_ids(archivist, store):
+    ids, offset = set(), None
+    while True:
+        batch, offset = archivist.client.scroll(store, limit=256, offset=offset)
+        ids |= {str(p.id) for p in batch}
+        if offset is None:
+            return ids
+
+
+def test_server_errors_are_retried_with_backoff(archivist, ollama, tmp_path):
+    root = write_files(tmp_path / "kb", {"a.md": "# A\n\nAlpha."})
+    events = []
+    ollama.fail("/api/embed", 503, "server busy, please try again", times=2)
+    report = archivist.ingest(
+        [str(root)], "docs", on_progress=lambda e, d: events.append((e, d)), embed=FAST
+    )
+    assert report["stored"] == [{"source": "a.md", "status": "new", "chunks": 1}]
+    retries = [d for e, d in events if e == "retry"]
+    assert [(r["attempt"], r["error"]) for r in retries] == [
+        (1, "server busy, please try again (status code: 503)"),
+        (2, "server busy, please try again (status code: 503)"),
+    ]
+    assert retries[1]["wait"] > retries[0]["wait"]  # exponential backoff
+    assert len(ollama.requests_to("/api/embed")) == 4  # 2 failures, the probe, the chunk
+
+
+def test_retries_give_up_with_a_message_that_says_how_to_finish(archivist, ollama, tmp_path):
+    root = write_files(tmp_path / "kb", CORPUS)
+    archivist.ingest([str(root / "a.md")], "docs", embed=FAST)
+    ollama.fail("/api/embed", 500, "llama runner process has terminated", times=3)
+    with pytest.raises(ArchivistError) as stopped:
+        archivist.ingest([str(root)], "docs", embed=FAST)
+    message = str(stopped.value)
+    assert "Ingest stopped" in message and "llama runner process has terminated" in message
+    assert "run the same command again to finish" in message
+
+
+def _interrupt_after_first_batch_of(source, kill):
+    state = {"done": False}
+
+    def on_progress(event, data):
+        if event == "embedded" and data["source"] == source and not state["done"]:
+            state["done"] = True
+            kill()
+
+    return on_progress
+
+
+@pytest.mark.parametrize("how", ["server error", "ollama dies"])
+def test_an_interrupted_ingest_leaves_no_duplicates_and_a_rerun_finishes(
+    archivist, ollama, tmp_path, how
+):
+    root = write_files(tmp_path / "kb", CORPUS)
+    if how == "server error":
+
+        def kill():
+            ollama.fail("/api/embed", 500, "llama runner process has terminated", times=3)
+    else:
+        kill = ollama.stop
+    with pytest.raises(ArchivistError, match="run the same command again"):
+        archivist.ingest(
+            [str(root)],
+            "docs",
+            on_progress=_interrupt_after_first_batch_of("b.md", kill),
+            embed=FAST,
+            chunk_size=200,
+            chunk_overlap=0,
+        )
+    ollama.start()
+    store = KnowledgeStore(archivist.client, "docs")
+    sources = store.sources()
+    assert sources["a.md"].complete
+    assert 0 < sources["b.md"].chunks < sources["b.md"].expected_chunks  # half stored
+    assert not sources["b.md"].complete
+    assert "c.md" not in sources
+    ollama.clear_requests()
+    report = archivist.ingest([str(root)], "docs", embed=FAST, chunk_size=200, chunk_overlap=0)
+    assert report["unchanged"] == ["a.md"]
+    assert [s["source"] for s in report["stored"]] == ["b.md", "c.md"]
+    assert all(info.complete for info in store.sources().values())
+    archivist.ingest([str(root)], "clean", embed=FAST, chunk_size=200, chunk_overlap=0)
+    assert point_ids(archivist, "docs") == point_ids(archivist, "clean")
+    assert store.count() == KnowledgeStore(archivist.client, "clean").count()
+
+
+def _minilm(archivist, settings):
+    other = Archivist(settings.with_overrides(embed_model="all-minilm"))
+    other.__dict__["client"] = archivist.client
+    return other
+
+
+def test_reindex_rebuilds_for_a_new_model_and_keeps_the_old_store_until_done(
+    archivist, settings, ollama, tmp_path
+):
+    root = write_files(tmp_path / "kb", CORPUS)
+    archivist.ingest([str(root)], "docs", description="three files", embed=FAST)
+    store = KnowledgeStore(archivist.client, "docs")
+    before = store.count()
+    other = _minilm(archivist, settings)
+
+    def kill():
+        ollama.fail("/api/embed", 503, "server busy", times=3)
+
+    with pytest.raises(ArchivistError, match="Store 'docs' is untouched"):
+        other.ingest(
+            [str(root)],
+            "docs",
+            reindex=True,
+            on_progress=_interrupt_after_first_batch_of("b.md", kill),
+            embed=FAST,
+        )
+    # The old store still answers with the old model; the half-built one is not listed.
+    assert store.fingerprint["embed_model"] == "nomic-embed-text" and store.count() == before
+    assert archivist.search("alpha", "docs")[0]["source"] == "a.md"
+    assert list_stores(archivist.client) == ["docs"]
+    assert store.rebuild_store().exists()
+
+    ollama.clear_requests()
+    report = other.ingest([str(root)], "docs", reindex=True, embed=FAST)
+    assert report["reindexed"] is True
+    assert report["unchanged"] == ["a.md"]  # the interrupted rebuild was resumed
+    assert store.fingerprint["embed_model"] == "all-minilm"
+    assert store.fingerprint["dimension"] == 384
+    assert store.description == "three files"
+    assert not store.rebuild_store().exists()
+    assert all(info.complete for info in store.sources().values())
+    assert other.search("gamma last", "docs")[0]["source"] == "c.md"
+    assert {b["model"] for b in ollama.requests_to("/api/embed")} == {"all-minilm"}
+
+    # Once rebuilt, --reindex with the same model is an ordinary incremental run.
+    report = other.ingest([str(root)], "docs", reindex=True, embed=FAST)
+    assert report["reindexed"] is False and report["chunks_embedded"] == 0
+
+
+def test_default_chunk_sizes_shrink_to_fit_a_small_embedding_context(archivist, settings, tmp_path):
+    root = write_files(tmp_path / "kb", CORPUS)
+    other = _minilm(archivist, settings)
+    # The fake all-minilm reads 512 tokens: (512 - 16) × 3 characters ÷ 2 for whole blocks.
+    report = other.ingest([str(root)], "small", embed=FAST)
+    assert report["splitter"] == {"chunk_size": 744, "chunk_overlap": 111}
+    with pytest.raises(ArchivistError) as refused:
+        other.ingest([str(root)], "small", chunk_size=2000)
+    assert "--chunk-size 2000 is too large for all-minilm" in str(refused.value)
+    assert "Use --chunk-size 744 or less" in str(refused.value)
+    report = archivist.ingest([str(root)], "docs", embed=FAST)
+    assert report["splitter"] == {"chunk_size": 1000, "chunk_overlap": 150}
+
+
+def test_splitter_limits_follow_the_context():
+    settings = SplitterSettings()
+    assert settings.limits(2048) == (3048, 1016)
+    fitted = settings.fitted(512)
+    assert (fitted.chunk_size, fitted.cjk_chunk_size) == (744, 248)
+    assert fitted.cjk_chunk_overlap == 37
+    assert settings.fitted(8192) == settings
+    resized = settings.resized(400, 40)
+    assert (resized.chunk_size, resized.cjk_chunk_size, resized.cjk_chunk_overlap) == (400, 200, 20)
+    with pytest.raises(ValueError, match="larger than the overlap"):
+        settings.resized(100, 100)
