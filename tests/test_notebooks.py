@@ -89,9 +89,6 @@ def test_notebook_runs_and_shows_a_figure_and_a_table(path: Path) -> None:
     assert any(shows_table(o) for o in run.outputs), "no table"
     assert run.embedded, "the notebook did not reach Ollama through OLLAMA_HOST"
     assert run.home_used, "the notebook's stores are not in ARCHIVIST_HOME"
-    assert not [
-        cell.outputs for cell in nbformat.read(path, as_version=4).cells if cell.get("outputs")
-    ], "executing must not write the outputs back into the stored notebook"
 
 
 def test_the_agent_notebook_draws_the_graph_and_compares_two_models() -> None:
