@@ -30,6 +30,7 @@ from tools.store import (
     SearchMode,
     connect,
     fingerprints_match,
+    heading_path,
     list_stores,
 )
 
@@ -521,3 +522,29 @@ class Conversation:
     def sources(self) -> list[dict[str, Any]]:
         """Return the last answered turn's search results, in citation order."""
         return [r for call in self.last_calls for r in call["results"]]
+
+
+def turn_passages(turn: dict[str, Any]) -> list[dict[str, Any]]:
+    """Flatten a turn's trajectory for a table: one record per passage each tool call
+    returned (a call that failed or found nothing: one record with its error), in call order,
+    with the call's number, tool and arguments, and whether the answer cited the passage."""
+    cited = {citation["n"] for citation in turn["citations"]}
+    records = []
+    for number, call in enumerate(turn["tool_calls"], start=1):
+        made = {"call": number, "tool": call["name"], "args": call["args"]}
+        if not call["results"]:
+            records.append({**made, "error": call.get("error")})
+        for result in call["results"]:
+            records.append(
+                {
+                    **made,
+                    "n": result.get("n"),
+                    "rank": result["rank"],
+                    "score": result["score"],
+                    "source": result["source"],
+                    "heading": heading_path(result["metadata"]),
+                    "cited": result.get("n") in cited,
+                    "text": result["text"],
+                }
+            )
+    return records

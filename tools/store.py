@@ -333,6 +333,39 @@ class KnowledgeStore:
                 found[info.source] = info
         return dict(sorted(found.items()))
 
+    def chunks(self, sources: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """Return the stored chunks (of `sources`, else all) as flat records for a table,
+        ordered by source and position: source, chunk_index, heading, start, end, size, text."""
+        selector = models.Filter(must=[_match("source", list(sources))]) if sources else None
+        records = []
+        offset = None
+        while True:
+            points, offset = self.client.scroll(
+                self.name,
+                scroll_filter=selector,
+                limit=1024,
+                offset=offset,
+                with_payload=True,
+                with_vectors=False,
+            )
+            for point in points:
+                p = point.payload or {}
+                metadata = p.get("metadata", {})
+                records.append(
+                    {
+                        "source": p["source"],
+                        "chunk_index": p["chunk_index"],
+                        "heading": heading_path(metadata),
+                        "start": metadata.get("start"),
+                        "end": metadata.get("end"),
+                        "size": len(p["text"]),
+                        "text": p["text"],
+                    }
+                )
+            if offset is None:
+                break
+        return sorted(records, key=lambda r: (r["source"], r["chunk_index"]))
+
     def search(
         self,
         query_vector: Sequence[float] | None,
@@ -390,6 +423,11 @@ class KnowledgeStore:
             )
             for rank, point in enumerate(response.points, start=1)
         ]
+
+
+def heading_path(metadata: dict[str, Any]) -> str:
+    """Join a chunk's heading path for display: `Refund Policy › Refund window`."""
+    return " › ".join(metadata.get("headings") or [])
 
 
 def _match(key: str, value: str | list[str]) -> models.FieldCondition:
