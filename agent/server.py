@@ -10,11 +10,12 @@ served answer or ingest is the one `archivist ask` or `archivist ingest` would g
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.runtime import Runtime
+from typing_extensions import TypedDict  # pydantic reads its schema on Python 3.11 too
 
 from agent import models
 from agent.service import Archivist
