@@ -130,6 +130,7 @@ def test_only_the_named_stores_are_copied(two_stores, tmp_path, migrate):
         app.close()
 
 
+@pytest.mark.filterwarnings("ignore:Failed to obtain server version")
 @pytest.mark.parametrize(
     ("args", "message"),
     [
