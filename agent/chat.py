@@ -1,56 +1,256 @@
-"""The terminal chat loop: a small function over callables, so tests can script it."""
+"""The terminal chat loop: a small function over a conversation, an input and a view.
+
+`chat_loop` knows nothing of terminals or graphs: it reads a line, runs a slash command or
+asks the conversation, and tells the view what happened. Tests script all three.
+"""
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol, TextIO
 
 from tools.errors import ArchivistError
 
-HELP = "Ask a question, or: /help, /new (start a new conversation), /exit (or Ctrl-D)."
+PROMPT = "› "
+HELP = """Ask a question, or use a command:
+  /help          this help
+  /sources       the full text of the last search results
+  /stores        the stores, and which ones this chat searches
+  /model [NAME]  show the chat model, or switch to another one
+  /new           start a new conversation
+  /exit          leave (or Ctrl-D); Ctrl-C stops an answer
+Esc then Enter adds a line break; pasted text keeps its lines."""
+
+
+class Conversation(Protocol):
+    """What the chat loop asks of the application."""
+
+    def answer(self, question: str, on_event: Callable[[str, Any], None]) -> dict[str, Any]:
+        """Answer a question, reporting progress; return the `ask --json` object."""
+        ...
+
+    def new(self) -> str:
+        """Start a new conversation; return its thread id."""
+        ...
+
+    def switch_model(self, name: str) -> list[str]:
+        """Use another chat model from now on; return what the user should know."""
+        ...
+
+    def describe(self) -> str:
+        """Say which model, mode and thread are in use."""
+        ...
+
+    def stores(self) -> list[dict[str, Any]]:
+        """List the stores, each with `in_use`."""
+        ...
+
+    def sources(self) -> list[dict[str, Any]]:
+        """Return the last turn's search results, numbered."""
+        ...
+
+
+class View(Protocol):
+    """Where the chat loop shows things."""
+
+    def begin(self) -> None: ...
+    def event(self, kind: str, data: Any) -> None: ...
+    def finish(self, result: dict[str, Any]) -> None: ...
+    def stopped(self) -> None: ...
+    def error(self, message: str) -> None: ...
+    def info(self, text: str) -> None: ...
+    def sources(self, results: list[dict[str, Any]]) -> None: ...
+
+
+def tool_line(call: dict[str, Any]) -> str:
+    """Describe one tool call: `search_x("query") · 3 results · 14 ms`."""
+    query = call["args"].get("query", "")
+    found = f"error: {call['error']}" if "error" in call else f"{len(call['results'])} results"
+    return f'{call["name"]}("{query}") · {found} · {call["latency_ms"]:.0f} ms'
+
+
+def sources_line(result: dict[str, Any]) -> str | None:
+    """List the sources an answer cited, if any."""
+    if not result["citations"]:
+        return None
+    return "Sources: " + "  ".join(f"[{c['n']}] {c['source']}" for c in result["citations"])
+
+
+def invalid_line(result: dict[str, Any]) -> str | None:
+    """Warn about citation numbers that no search returned."""
+    if not result.get("invalid_citations"):
+        return None
+    cited = ", ".join(f"[{n}]" for n in result["invalid_citations"])
+    return f"Warning: {cited} cited but not retrieved."
 
 
 def render_answer(result: dict[str, Any]) -> str:
-    """Render a turn for the terminal: tool lines, the answer, the cited sources."""
-    lines = []
-    for call in result["tool_calls"]:
-        query = call["args"].get("query", "")
-        found = f"error: {call['error']}" if "error" in call else f"{len(call['results'])} results"
-        lines.append(f'{call["name"]}("{query}") · {found} · {call["latency_ms"]:.0f} ms')
+    """Render a whole turn as text: tool lines, the answer, the cited sources."""
+    lines = [tool_line(call) for call in result["tool_calls"]]
     lines.append(result["answer"])
-    if result["citations"]:
-        lines.append(
-            "Sources: " + "  ".join(f"[{c['n']}] {c['source']}" for c in result["citations"])
-        )
-    if result.get("invalid_citations"):
-        cited = ", ".join(f"[{n}]" for n in result["invalid_citations"])
-        lines.append(f"Warning: {cited} cited but not retrieved.")
+    lines += [line for line in (sources_line(result), invalid_line(result)) if line]
     return "\n".join(lines)
 
 
-def chat_loop(
-    answer: Callable[[str], dict[str, Any]],
-    new_conversation: Callable[[], None],
-    read: Callable[[str], str],
-    write: Callable[[str], None],
-) -> int:
-    """Read questions until /exit or end of input; answer each; return the exit status."""
+def stores_text(listing: list[dict[str, Any]]) -> str:
+    """Describe the stores, marking those this chat searches."""
+    if not listing:
+        return "No stores yet. Create one with: archivist ingest PATH --store NAME"
+    return (
+        "\n".join(
+            f"{'*' if s['in_use'] else ' '} {s['store']} ({s['chunks']} chunks)"
+            + (f": {s['description']}" if s["description"] else "")
+            for s in listing
+        )
+        + "\n(* searched in this chat)"
+    )
+
+
+COMMANDS = ("/help", "/sources", "/stores", "/model", "/new", "/exit", "/quit")
+
+
+def _is_command(line: str) -> bool:
+    """A line starting with `/` is a command, unless it is pasted text of several lines."""
+    return line.startswith("/") and ("\n" not in line or line.split()[0] in COMMANDS)
+
+
+def run_command(line: str, conversation: Conversation, view: View) -> bool:
+    """Run a slash command; return False when the chat should end."""
+    name, _, argument = line.partition(" ")
+    argument = argument.strip()
+    if name in ("/exit", "/quit"):
+        return False
+    if name == "/help":
+        view.info(HELP)
+    elif name == "/new":
+        view.info(f"Started a new conversation (thread {conversation.new()}).")
+    elif name == "/sources":
+        view.sources(conversation.sources())
+    elif name == "/stores":
+        view.info(stores_text(conversation.stores()))
+    elif name == "/model" and not argument:
+        view.info(conversation.describe())
+    elif name == "/model":
+        for notice in conversation.switch_model(argument):
+            view.info(notice)
+        view.info(conversation.describe())
+    else:
+        view.error(f"Unknown command {name}. Type /help for the commands.")
+    return True
+
+
+def chat_loop(conversation: Conversation, read: Callable[[str], str], view: View) -> int:
+    """Read questions and commands until /exit or end of input; return the exit status.
+
+    Ctrl-C at the prompt clears the line; during an answer it stops the answer. A failure
+    (Ollama down, a model missing) is shown and the chat goes on.
+    """
     while True:
         try:
-            line = read("> ").strip()
+            line = read(PROMPT).strip()
+        except KeyboardInterrupt:
+            continue
         except EOFError:
             return 0
         if not line:
             continue
-        if line in ("/exit", "/quit"):
-            return 0
-        if line == "/help":
-            write(HELP)
-        elif line == "/new":
-            new_conversation()
-            write("Started a new conversation.")
-        elif line.startswith("/"):
-            write(f"Unknown command {line.split()[0]}. {HELP}")
+        try:
+            if _is_command(line):
+                if not run_command(line, conversation, view):
+                    return 0
+                continue
+            view.begin()
+            result = conversation.answer(line, view.event)
+        except KeyboardInterrupt:
+            view.stopped()
+        except ArchivistError as exc:
+            view.error(f"Error: {exc}")
+        except Exception as exc:  # an unexpected failure must not end the chat either
+            view.error(f"Error: {type(exc).__name__}: {exc}")
         else:
-            try:
-                write(render_answer(answer(line)))
-            except ArchivistError as exc:
-                write(f"Error: {exc}")
+            view.finish(result)
+
+
+class PlainView:
+    """Plain text for pipes and dumb terminals: no colours, no spinners, tokens as they come."""
+
+    def __init__(self, out: TextIO, err: TextIO, show_thinking: bool = False) -> None:
+        self.out, self.err = out, err
+        self.show_thinking = show_thinking
+        self._open = False
+        self._streamed = False
+        self._thinking = False
+
+    def _write(self, text: str) -> None:
+        self.out.write(text)
+        self.out.flush()
+
+    def _end_line(self) -> None:
+        if self._open:
+            self._write("\n")
+            self._open = False
+
+    def begin(self) -> None:
+        self._open = self._streamed = self._thinking = False
+
+    def event(self, kind: str, data: Any) -> None:
+        if kind == "token":
+            if self._thinking:
+                self._end_line()
+                self._thinking = False
+            self._write(data)
+            self._open = self._streamed = True
+        elif kind == "thinking" and self.show_thinking:
+            if not self._thinking:
+                self._end_line()
+                self._write("Thinking: ")
+                self._thinking = True
+            self._write(data)
+            self._open = True
+        elif kind == "tool":
+            self._end_line()
+            self._write(tool_line(data) + "\n")
+        elif kind == "note":
+            self._end_line()
+            self.err.write(f"Note: {data}\n")
+            self.err.flush()
+
+    def finish(self, result: dict[str, Any]) -> None:
+        if self._thinking or not self._streamed:
+            self._end_line()
+            self._write(result["answer"])
+            self._open = True
+        self._end_line()
+        for line in (sources_line(result), invalid_line(result)):
+            if line:
+                self._write(line + "\n")
+
+    def stopped(self) -> None:
+        self._end_line()
+        self._write("(stopped)\n")
+
+    def error(self, message: str) -> None:
+        self._end_line()
+        self.err.write(message + "\n")
+        self.err.flush()
+
+    def info(self, text: str) -> None:
+        self._end_line()
+        self._write(text + "\n")
+
+    def sources(self, results: list[dict[str, Any]]) -> None:
+        self._end_line()
+        if not results:
+            self._write("No search results yet in this conversation.\n")
+        for r in results:
+            self._write(f"[{r['n']}] {r['source']} (score {r['score']:.3f})\n{r['text']}\n\n")
+
+
+def stdin_reader(stream: TextIO) -> Callable[[str], str]:
+    """Read lines from a pipe: no prompt, end of input ends the chat."""
+
+    def read(prompt: str) -> str:
+        line = stream.readline()
+        if not line:
+            raise EOFError
+        return line
+
+    return read

@@ -26,6 +26,25 @@ StoresOpt = Annotated[
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 ModelOpt = Annotated[str | None, typer.Option("--model", "-m", help="The Ollama chat model.")]
 EmbedOpt = Annotated[str | None, typer.Option("--embed-model", help="The Ollama embedding model.")]
+ThinkOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--think/--no-think",
+        help="Let a thinking model reason before answering (default: on for models that can).",
+    ),
+]
+MaxStepsOpt = Annotated[
+    int | None,
+    typer.Option("--max-steps", min=1, help="Rounds of searches per question (default 6)."),
+]
+NumCtxOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--num-ctx",
+        min=512,
+        help="Largest context window to use, in tokens (default 8192, or ARCHIVIST_NUM_CTX).",
+    ),
+]
 
 
 class Context:
@@ -143,16 +162,22 @@ def ask(
     question: Annotated[str, typer.Argument(help="The question.")],
     stores: StoresOpt = None,
     model: ModelOpt = None,
+    think: ThinkOpt = None,
+    max_steps: MaxStepsOpt = None,
+    num_ctx: NumCtxOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Answer one question with the agent and print it."""
+    """Answer one question with the agent and print it (the turn is logged)."""
     from agent.chat import render_answer
 
-    result = _app().ask(question, stores or [DEFAULT_STORE], model)
+    archivist = _app(max_steps=max_steps, num_ctx=num_ctx)
+    result = archivist.ask(question, stores or [DEFAULT_STORE], model, think)
     if as_json:
         _print_json(result)
-    else:
-        print(render_answer(result))
+        return
+    for note in result["notes"]:
+        _notice(f"Note: {note}")
+    print(render_answer(result))
 
 
 @app.command()
@@ -177,16 +202,35 @@ def search(
 
 
 @app.command()
-def chat(stores: StoresOpt = None, model: ModelOpt = None) -> None:
-    """Chat with the agent in the terminal."""
-    import uuid
+def chat(
+    stores: StoresOpt = None,
+    model: ModelOpt = None,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue the last conversation.")
+    ] = False,
+    thread: Annotated[
+        str | None, typer.Option("--thread", help="Continue (or start) the conversation ID.")
+    ] = None,
+    think: ThinkOpt = None,
+    show_thinking: Annotated[
+        bool, typer.Option("--show-thinking", help="Show the model's reasoning as it thinks.")
+    ] = False,
+    max_steps: MaxStepsOpt = None,
+    num_ctx: NumCtxOpt = None,
+) -> None:
+    """Chat with the agent in the terminal; conversations are kept and can be resumed."""
+    import sqlite3
+    from contextlib import closing
 
-    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.checkpoint.sqlite import SqliteSaver
 
-    from agent.chat import chat_loop
-    from agent.service import run_turn
+    from agent.chat import PlainView, chat_loop, stdin_reader
+    from agent.service import Conversation
 
-    archivist = _app(chat_model=model)
+    if resume and thread:
+        raise ArchivistError("--resume and --thread both name a conversation.", "Give one.")
+    archivist = _app(chat_model=model, max_steps=max_steps, num_ctx=num_ctx)
+    settings = archivist.settings
     names = stores or [DEFAULT_STORE]
     sample_needed = names == [DEFAULT_STORE] and SAMPLE_KB.is_dir()
     if sample_needed and not archivist.store(DEFAULT_STORE, must_exist=False).exists():
@@ -194,42 +238,37 @@ def chat(stores: StoresOpt = None, model: ModelOpt = None) -> None:
         archivist.ingest(
             [str(SAMPLE_KB)], DEFAULT_STORE, description="policies of the Northwind Outfitters shop"
         )
-    graph, mode = archivist.agent(names, model, checkpointer=InMemorySaver())
-    if mode != "agent":
-        _notice(f"{archivist.settings.chat_model} cannot call tools: using retrieve-then-answer.")
-    thread = {"id": str(uuid.uuid4())}
-
-    def answer(question: str) -> dict[str, Any]:
-        from agent.models import explain
-
-        try:
-            return run_turn(
-                graph, question, archivist.settings.chat_model, names, mode, thread["id"]
-            )
-        except Exception as exc:
-            if explained := explain(exc, archivist.settings):
-                raise explained from None
-            raise
-
-    def new_conversation() -> None:
-        thread["id"] = str(uuid.uuid4())
-
-    interactive = sys.stdin.isatty()
-    if interactive:
-        _notice(
-            f"Archivist · {archivist.settings.chat_model} · stores: {', '.join(names)} · "
-            "/help for commands"
+    earlier = None
+    if resume:
+        earlier = archivist.turn_log.last_thread("chat")
+        if earlier is None:
+            _notice("There is no earlier conversation to resume: starting a new one.")
+    settings.home.mkdir(parents=True, exist_ok=True)
+    with closing(sqlite3.connect(settings.threads_path, check_same_thread=False)) as db:
+        conversation = Conversation(
+            archivist, names, SqliteSaver(db), model, think, earlier or thread
         )
+        if sys.stdin.isatty() and sys.stdout.isatty():
+            from rich.console import Console
 
-    def read(prompt: str) -> str:
-        if interactive:
-            return input(prompt)
-        line = sys.stdin.readline()
-        if not line:
-            raise EOFError
-        return line
+            from agent.terminal import RichView, prompt_reader
 
-    raise typer.Exit(chat_loop(answer, new_conversation, read, print))
+            view = RichView(Console(highlight=False), show_thinking)
+            read = prompt_reader(settings.input_history_path)
+            say = view.info
+            say(f"Archivist · {conversation.describe()} · /help for commands")
+        else:
+            view = PlainView(sys.stdout, sys.stderr, show_thinking)
+            read = stdin_reader(sys.stdin)
+            say = _notice
+        for notice in conversation.setup.notices:
+            say(notice)
+        if history := conversation.messages():
+            questions = sum(1 for m in history if m.type == "human")
+            say(f"Resuming conversation {conversation.thread_id}: {questions} earlier questions.")
+        status = chat_loop(conversation, read, view)
+    archivist.close()
+    raise typer.Exit(status)
 
 
 @app.command(name="eval")
@@ -462,6 +501,56 @@ def doctor(model: ModelOpt = None, embed_model: EmbedOpt = None) -> None:
             print(f"  → {check.fix}")
     if any(not c.ok and not c.warning for c in checks):
         raise typer.Exit(1)
+
+
+logs_app = typer.Typer(help="List the logged turns of ask and chat, or show one.")
+app.add_typer(logs_app, name="logs")
+
+
+@logs_app.callback(invoke_without_command=True)
+def logs(
+    ctx: typer.Context,
+    limit: Annotated[int, typer.Option("-n", "--limit", min=1, help="How many turns.")] = 20,
+    turn_id: Annotated[int | None, typer.Option("--id", help="Show this turn in full.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List the latest logged turns (question, model, searches, latency), oldest first."""
+    if ctx.invoked_subcommand:
+        return
+    if turn_id is not None:
+        _show_turn(turn_id, as_json)
+        return
+    from agent.turnlog import TurnLog, summary
+
+    turns = TurnLog(_settings().log_path).recent(limit)
+    if as_json:
+        _print_json(turns)
+        return
+    for turn in turns:
+        print(summary(turn))
+    if not turns:
+        print("No turns logged yet. They are logged by `archivist ask` and `archivist chat`.")
+
+
+@logs_app.command("show")
+def logs_show(
+    turn_id: Annotated[int, typer.Argument(help="The turn's id, as `archivist logs` lists it.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Show everything logged about one turn."""
+    _show_turn(turn_id, as_json)
+
+
+def _show_turn(turn_id: int, as_json: bool) -> None:
+    from agent.turnlog import TurnLog, details
+
+    turn = TurnLog(_settings().log_path).get(turn_id)
+    if turn is None:
+        raise ArchivistError(f"No turn {turn_id} in the log.", "List them with: archivist logs")
+    if as_json:
+        _print_json(turn)
+    else:
+        print(details(turn))
 
 
 def main() -> None:

@@ -4,28 +4,76 @@ import time
 from collections.abc import Sequence
 from typing import Annotated, Any
 
+from langchain_core.callbacks import dispatch_custom_event
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
 from langchain_core.tools import BaseTool, ToolException
+from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.types import Checkpointer
 from pydantic import ValidationError
 
 from agent import prompts
+from agent.context import Window, fit_messages, message_tokens, tools_tokens
 from tools.errors import ArchivistError
 from tools.retrieval import format_results
 
+TOOL_EVENT = "archivist_tool"
+"""Custom callback event sent as each tool call finishes, with its record."""
+NOTE_EVENT = "archivist_note"
+"""Custom callback event sent when something was left out to fit the context, with the note."""
 
-def _turn_calls(old: list[dict] | None, new: list[dict] | None) -> list[dict]:
-    """Accumulate this turn's tool calls; a turn starts by sending None."""
+
+def _per_turn(old: list | None, new: list | None) -> list:
+    """Accumulate within a turn; a turn starts by sending None."""
     return [] if new is None else [*(old or []), *new]
 
 
 class AgentState(MessagesState):
     steps: int
     """Model calls made in this turn."""
-    calls: Annotated[list[dict[str, Any]], _turn_calls]
+    calls: Annotated[list[dict[str, Any]], _per_turn]
     """This turn's tool calls: name, arguments, numbered results, latency, error."""
+    notes: Annotated[list[str], _per_turn]
+    """This turn's notes to the user: what was left out to fit the context window."""
+
+
+def _emit(name: str, data: Any) -> None:
+    """Tell the callbacks (the chat's view) about progress inside a node."""
+    dispatch_custom_event(name, data)
+
+
+class _Prompter:
+    """Build requests that fit the context window, reporting what was left out."""
+
+    def __init__(
+        self, system_prompt: str, window: Window | None, tools: Sequence[BaseTool] = ()
+    ) -> None:
+        self.system = SystemMessage(system_prompt)
+        self.window = window
+        fixed = message_tokens(self.system)
+        fixed += tools_tokens([convert_to_openai_tool(t) for t in tools])
+        self.limit = None if window is None else window.prompt - fixed
+
+    def __call__(self, messages: Sequence[BaseMessage]) -> tuple[list[BaseMessage], list[str]]:
+        fitted = fit_messages(messages, self.limit, self.window.num_ctx if self.window else 0)
+        for note in fitted.notes:
+            _emit(NOTE_EVENT, note)
+        return [self.system, *fitted.messages], fitted.notes
+
+    def answer_notes(self, response: AIMessage) -> list[str]:
+        """Say so when the answer was cut at its share of the window."""
+        if response.response_metadata.get("done_reason") != "length" or self.window is None:
+            return []
+        note = f"The answer reached its limit of {self.window.answer} tokens and was cut."
+        _emit(NOTE_EVENT, note)
+        return [note]
 
 
 def run_tool(tool: BaseTool, args: dict[str, Any], first: int) -> tuple[dict[str, Any], str]:
@@ -59,18 +107,23 @@ def build_agent(
     system_prompt: str,
     max_steps: int = 6,
     checkpointer: Checkpointer = None,
+    window: Window | None = None,
 ):
     """Build the tool-calling agent: the model calls tools until it answers.
 
     After `max_steps` rounds of tool calls, a further request is refused and the model is asked
-    to answer from what it has.
+    to answer from what it has. With a `window`, every request is fitted into it (see
+    agent.context) and what was left out becomes a note.
     """
     by_name = {tool.name: tool for tool in tools}
     with_tools = model.bind_tools(list(tools))
+    prompt = _Prompter(system_prompt, window, tools)
 
     def call_model(state: AgentState) -> dict[str, Any]:
-        response = with_tools.invoke([SystemMessage(system_prompt), *state["messages"]])
-        return {"messages": [response], "steps": state.get("steps", 0) + 1}
+        messages, notes = prompt(state["messages"])
+        response = with_tools.invoke(messages)
+        notes += prompt.answer_notes(response)
+        return {"messages": [response], "steps": state.get("steps", 0) + 1, "notes": notes}
 
     def run_tools(state: AgentState) -> dict[str, Any]:
         calls: list[dict[str, Any]] = []
@@ -93,6 +146,7 @@ def build_agent(
                     tool, call["args"], _numbered(state["calls"] + calls) + 1
                 )
             calls.append(record)
+            _emit(TOOL_EVENT, record)
             replies.append(
                 ToolMessage(
                     content,
@@ -110,8 +164,10 @@ def build_agent(
             )
             for call in state["messages"][-1].tool_calls
         ]
-        messages = [SystemMessage(system_prompt), *state["messages"], *replies]
-        return {"messages": [*replies, model.invoke(messages)]}
+        messages, notes = prompt([*state["messages"], *replies])
+        response = model.invoke(messages)
+        notes += prompt.answer_notes(response)
+        return {"messages": [*replies, response], "notes": notes}
 
     def route(state: AgentState) -> str:
         last = state["messages"][-1]
@@ -135,8 +191,14 @@ def build_retrieve_then_answer(
     tools: Sequence[BaseTool],
     system_prompt: str,
     checkpointer: Checkpointer = None,
+    window: Window | None = None,
 ):
-    """Build the graph for models without tool calling: search every store, then answer."""
+    """Build the graph for models without tool calling: search every store, then answer.
+
+    The passages travel inside the question's request, which is fitted into the `window` like
+    the agent's; the conversation keeps the plain question.
+    """
+    prompt = _Prompter(system_prompt, window)
 
     def retrieve(state: AgentState) -> dict[str, Any]:
         question = state["messages"][-1].content
@@ -144,6 +206,7 @@ def build_retrieve_then_answer(
         for tool in tools:
             record, _ = run_tool(tool, {"query": question}, _numbered(calls) + 1)
             calls.append(record)
+            _emit(TOOL_EVENT, record)
         return {"calls": calls}
 
     def answer(state: AgentState) -> dict[str, Any]:
@@ -160,8 +223,10 @@ def build_retrieve_then_answer(
         request = HumanMessage(
             prompts.ANSWER_REQUEST.format(context=context, question=question.content)
         )
-        response = model.invoke([SystemMessage(system_prompt), *history, request])
-        return {"messages": [response], "steps": 1}
+        messages, notes = prompt([*history, request])
+        response = model.invoke(messages)
+        notes += prompt.answer_notes(response)
+        return {"messages": [response], "steps": 1, "notes": notes}
 
     builder = StateGraph(AgentState)
     builder.add_node(retrieve)
@@ -174,4 +239,4 @@ def build_retrieve_then_answer(
 
 def turn_input(question: str) -> dict[str, Any]:
     """Return the graph input that starts a new turn with `question`."""
-    return {"messages": [HumanMessage(question)], "steps": 0, "calls": None}
+    return {"messages": [HumanMessage(question)], "steps": 0, "calls": None, "notes": None}

@@ -18,6 +18,7 @@ from langgraph.runtime import Runtime
 from typing_extensions import TypedDict  # pydantic reads its schema on Python 3.11 too
 
 from agent import models
+from agent.graph import turn_input
 from agent.service import Archivist
 from agent.settings import DEFAULT_STORE, Settings, load_settings, normalize_host
 from tools.errors import ArchivistError
@@ -79,9 +80,9 @@ def answer(state: ServerAgentState, runtime: Runtime[ServerContext]) -> dict[str
     try:
         graph, mode = archivist.agent(stores)
         history = state["messages"]
-        turn = graph.invoke(
-            {"messages": history, "steps": 0, "calls": None}, {"recursion_limit": 100}
-        )
+        # A new turn's reset fields, with the thread's whole conversation as its messages.
+        start = {**turn_input(""), "messages": history}
+        turn = graph.invoke(start, {"recursion_limit": 100})
     except Exception as exc:
         raise _explained(exc, settings) from None
     finally:

@@ -3,16 +3,25 @@
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from agent import models, prompts
 from agent.citations import check_citations
-from agent.graph import build_agent, build_retrieve_then_answer, turn_input
+from agent.context import Window, window_for
+from agent.graph import (
+    NOTE_EVENT,
+    TOOL_EVENT,
+    build_agent,
+    build_retrieve_then_answer,
+    turn_input,
+)
 from agent.settings import Settings
+from agent.turnlog import TurnLog
 from tools.errors import ArchivistError
 from tools.retrieval import make_retrieval_tool, tool_name
 from tools.store import (
@@ -221,14 +230,20 @@ class Archivist:
         )
         return message.artifact
 
-    def agent(
+    @cached_property
+    def turn_log(self) -> TurnLog:
+        """The log of every turn answered by `ask` and `chat`."""
+        return TurnLog(self.settings.log_path)
+
+    def build(
         self,
         stores: Sequence[str],
         model: str | None = None,
         checkpointer=None,
+        think: bool | None = None,
         seed: int | None = None,
-    ):
-        """Build the agent for `stores` with the model's best mode; return (graph, mode).
+    ) -> "AgentSetup":
+        """Build the agent for `stores` in the model's best mode, sized to its context.
 
         The model runs at temperature 0; `seed` fixes its sampling where the model honours it.
         """
@@ -242,7 +257,23 @@ class Archivist:
             for tool, s in zip(tools, opened, strict=True)
         )
         info = models.show(self.settings, model)
-        chat = models.chat_model(self.settings, model, temperature=0, seed=seed)
+        window = window_for(info.context_length, self.settings.num_ctx)
+        notices = []
+        # Only a model that can think is sent `think`; Ollama refuses it to the others.
+        reasoning = None
+        if info.thinking:
+            reasoning = True if think is None else think
+        elif think:
+            notices.append(f"{model} has no thinking mode; it answers without one.")
+        chat = models.chat_model(
+            self.settings,
+            model,
+            temperature=0,
+            num_ctx=window.num_ctx,
+            num_predict=window.answer,
+            reasoning=reasoning,
+            seed=seed,
+        )
         if info.tools:
             graph = build_agent(
                 chat,
@@ -250,29 +281,108 @@ class Archivist:
                 prompts.AGENT_SYSTEM.format(stores=described),
                 self.settings.max_steps,
                 checkpointer,
+                window,
             )
-            return graph, AGENT
-        graph = build_retrieve_then_answer(
-            chat, tools, prompts.ANSWER_SYSTEM.format(stores=described), checkpointer
-        )
-        return graph, RETRIEVE_THEN_ANSWER
+            mode = AGENT
+        else:
+            graph = build_retrieve_then_answer(
+                chat, tools, prompts.ANSWER_SYSTEM.format(stores=described), checkpointer, window
+            )
+            mode = RETRIEVE_THEN_ANSWER
+            notices.append(f"{model} cannot call tools: using retrieve-then-answer.")
+        return AgentSetup(graph, mode, model, list(stores), info, window, bool(reasoning), notices)
 
-    def ask(self, question: str, stores: Sequence[str], model: str | None = None) -> dict[str, Any]:
-        """Answer one question in a fresh conversation; return the `ask --json` object."""
-        graph, mode = self.agent(stores, model)
-        return run_turn(graph, question, model or self.settings.chat_model, stores, mode)
+    def agent(
+        self,
+        stores: Sequence[str],
+        model: str | None = None,
+        checkpointer=None,
+        seed: int | None = None,
+    ):
+        """Build the agent for `stores` with the model's best mode; return (graph, mode)."""
+        setup = self.build(stores, model, checkpointer, seed=seed)
+        return setup.graph, setup.mode
+
+    def ask(
+        self,
+        question: str,
+        stores: Sequence[str],
+        model: str | None = None,
+        think: bool | None = None,
+    ) -> dict[str, Any]:
+        """Answer one question in a fresh conversation, log it; return the `ask --json` object."""
+        setup = self.build(stores, model, think=think)
+        return logged_turn(self.turn_log, "ask", setup, question)
+
+
+@dataclass
+class AgentSetup:
+    """A compiled agent graph and what the user should know about it."""
+
+    graph: Any
+    mode: str
+    """AGENT or RETRIEVE_THEN_ANSWER."""
+    model: str
+    stores: list[str]
+    info: models.ModelInfo
+    window: Window
+    thinking: bool
+    """Whether the model is asked to think before answering."""
+    notices: list[str] = field(default_factory=list)
+    """Things to tell the user once (the mode, an ignored --think)."""
+
+
+class _Relay(BaseCallbackHandler):
+    """Pass a running turn's progress to a chat view: tokens, reasoning, tool calls, notes."""
+
+    raise_error = True
+
+    def __init__(self, on_event: Callable[[str, Any], None]) -> None:
+        self.on_event = on_event
+
+    def on_llm_new_token(self, token: str, *, chunk=None, **kwargs: Any) -> None:
+        message = getattr(chunk, "message", None)
+        reasoning = message.additional_kwargs.get("reasoning_content") if message else None
+        if reasoning:
+            self.on_event("thinking", reasoning)
+        if token:
+            self.on_event("token", token)
+
+    def on_custom_event(self, name: str, data: Any, **kwargs: Any) -> None:
+        if name == TOOL_EVENT:
+            self.on_event("tool", data)
+        elif name == NOTE_EVENT:
+            self.on_event("note", data)
 
 
 def run_turn(
-    graph, question: str, model: str, stores: Sequence[str], mode: str, thread_id: str | None = None
+    graph,
+    question: str,
+    model: str,
+    stores: Sequence[str],
+    mode: str,
+    thread_id: str | None = None,
+    *,
+    on_event: Callable[[str, Any], None] | None = None,
 ) -> dict[str, Any]:
-    """Run one turn of a compiled agent graph and describe it as `ask --json` does."""
+    """Run one turn of a compiled agent graph and describe it as `ask --json` does.
+
+    `on_event(kind, data)` hears the turn as it runs: "token" and "thinking" text as the model
+    streams it, "tool" with each finished tool call's record, "note" when the context guard
+    left something out.
+    """
     started = time.perf_counter()
-    config = {"configurable": {"thread_id": thread_id or str(uuid.uuid4())}, "recursion_limit": 100}
+    config: dict[str, Any] = {
+        "configurable": {"thread_id": thread_id or str(uuid.uuid4())},
+        "recursion_limit": 100,
+    }
+    if on_event is not None:
+        config["callbacks"] = [_Relay(on_event)]
     state = graph.invoke(turn_input(question), config)
-    answer = state["messages"][-1].content
+    messages = state["messages"]
+    answer = messages[-1].content
     citations, invalid = check_citations(answer, state["calls"])
-    usage = turn_usage(state["messages"])
+    usage = turn_usage(messages)
     return {
         "question": question,
         "answer": answer,
@@ -282,6 +392,7 @@ def run_turn(
         "tool_calls": state["calls"],
         "citations": citations,
         "invalid_citations": invalid,
+        "notes": list(dict.fromkeys(state.get("notes") or [])),
         "latency_ms": round((time.perf_counter() - started) * 1000),
         "usage": usage,
     }
@@ -297,3 +408,136 @@ def turn_usage(messages: Sequence[BaseMessage]) -> dict[str, int]:
         "input_tokens": sum(u.get("input_tokens", 0) for u in counted),
         "output_tokens": sum(u.get("output_tokens", 0) for u in counted),
     }
+
+
+def logged_turn(
+    log: TurnLog,
+    command: str,
+    setup: AgentSetup,
+    question: str,
+    thread_id: str | None = None,
+    on_event: Callable[[str, Any], None] | None = None,
+) -> dict[str, Any]:
+    """Run a turn and log it; a failed or stopped turn is logged with its error."""
+    started = time.perf_counter()
+    try:
+        result = run_turn(
+            setup.graph,
+            question,
+            setup.model,
+            setup.stores,
+            setup.mode,
+            thread_id,
+            on_event=on_event,
+        )
+    except BaseException as exc:
+        reason = "stopped by the user" if isinstance(exc, KeyboardInterrupt) else repr(exc)
+        partial = {
+            "question": question,
+            "model": setup.model,
+            "mode": setup.mode,
+            "stores": setup.stores,
+            "latency_ms": round((time.perf_counter() - started) * 1000),
+        }
+        log.record(partial, command, thread_id, error=reason)
+        raise
+    log.record(result, command, thread_id)
+    return result
+
+
+def new_thread_id() -> str:
+    """Make a conversation id short enough to type after --thread."""
+    return uuid.uuid4().hex[:12]
+
+
+class Conversation:
+    """A chat: the agent over some stores, one thread in the checkpointer, the last results."""
+
+    def __init__(
+        self,
+        archivist: Archivist,
+        stores: Sequence[str],
+        checkpointer,
+        model: str | None = None,
+        think: bool | None = None,
+        thread_id: str | None = None,
+    ) -> None:
+        self.archivist = archivist
+        self.checkpointer = checkpointer
+        self.think = think
+        self.setup = self._build(list(stores), model)
+        self.thread_id = thread_id or new_thread_id()
+        self.last_calls: list[dict[str, Any]] = []
+
+    def _explained(self, exc: Exception) -> Exception:
+        return models.explain(exc, self.archivist.settings) or exc
+
+    def _build(self, stores: list[str], model: str | None) -> AgentSetup:
+        try:
+            return self.archivist.build(stores, model, self.checkpointer, self.think)
+        except ArchivistError:
+            raise
+        except Exception as exc:
+            raise self._explained(exc) from None
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return {"configurable": {"thread_id": self.thread_id}}
+
+    def messages(self) -> list[Any]:
+        """Return the messages kept for this conversation so far."""
+        return self.setup.graph.get_state(self.config).values.get("messages", [])
+
+    def answer(self, question: str, on_event: Callable[[str, Any], None]) -> dict[str, Any]:
+        """Answer in this conversation, streaming progress to `on_event`; log the turn."""
+        try:
+            result = logged_turn(
+                self.archivist.turn_log, "chat", self.setup, question, self.thread_id, on_event
+            )
+        except ArchivistError:
+            raise
+        except Exception as exc:
+            raise self._explained(exc) from None
+        finally:
+            self._settle_thread()
+        self.last_calls = result["tool_calls"]
+        return result
+
+    def _settle_thread(self) -> None:
+        """After a stopped or failed turn, drop its unfinished steps from the thread.
+
+        Otherwise the next question would resume them (a search half done) instead of
+        starting a turn of its own. What was said stays; a tool call left without its result
+        is skipped when the history is sent (agent.context.complete_tool_calls).
+        """
+        state = self.setup.graph.get_state(self.config)
+        if state.next:
+            self.setup.graph.update_state(self.config, None, as_node="__end__")
+
+    def new(self) -> str:
+        """Start a new conversation; return its id."""
+        self.thread_id = new_thread_id()
+        self.last_calls = []
+        return self.thread_id
+
+    def switch_model(self, name: str) -> list[str]:
+        """Use another chat model from now on, re-probing what it can do."""
+        self.setup = self._build(self.setup.stores, name)
+        return self.setup.notices
+
+    def describe(self) -> str:
+        """Say which model, mode, stores and thread this chat uses."""
+        setup = self.setup
+        thinking = " · thinking" if setup.thinking else ""
+        return (
+            f"{setup.model} · {setup.mode}{thinking} · {setup.window.num_ctx}-token context · "
+            f"stores: {', '.join(setup.stores)} · thread {self.thread_id}"
+        )
+
+    def stores(self) -> list[dict[str, Any]]:
+        """List all stores, marking those this chat searches."""
+        return [{**s, "in_use": s["store"] in self.setup.stores} for s in self.archivist.stores()]
+
+    def sources(self) -> list[dict[str, Any]]:
+        """Return the last answered turn's search results, in citation order."""
+        return [r for call in self.last_calls for r in call["results"]]

@@ -42,11 +42,28 @@ class Settings:
     k: int = 5
     max_steps: int = 6
     timeout: float = 300.0
+    num_ctx: int = 8192
+    """The largest context window to ask of Ollama (the model's own length if smaller)."""
 
     @property
     def store_path(self) -> Path:
         """Where the embedded Qdrant store lives."""
         return self.home / "qdrant"
+
+    @property
+    def threads_path(self) -> Path:
+        """Where chat conversations are kept (LangGraph's SQLite checkpointer)."""
+        return self.home / "threads.sqlite"
+
+    @property
+    def log_path(self) -> Path:
+        """Where every answered turn is logged."""
+        return self.home / "logs.sqlite"
+
+    @property
+    def input_history_path(self) -> Path:
+        """Where the chat prompt's input history is kept."""
+        return self.home / "chat_history"
 
     @property
     def qdrant_location(self) -> str:
@@ -116,6 +133,7 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         qdrant_replication_factor=_count(env, "ARCHIVIST_QDRANT_REPLICATION_FACTOR"),
         qdrant_write_consistency_factor=_count(env, "ARCHIVIST_QDRANT_WRITE_CONSISTENCY_FACTOR"),
         timeout=float(env.get("ARCHIVIST_TIMEOUT") or 300),
+        num_ctx=int(env.get("ARCHIVIST_NUM_CTX") or 8192),
     )
 
 

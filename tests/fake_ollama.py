@@ -4,7 +4,9 @@ Embeddings use a hashing trick over words, CJK characters and CJK bigrams. Token
 `truncate: false`, context truncation and eval counts) are approximate: one token per Latin
 word or number and one per CJK character. The chat model follows a simple policy: call the
 best-matching tool for a question, answer from `<search_results>` with the first sentence of
-the best result and a `[n]` citation, greet back on small talk; `script()` overrides it.
+the best result and a `[n]` citation, greet back on small talk; `script()` overrides it. A model
+with the `thinking` capability asked to `think` streams its reasoning (a turn's `thinking`, or
+a restatement of the question) in `message.thinking` before the answer.
 """
 
 from __future__ import annotations
@@ -504,6 +506,10 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send_json(int(turn.get("status", 500)), {"error": turn["error"]})
         broken = "mid_stream_error" in turn
         pieces = _STREAM_PIECE.findall(turn.get("content", "Let me check" if broken else ""))
+        thoughts: list[str] = []
+        if body.get("think") and "thinking" in spec.capabilities:
+            asked = next((_content(m) for m in reversed(messages) if m.get("role") == "user"), "")
+            thoughts = _STREAM_PIECE.findall(turn.get("thinking", f"The user asks: {asked}"))
         calls = [
             {"function": {"name": call["name"], "arguments": call.get("arguments", {})}}
             for call in turn.get("tool_calls", [])
@@ -512,7 +518,8 @@ class _Handler(BaseHTTPRequestHandler):
 
         def done() -> dict:
             elapsed = time.perf_counter_ns() - started
-            prompt_ns, eval_count = 20_000 * prompt_tokens, len(pieces) + len(calls)
+            prompt_ns = 20_000 * prompt_tokens
+            eval_count = len(thoughts) + len(pieces) + len(calls)
             return {
                 "done": True,
                 "done_reason": "stop",
@@ -528,11 +535,18 @@ class _Handler(BaseHTTPRequestHandler):
             if broken:
                 return self._send_json(500, {"error": turn["mid_stream_error"]})
             message: dict[str, Any] = {"role": "assistant", "content": "".join(pieces)}
+            if thoughts:
+                message["thinking"] = "".join(thoughts)
             if calls:
                 message["tool_calls"] = calls
             return self._send_json(200, {**head, "message": message, **done()})
 
         def lines() -> Iterator[dict]:
+            for piece in thoughts:
+                if fake._stopped.wait(fake.token_delay):
+                    return
+                message = {"role": "assistant", "content": "", "thinking": piece}
+                yield {**head, "message": message, "done": False}
             for piece in pieces:
                 if fake._stopped.wait(fake.token_delay):
                     return

@@ -1,0 +1,175 @@
+"""The turn log: every answered (or failed) turn, in SQLite, to list and inspect later."""
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS turns (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    at TEXT NOT NULL,
+    command TEXT NOT NULL,
+    thread_id TEXT,
+    model TEXT,
+    mode TEXT,
+    stores TEXT NOT NULL DEFAULT '[]',
+    question TEXT NOT NULL,
+    answer TEXT,
+    tool_calls TEXT NOT NULL DEFAULT '[]',
+    citations TEXT NOT NULL DEFAULT '[]',
+    invalid_citations TEXT NOT NULL DEFAULT '[]',
+    notes TEXT NOT NULL DEFAULT '[]',
+    latency_ms INTEGER,
+    input_tokens INTEGER,
+    output_tokens INTEGER,
+    error TEXT
+);
+CREATE INDEX IF NOT EXISTS turns_thread ON turns (thread_id, id);
+"""
+_JSON_COLUMNS = ("stores", "tool_calls", "citations", "invalid_citations", "notes")
+_RESULT_FIELDS = ("n", "rank", "score", "source", "chunk_id")
+
+
+def _logged_calls(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Keep what identifies each retrieved chunk; its text stays in the store."""
+    return [
+        {
+            **{k: v for k, v in call.items() if k != "results"},
+            "results": [{k: r.get(k) for k in _RESULT_FIELDS} for r in call.get("results", [])],
+        }
+        for call in calls
+    ]
+
+
+class TurnLog:
+    """The turns table in a SQLite file; each call opens its own short connection."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with closing(sqlite3.connect(self.path, timeout=10)) as db:
+            db.row_factory = sqlite3.Row
+            db.executescript(_SCHEMA)
+            with db:
+                yield db
+
+    def record(
+        self,
+        turn: dict[str, Any],
+        command: str,
+        thread_id: str | None = None,
+        error: str | None = None,
+    ) -> int:
+        """Log a turn (an `ask --json` object, or what is known of a failed one); return its id."""
+        usage = turn.get("usage") or {}
+        row = {
+            "at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "command": command,
+            "thread_id": thread_id,
+            "model": turn.get("model"),
+            "mode": turn.get("mode"),
+            "stores": json.dumps(turn.get("stores", [])),
+            "question": turn["question"],
+            "answer": turn.get("answer"),
+            "tool_calls": json.dumps(_logged_calls(turn.get("tool_calls", [])), ensure_ascii=False),
+            "citations": json.dumps(turn.get("citations", []), ensure_ascii=False),
+            "invalid_citations": json.dumps(turn.get("invalid_citations", [])),
+            "notes": json.dumps(turn.get("notes", []), ensure_ascii=False),
+            "latency_ms": turn.get("latency_ms"),
+            "input_tokens": usage.get("input_tokens"),
+            "output_tokens": usage.get("output_tokens"),
+            "error": error,
+        }
+        with self._connect() as db:
+            cursor = db.execute(
+                f"INSERT INTO turns ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
+                list(row.values()),
+            )
+            return int(cursor.lastrowid or 0)
+
+    def recent(self, limit: int = 20) -> list[dict[str, Any]]:
+        """Return the latest turns, newest last."""
+        with self._connect() as db:
+            rows = db.execute("SELECT * FROM turns ORDER BY id DESC LIMIT ?", (limit,)).fetchall()
+        return [_turn(row) for row in reversed(rows)]
+
+    def get(self, turn_id: int) -> dict[str, Any] | None:
+        """Return one turn, or None."""
+        with self._connect() as db:
+            row = db.execute("SELECT * FROM turns WHERE id = ?", (turn_id,)).fetchone()
+        return _turn(row) if row else None
+
+    def last_thread(self, command: str = "chat") -> str | None:
+        """Return the thread of the latest turn logged by `command`, if any."""
+        with self._connect() as db:
+            row = db.execute(
+                "SELECT thread_id FROM turns WHERE command = ? AND thread_id IS NOT NULL "
+                "ORDER BY id DESC LIMIT 1",
+                (command,),
+            ).fetchone()
+        return row["thread_id"] if row else None
+
+
+def _turn(row: sqlite3.Row) -> dict[str, Any]:
+    turn = dict(row)
+    for column in _JSON_COLUMNS:
+        turn[column] = json.loads(turn[column])
+    return turn
+
+
+def summary(turn: dict[str, Any]) -> str:
+    """One line per turn, for `archivist logs`."""
+    searches = len(turn["tool_calls"])
+    outcome = f"error: {turn['error']}" if turn["error"] else f"{turn['latency_ms']} ms"
+    question = " ".join(turn["question"].split())
+    if len(question) > 60:
+        question = question[:59] + "…"
+    return (
+        f"{turn['id']:>4}  {turn['at']}  {turn['command']:<4}  {turn['model']}  {turn['mode']}  "
+        f"{searches} search{'es' if searches != 1 else ''}  {outcome}  {question}"
+    )
+
+
+def details(turn: dict[str, Any]) -> str:
+    """Everything logged about a turn, for `archivist logs show ID`."""
+    lines = [
+        f"Turn {turn['id']} · {turn['at']} · {turn['command']}"
+        + (f" · thread {turn['thread_id']}" if turn["thread_id"] else ""),
+        f"Model: {turn['model']} ({turn['mode']}) · stores: {', '.join(turn['stores'])}",
+        f"Question: {turn['question']}",
+    ]
+    for call in turn["tool_calls"]:
+        query = call["args"].get("query", "")
+        found = (
+            f"error: {call['error']}" if call.get("error") else f"{len(call['results'])} results"
+        )
+        lines.append(f'{call["name"]}("{query}") · {found} · {call["latency_ms"]:.0f} ms')
+        lines += [
+            f"  [{r['n']}] {r['source']}  score {r['score']:.3f}  chunk {r['chunk_id']}"
+            for r in call["results"]
+        ]
+    if turn["answer"] is not None:
+        lines.append(f"Answer: {turn['answer']}")
+    if turn["citations"]:
+        lines.append(
+            "Citations: " + "  ".join(f"[{c['n']}] {c['source']}" for c in turn["citations"])
+        )
+    if turn["invalid_citations"]:
+        lines.append(f"Cited but not retrieved: {turn['invalid_citations']}")
+    lines += [f"Note: {note}" for note in turn["notes"]]
+    tokens = (
+        f" · tokens: {turn['input_tokens']} in, {turn['output_tokens']} out"
+        if turn["input_tokens"] is not None
+        else ""
+    )
+    lines.append(f"Latency: {turn['latency_ms']} ms{tokens}")
+    if turn["error"]:
+        lines.append(f"Error: {turn['error']}")
+    return "\n".join(lines)

@@ -1,0 +1,67 @@
+"""Drive `archivist chat` in a real pseudo-terminal, as a person at a keyboard would."""
+
+import os
+import re
+import sys
+from pathlib import Path
+
+import pexpect
+from conftest import ROOT
+
+from agent.chat import PROMPT
+
+TIMEOUT = 90  # generous: a loaded 2-core machine imports LangChain slowly
+# The prompt at the start of a line (after any terminal control codes), not a `›` in a passage.
+PROMPT_LINE = re.compile(r"\r\n(?:\x1b\[[0-9;?]*[A-Za-z])*" + re.escape(PROMPT))
+
+
+def spawn_chat(*args: str, ollama_url: str, home: Path) -> pexpect.spawn:
+    """Start `archivist chat ARGS` in a pseudo-terminal and wait for its first prompt.
+
+    TERM=dumb keeps the output free of cursor movement and colour (what a dumb terminal
+    gets), and a wide fixed size keeps lines from wrapping.
+    """
+    env = {
+        **os.environ,
+        "OLLAMA_HOST": ollama_url,
+        "ARCHIVIST_HOME": str(home),
+        "TERM": "dumb",
+        "LANG": "C.UTF-8",
+        "PYTHONIOENCODING": "utf-8",
+    }
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "agent", "chat", *args],
+        env=env,
+        cwd=str(ROOT),
+        encoding="utf-8",
+        dimensions=(50, 250),
+        timeout=TIMEOUT,
+    )
+    ready(child)
+    return child
+
+
+def ready(child: pexpect.spawn) -> None:
+    """Wait for the prompt and for the input to be read key by key (echo off, raw mode).
+
+    Keys sent earlier reach a terminal still in line mode, where Ctrl-D is no key but an
+    end-of-file on the next read.
+    """
+    child.expect(PROMPT_LINE)
+    assert child.waitnoecho(timeout=TIMEOUT)
+
+
+def ask(child: pexpect.spawn, line: str) -> str:
+    """Type a line, wait for the next prompt, and return what was printed in between."""
+    child.sendline(line)
+    ready(child)
+    return child.before.replace("\r\n", "\n")
+
+
+def leave(child: pexpect.spawn) -> int:
+    """Press Ctrl-D at the prompt and return the exit status."""
+    child.sendeof()
+    child.expect(pexpect.EOF)
+    child.close()
+    return child.exitstatus

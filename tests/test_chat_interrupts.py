@@ -1,0 +1,70 @@
+"""`archivist chat` in a pseudo-terminal: Ctrl-C, Ctrl-D, and Ollama failing mid-chat."""
+
+import re
+
+import pytest
+from chat_terminal import ask, leave, ready, spawn_chat
+
+REFUND_Q = "How many days do I have to ask for a refund?"
+TOOL_LINE = re.compile(
+    r'search_shop_docs\("How many days do I have to ask for a refund"\) · 5 results · \d+ ms'
+)
+
+
+@pytest.fixture
+def store(archivist, shop_store):
+    """The sample store, released so the chat process can open it."""
+    archivist.close()
+    return shop_store
+
+
+def chat_requests(ollama):
+    return ollama.requests_to("/api/chat")
+
+
+def test_ctrl_c_stops_a_slow_answer_and_returns_to_the_prompt(ollama, home, store):
+    words = " ".join(f"word{i}" for i in range(60))
+    ollama.script(
+        "qwen2.5:3b",
+        {"tool_calls": [{"name": "search_shop_docs", "arguments": {"query": "refund"}}]},
+        {"content": f"Refunds are simple. {words} [1]"},
+    )
+    ollama.token_delay = 0.25  # 60 words take 15 s: the stop must come from Ctrl-C
+    child = spawn_chat("--store", store, ollama_url=ollama.url, home=home)
+    child.sendline(REFUND_Q)
+    child.expect_exact("Refunds are simple.")
+    child.sendintr()
+    child.expect_exact("(stopped)")
+    assert "word59" not in child.before
+    ready(child)
+    ollama.token_delay = 0.0
+    # The chat goes on, in the same conversation, and the stopped turn left no loose ends.
+    out = ask(child, "hi")
+    assert "Hello" in out
+    assert leave(child) == 0
+    greeting = chat_requests(ollama)[-1]["messages"]
+    # The finished search is kept with its result; the stopped answer is not.
+    assert [m["role"] for m in greeting[1:]] == ["user", "assistant", "tool", "user"]
+    assert greeting[1]["content"] == REFUND_Q and "tool_calls" in greeting[2]
+
+
+def test_ctrl_c_at_the_prompt_clears_the_line_and_ctrl_d_exits_0(ollama, home, store):
+    child = spawn_chat("--store", store, ollama_url=ollama.url, home=home)
+    child.send("half a question")
+    child.sendintr()
+    ready(child)
+    assert leave(child) == 0
+    assert chat_requests(ollama) == []
+
+
+def test_ollama_failing_mid_chat_prints_the_reason_and_the_chat_goes_on(ollama, home, store):
+    child = spawn_chat("--store", store, ollama_url=ollama.url, home=home)
+    ollama.fail("/api/chat", 500, "llama runner process has terminated: signal: killed")
+    out = ask(child, REFUND_Q)
+    assert "answered with an error: llama runner process has terminated" in out
+    ollama.script("qwen2.5:3b", {"mid_stream_error": "an error was encountered while running"})
+    out = ask(child, "hello")
+    assert "an error was encountered while running" in out
+    out = ask(child, REFUND_Q)
+    assert TOOL_LINE.search(out) and "Sources: [1]" in out
+    assert leave(child) == 0

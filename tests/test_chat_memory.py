@@ -1,0 +1,74 @@
+"""Conversations kept in SQLite: `chat --resume` and `chat --thread ID`."""
+
+import pytest
+from chat_terminal import ask, leave, spawn_chat
+from conftest import run_cli
+
+REFUND_Q = "How many days do I have to ask for a refund?"
+
+
+@pytest.fixture
+def store(archivist, shop_store):
+    """The sample store, released so the chat processes can open it."""
+    archivist.close()
+    return shop_store
+
+
+def user_turns(request: dict) -> list[str]:
+    return [m["content"] for m in request["messages"] if m["role"] == "user"]
+
+
+def test_a_resumed_conversation_remembers_the_earlier_turn(ollama, home, store):
+    first = run_cli(
+        "chat", "--store", store, stdin=f"{REFUND_Q}\n", ollama_url=ollama.url, home=home
+    )
+    assert first.returncode == 0, first.stderr
+    earlier_answer = first.stdout.splitlines()[1]
+    child = spawn_chat("--store", store, "--resume", ollama_url=ollama.url, home=home)
+    assert "1 earlier questions" in child.before
+    ask(child, "And what about shipping costs?")
+    assert leave(child) == 0
+    last = ollama.requests_to("/api/chat")[-1]
+    assert user_turns(last) == [REFUND_Q, "And what about shipping costs?"]
+    assert any(
+        m["role"] == "assistant" and m.get("content") == earlier_answer for m in last["messages"]
+    )
+
+
+def test_a_thread_id_names_a_conversation_to_continue(ollama, home, store):
+    def chat(*args: str, question: str):
+        done = run_cli(
+            "chat", "--store", store, *args, stdin=question + "\n", ollama_url=ollama.url, home=home
+        )
+        assert done.returncode == 0, done.stderr
+        return ollama.requests_to("/api/chat")[-1]
+
+    chat("--thread", "shopping", question=REFUND_Q)
+    assert user_turns(chat(question="Where is my parcel?")) == ["Where is my parcel?"]
+    later = chat("--thread", "shopping", question="Can I pay by invoice?")
+    assert user_turns(later) == [REFUND_Q, "Can I pay by invoice?"]
+    both = run_cli("chat", "--resume", "--thread", "x", ollama_url=ollama.url, home=home)
+    assert both.returncode == 1 and "--resume and --thread" in both.stderr
+
+
+def test_a_stopped_turn_leaves_the_thread_ready_for_the_next_question(archivist, shop_store):
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from agent.service import Conversation
+
+    conversation = Conversation(archivist, [shop_store], InMemorySaver())
+
+    def stop_at_first_token(kind, data):
+        if kind == "token":
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        conversation.answer(REFUND_Q, stop_at_first_token)
+    graph = conversation.setup.graph
+    assert graph.get_state(conversation.config).next == ()
+    result = conversation.answer("hi", lambda kind, data: None)
+    assert result["answer"].startswith("Hello") and result["tool_calls"] == []
+    kinds = [m.type for m in conversation.messages()]
+    assert kinds == ["human", "ai", "tool", "human", "ai"]
+    stopped, answered = archivist.turn_log.recent()
+    assert stopped["error"] == "stopped by the user" and answered["error"] is None
