@@ -51,7 +51,11 @@ class Archivist:
     def client(self):
         """The Qdrant client behind every store (opened on first use)."""
         return connect(
-            self.settings.store_path, self.settings.qdrant_url, self.settings.qdrant_api_key
+            self.settings.store_path,
+            self.settings.qdrant_url,
+            self.settings.qdrant_api_key,
+            prefer_grpc=self.settings.qdrant_grpc,
+            timeout=self.settings.qdrant_timeout,
         )
 
     @cached_property
@@ -67,7 +71,7 @@ class Archivist:
 
     def store(self, name: str, must_exist: bool = True) -> KnowledgeStore:
         """Return the named store; by default it must exist and match the embedding model."""
-        store = KnowledgeStore(self.client, name)
+        store = KnowledgeStore(self.client, name, self.settings.server_layout)
         if must_exist:
             store.check(self.embeddings.fingerprint(store.fingerprint.get("dimension")))
         return store
@@ -105,16 +109,29 @@ class Archivist:
         text_field: str | None = None,
         id_field: str | None = None,
         embed: "EmbedSettings | None" = None,
+        shard: str | None = None,
     ) -> dict[str, Any]:
         """Bring a store in sync with files and folders; return the ingest report.
 
         With `reindex`, a store built with another embedding model is rebuilt into a scratch
         collection and swapped in only when the rebuild is done; the old store stays usable
-        until then, and an interrupted rebuild resumes on the next `reindex` run.
+        until then, and an interrupted rebuild resumes on the next `reindex` run. With
+        `shard` ("i/N"), only that part of the sources is ingested (and pruned).
         """
         from ingest.embedder import EmbedSettings
         from ingest.graph import build_ingest_graph, run_ingest
         from ingest.loaders import LoaderOptions
+        from ingest.sync import Shard
+
+        if shard is not None:
+            shard = str(Shard.parse(shard))
+            if reindex:
+                raise ArchivistError(
+                    "--reindex cannot be combined with --shard: a rebuild swaps the whole store "
+                    "in at once, which one shard cannot do.",
+                    "Rebuild on one machine without --shard, or ingest into a new store with "
+                    "--shard on every machine.",
+                )
 
         started = time.perf_counter()
         splitter = self._splitter(chunk_size, chunk_overlap)
@@ -145,7 +162,9 @@ class Archivist:
             on_progress=on_progress,
         )
         try:
-            report = run_ingest(graph, list(paths), prune=prune, description=description)
+            report = run_ingest(
+                graph, list(paths), prune=prune, description=description, shard=shard
+            )
         except ArchivistError:
             raise
         except Exception as exc:
@@ -165,6 +184,7 @@ class Archivist:
         return {
             "store": store,
             **report,
+            "shard": shard,
             "reindexed": rebuilding,
             "points": target.count(),
             "splitter": {

@@ -3,7 +3,13 @@
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
+
+from tools.errors import ArchivistError
+
+if TYPE_CHECKING:
+    from tools.store import ServerLayout
 
 DEFAULT_OLLAMA_HOST = "http://127.0.0.1:11434"
 # Small enough for a laptop CPU, reliable at tool calling, and fluent in English and Chinese.
@@ -22,6 +28,17 @@ class Settings:
     home: Path = field(default_factory=lambda: default_home())
     qdrant_url: str | None = None
     qdrant_api_key: str | None = field(default=None, repr=False)
+    qdrant_grpc: bool = False
+    """Speak gRPC to the Qdrant server (port 6334) instead of REST."""
+    qdrant_timeout: int = 60
+    """Seconds to wait for a Qdrant server's answer (creating a collection on a cluster, or a
+    large upsert, can take longer than the client's 5-second default)."""
+    qdrant_shards: int | None = None
+    """Shards of a new store's collection on a server (unset: the server's default)."""
+    qdrant_replication_factor: int | None = None
+    """Copies of each shard on a cluster (unset: the server's default, 1)."""
+    qdrant_write_consistency_factor: int | None = None
+    """Replicas that must confirm a write (unset: the server's default, 1)."""
     k: int = 5
     max_steps: int = 6
     timeout: float = 300.0
@@ -52,6 +69,17 @@ class Settings:
     def qdrant_location(self) -> str:
         """Where the stores are, safe to print."""
         return mask_url(self.qdrant_url) if self.qdrant_url else str(self.store_path)
+
+    @property
+    def server_layout(self) -> "ServerLayout | None":
+        """How new stores are laid out on a Qdrant server; None for the embedded store."""
+        from tools.store import ServerLayout
+
+        if not self.qdrant_url:
+            return None
+        return ServerLayout(
+            self.qdrant_shards, self.qdrant_replication_factor, self.qdrant_write_consistency_factor
+        )
 
     def with_overrides(self, **overrides) -> "Settings":
         """Return a copy with the given (non-None) values replaced."""
@@ -99,6 +127,32 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         home=Path(home).expanduser() if home else default_home(),
         qdrant_url=env.get("QDRANT_URL") or None,
         qdrant_api_key=env.get("QDRANT_API_KEY") or None,
+        qdrant_grpc=_flag(env, "ARCHIVIST_QDRANT_GRPC"),
+        qdrant_timeout=_count(env, "ARCHIVIST_QDRANT_TIMEOUT") or 60,
+        qdrant_shards=_count(env, "ARCHIVIST_QDRANT_SHARDS"),
+        qdrant_replication_factor=_count(env, "ARCHIVIST_QDRANT_REPLICATION_FACTOR"),
+        qdrant_write_consistency_factor=_count(env, "ARCHIVIST_QDRANT_WRITE_CONSISTENCY_FACTOR"),
         timeout=float(env.get("ARCHIVIST_TIMEOUT") or 300),
         num_ctx=int(env.get("ARCHIVIST_NUM_CTX") or 8192),
     )
+
+
+def _flag(env, name: str) -> bool:
+    value = (env.get(name) or "").strip().lower()
+    if value in ("", "0", "false", "no", "off"):
+        return False
+    if value in ("1", "true", "yes", "on"):
+        return True
+    raise ArchivistError(f"{name}={env[name]!r} is not a yes or no.", f"Set {name}=1 or {name}=0.")
+
+
+def _count(env, name: str) -> int | None:
+    value = (env.get(name) or "").strip()
+    if not value:
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise ArchivistError(
+            f"{name}={env[name]!r} is not a whole number of at least 1.",
+            f"Set {name} to a number like 2, or unset it for the default.",
+        )
+    return int(value)

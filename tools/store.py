@@ -26,6 +26,11 @@ SCHEMA_VERSION = 1
 VECTOR_KEYS = ("embed_model", "dimension", "document_prefix", "query_prefix", "sparse")
 SPARSE_SCHEME = "bm25-crc32-cjkbigram-v1"
 STORE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,62}$")
+# Payload fields the store filters by; a server indexes them (the embedded store scans).
+PAYLOAD_INDEXES = {
+    "source": models.PayloadSchemaType.KEYWORD,
+    "doc_hash": models.PayloadSchemaType.KEYWORD,
+}
 _ID_NAMESPACE = uuid.UUID("5b0c6f0e-3d0a-4d8e-9b7a-6a1c2f4e8d21")
 
 SearchMode = Literal["hybrid", "dense", "sparse"]
@@ -85,6 +90,20 @@ class SourceInfo:
         return self.chunks == self.expected_chunks
 
 
+@dataclass(frozen=True)
+class ServerLayout:
+    """How a Qdrant server or cluster lays out a new store's collection (unset: the server's
+    defaults). The embedded store has one node and one shard, and is given none."""
+
+    shard_number: int | None = None
+    replication_factor: int | None = None
+    write_consistency_factor: int | None = None
+
+    def create_options(self) -> dict[str, int]:
+        """The `create_collection` arguments this layout sets."""
+        return {k: v for k, v in vars(self).items() if v is not None}
+
+
 def validate_store_name(name: str) -> str:
     """Return `name` if it can name a store (and a tool), else raise with the rule."""
     if not STORE_NAME.match(name):
@@ -96,10 +115,19 @@ def validate_store_name(name: str) -> str:
     return name
 
 
-def connect(path: Path | None = None, url: str | None = None, api_key: str | None = None):
-    """Open the Qdrant behind the stores: a server when `url` is given, else the local path."""
+def connect(
+    path: Path | None = None,
+    url: str | None = None,
+    api_key: str | None = None,
+    prefer_grpc: bool = False,
+    timeout: int | None = None,
+):
+    """Open the Qdrant behind the stores: a server when `url` is given, else the local path.
+
+    With `prefer_grpc`, a server is spoken to over gRPC (port 6334) instead of REST.
+    """
     if url:
-        return QdrantClient(url=url, api_key=api_key)
+        return QdrantClient(url=url, api_key=api_key, prefer_grpc=prefer_grpc, timeout=timeout)
     assert path is not None, "connect() needs a path or a url"
     path.mkdir(parents=True, exist_ok=True)
     try:
@@ -131,9 +159,10 @@ def fingerprints_match(stored: dict[str, Any], wanted: dict[str, Any]) -> bool:
 class KnowledgeStore:
     """A named store of chunks: its collection's lifecycle, writes and queries."""
 
-    def __init__(self, client: QdrantClient, name: str) -> None:
+    def __init__(self, client: QdrantClient, name: str, layout: ServerLayout | None = None) -> None:
         self.client = client
         self.name = validate_store_name(name)
+        self.layout = layout or ServerLayout()
 
     def exists(self) -> bool:
         """Whether the store's collection exists."""
@@ -163,32 +192,15 @@ class KnowledgeStore:
         """Create the collection for `fingerprint`, or check an existing one matches it."""
         fingerprint = {**fingerprint, "sparse": SPARSE_SCHEME}
         if not self.exists():
-            self.client.create_collection(
-                self.name,
-                vectors_config={
-                    DENSE: models.VectorParams(
-                        size=fingerprint["dimension"], distance=models.Distance.COSINE
-                    )
-                },
-                sparse_vectors_config={
-                    SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)
-                },
-                metadata={
-                    "archivist": {
-                        "schema": SCHEMA_VERSION,
-                        "fingerprint": fingerprint,
-                        "description": description or "",
-                        "created_at": time.time(),
-                    }
-                },
-            )
-            with warnings.catch_warnings():
-                # The embedded store ignores payload indexes; a server uses this one to filter.
-                warnings.simplefilter("ignore", UserWarning)
-                self.client.create_payload_index(
-                    self.name, "source", models.PayloadSchemaType.KEYWORD
-                )
-            return
+            try:
+                self._create(fingerprint, description)
+            except Exception:
+                # Another process (a shard on another machine) created it first: check theirs.
+                if not self.exists():
+                    raise
+            else:
+                self._index_payload()
+                return
         self.check(fingerprint)
         info = self.info()
         # Settings outside VECTOR_KEYS (the splitter's) are recorded as they are now.
@@ -199,6 +211,33 @@ class KnowledgeStore:
         }
         if updated != info:
             self.client.update_collection(self.name, metadata={"archivist": updated})
+
+    def _create(self, fingerprint: dict[str, Any], description: str | None) -> None:
+        self.client.create_collection(
+            self.name,
+            vectors_config={
+                DENSE: models.VectorParams(
+                    size=fingerprint["dimension"], distance=models.Distance.COSINE
+                )
+            },
+            sparse_vectors_config={SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)},
+            metadata={
+                "archivist": {
+                    "schema": SCHEMA_VERSION,
+                    "fingerprint": fingerprint,
+                    "description": description or "",
+                    "created_at": time.time(),
+                }
+            },
+            **self.layout.create_options(),
+        )
+
+    def _index_payload(self) -> None:
+        with warnings.catch_warnings():
+            # The embedded store ignores payload indexes; a server uses them to filter.
+            warnings.simplefilter("ignore", UserWarning)
+            for field_name, schema in PAYLOAD_INDEXES.items():
+                self.client.create_payload_index(self.name, field_name, schema, wait=True)
 
     def check(self, fingerprint: dict[str, Any]) -> None:
         """Refuse to mix vectors from another embedding model or prefix policy."""
@@ -220,7 +259,8 @@ class KnowledgeStore:
 
     def rebuild_store(self) -> "KnowledgeStore":
         """Return the scratch store a rebuild of this one is written to before the swap."""
-        return KnowledgeStore(self.client, self.name[: 63 - len(REBUILD_SUFFIX)] + REBUILD_SUFFIX)
+        name = self.name[: 63 - len(REBUILD_SUFFIX)] + REBUILD_SUFFIX
+        return KnowledgeStore(self.client, name, self.layout)
 
     def replace_with(self, other: "KnowledgeStore", batch: int = 256) -> None:
         """Make this store a copy of `other` (vectors included, nothing re-embedded), then
