@@ -83,14 +83,50 @@ class Archivist:
         return {"store": store, **report, "points": target.count()}
 
     def search(
-        self, query: str, store: str, k: int | None = None, mode: SearchMode = "hybrid"
+        self,
+        query: str,
+        store: str,
+        k: int | None = None,
+        mode: SearchMode | None = None,
+        source: str | None = None,
+        min_score: float | None = None,
+        mmr: float | None = None,
     ) -> list[dict[str, Any]]:
         """Run the retrieval tool alone and return its results."""
-        tool = make_retrieval_tool(self.store(store), self.embeddings, k or self.settings.k, mode)
-        message = tool.invoke(
-            {"name": tool.name, "args": {"query": query}, "id": "search", "type": "tool_call"}
-        )
+        from langchain_core.tools import ToolException
+        from pydantic import ValidationError
+
+        tool = self.retrieval_tool(self.store(store), k, mode, min_score, mmr)
+        args = {"query": query, **({"source": source} if source else {})}
+        try:
+            message = tool.invoke(
+                {"name": tool.name, "args": args, "id": "search", "type": "tool_call"}
+            )
+        except ToolException as exc:
+            raise ArchivistError(str(exc).split(" Call ", 1)[0]) from None
+        except ValidationError as exc:
+            problems = "; ".join(e["msg"] for e in exc.errors())
+            raise ArchivistError(f"Invalid search: {problems}.") from None
         return message.artifact
+
+    def retrieval_tool(
+        self,
+        store: KnowledgeStore,
+        k: int | None = None,
+        mode: SearchMode | None = None,
+        min_score: float | None = None,
+        mmr: float | None = None,
+    ):
+        """Build a store's retrieval tool with the settings, overridden by any values given."""
+        s = self.settings
+        return make_retrieval_tool(
+            store,
+            self.embeddings,
+            k or s.k,
+            mode or s.search_mode,
+            s.min_score if min_score is None else min_score,
+            s.mmr if mmr is None else mmr,
+        )
 
     def agent(self, stores: Sequence[str], model: str | None = None, checkpointer=None):
         """Build the agent for `stores` with the model's best mode; return (graph, mode)."""
@@ -98,7 +134,7 @@ class Archivist:
             raise ArchivistError("No store given.", "Name one with --store NAME.")
         model = model or self.settings.chat_model
         opened = [self.store(name) for name in stores]
-        tools = [make_retrieval_tool(s, self.embeddings, self.settings.k) for s in opened]
+        tools = [self.retrieval_tool(s) for s in opened]
         described = "\n".join(
             f"- {tool.name}: {s.description or 'documents in the ' + s.name + ' store'}"
             for tool, s in zip(tools, opened, strict=True)

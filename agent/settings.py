@@ -5,11 +5,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from tools.errors import ArchivistError
+
 DEFAULT_OLLAMA_HOST = "http://127.0.0.1:11434"
 # Small enough for a laptop CPU, reliable at tool calling, and fluent in English and Chinese.
 DEFAULT_CHAT_MODEL = "qwen2.5:3b"
 DEFAULT_EMBED_MODEL = "nomic-embed-text"
 DEFAULT_STORE = "shop_docs"
+SEARCH_MODES = ("hybrid", "dense", "sparse")
 
 
 @dataclass(frozen=True)
@@ -23,6 +26,9 @@ class Settings:
     qdrant_url: str | None = None
     qdrant_api_key: str | None = field(default=None, repr=False)
     k: int = 5
+    search_mode: str = "hybrid"
+    min_score: float | None = None
+    mmr: float | None = None
     max_steps: int = 6
     timeout: float = 300.0
 
@@ -83,4 +89,37 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         qdrant_url=env.get("QDRANT_URL") or None,
         qdrant_api_key=env.get("QDRANT_API_KEY") or None,
         timeout=float(env.get("ARCHIVIST_TIMEOUT") or 300),
+        k=int(_number(env, "ARCHIVIST_K", 5, 1, 50)),
+        search_mode=_choice(env, "ARCHIVIST_SEARCH_MODE", SEARCH_MODES),
+        min_score=_number(env, "ARCHIVIST_MIN_SCORE", None),
+        mmr=_number(env, "ARCHIVIST_MMR", None, 0.0, 1.0),
     )
+
+
+def _number(
+    env, name: str, default: float | None, low: float | None = None, high: float | None = None
+) -> float | None:
+    """Read a number from the environment, refusing values outside [low, high]."""
+    raw = (env.get(name) or "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = None
+    if value is None or (low is not None and value < low) or (high is not None and value > high):
+        bounds = f" between {low:g} and {high:g}" if low is not None and high is not None else ""
+        raise ArchivistError(
+            f"{name}={raw} is not a valid number.", f"Set {name} to a number{bounds}, or unset it."
+        )
+    return value
+
+
+def _choice(env, name: str, choices: tuple[str, ...]) -> str:
+    """Read one of `choices` from the environment; the first is the default."""
+    raw = (env.get(name) or choices[0]).strip().lower()
+    if raw not in choices:
+        raise ArchivistError(
+            f"{name}={raw} is not a known value.", f"Use one of: {', '.join(choices)}."
+        )
+    return raw

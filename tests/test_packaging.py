@@ -7,9 +7,20 @@ from conftest import ROOT
 
 def test_the_wheel_ships_all_three_packages_and_the_console_script(tmp_path):
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation",
-         "-q", "-w", str(tmp_path)],
-        check=True, capture_output=True,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            str(ROOT),
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+        ],
+        check=True,
+        capture_output=True,
     )
     [wheel] = tmp_path.glob("archivist-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
