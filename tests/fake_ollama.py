@@ -310,9 +310,14 @@ class FakeOllama:
         with self._lock:
             return list(self._models.items())
 
-    def _record(self, method: str, path: str, body: Any) -> None:
+    def raw_requests_to(self, path: str) -> list[bytes]:
+        """Return the bytes of the recorded request bodies to a path, as sent on the wire."""
         with self._lock:
-            self.requests.append({"method": method, "path": path, "body": body})
+            return [request["raw"] for request in self.requests if request["path"] == path]
+
+    def _record(self, method: str, path: str, body: Any, raw: bytes = b"") -> None:
+        with self._lock:
+            self.requests.append({"method": method, "path": path, "body": body, "raw": raw})
 
     def _next_failure(self, path: str) -> tuple[int, str] | None:
         with self._lock:
@@ -366,8 +371,9 @@ class _Handler(BaseHTTPRequestHandler):
         """Record the request, then answer an injected failure or route it."""
         fake = self.server.fake
         path = self.path.split("?", 1)[0]
-        body = self._read_body()
-        fake._record(self.command, path, body)
+        raw = self._read_raw()
+        body = self._parse(raw)
+        fake._record(self.command, path, body, raw)
         try:
             if failure := fake._next_failure(path):
                 self._send_json(failure[0], {"error": failure[1]})
@@ -380,8 +386,11 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
 
-    def _read_body(self) -> Any:
-        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+    def _read_raw(self) -> bytes:
+        return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+
+    @staticmethod
+    def _parse(raw: bytes) -> Any:
         try:
             return json.loads(raw) if raw else None
         except ValueError:
