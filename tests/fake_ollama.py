@@ -227,6 +227,7 @@ class FakeOllama:
         self.embed_delay_per_text = embed_delay_per_text
         self.url = ""
         self.requests: list[dict[str, Any]] = []
+        self._raw_bodies: list[tuple[str, bytes]] = []
         self.peak_embed_concurrency = 0
         self._lock = threading.Lock()
         self._models: dict[str, ModelSpec] = {}
@@ -279,6 +280,7 @@ class FakeOllama:
         """Forget the recorded requests."""
         with self._lock:
             self.requests.clear()
+            self._raw_bodies.clear()
 
     def script(self, model: str, *turns: dict) -> None:
         """Queue chat turns for a model, each used by one /api/chat call before the policy."""
@@ -313,11 +315,12 @@ class FakeOllama:
     def raw_requests_to(self, path: str) -> list[bytes]:
         """Return the bytes of the recorded request bodies to a path, as sent on the wire."""
         with self._lock:
-            return [request["raw"] for request in self.requests if request["path"] == path]
+            return [raw for recorded, raw in self._raw_bodies if recorded == path]
 
     def _record(self, method: str, path: str, body: Any, raw: bytes = b"") -> None:
         with self._lock:
-            self.requests.append({"method": method, "path": path, "body": body, "raw": raw})
+            self.requests.append({"method": method, "path": path, "body": body})
+            self._raw_bodies.append((path, raw))
 
     def _next_failure(self, path: str) -> tuple[int, str] | None:
         with self._lock:
