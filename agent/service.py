@@ -103,7 +103,11 @@ class Archivist:
                 {"name": tool.name, "args": args, "id": "search", "type": "tool_call"}
             )
         except ToolException as exc:
-            raise ArchivistError(str(exc).split(" Call ", 1)[0]) from None
+            raise ArchivistError(
+                str(exc).split(" Call ", 1)[0],
+                f"Use --source with one of them (archivist sources --store {store} lists all), "
+                "or leave it out.",
+            ) from None
         except ValidationError as exc:
             problems = "; ".join(e["msg"] for e in exc.errors())
             raise ArchivistError(f"Invalid search: {problems}.") from None

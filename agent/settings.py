@@ -1,5 +1,6 @@
 """Settings, read from the environment once; command-line flags override them."""
 
+import math
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -107,7 +108,12 @@ def _number(
         value = float(raw)
     except ValueError:
         value = None
-    if value is None or (low is not None and value < low) or (high is not None and value > high):
+    if (
+        value is None
+        or not math.isfinite(value)
+        or (low is not None and value < low)
+        or (high is not None and value > high)
+    ):
         bounds = f" between {low:g} and {high:g}" if low is not None and high is not None else ""
         raise ArchivistError(
             f"{name}={raw} is not a valid number.", f"Set {name} to a number{bounds}, or unset it."

@@ -1,6 +1,8 @@
 """Retrieval: hybrid search, the tool's filters and validation, collapsing, MMR, citations."""
 
 import json
+import os
+import uuid
 from collections.abc import Sequence
 
 import pytest
@@ -307,3 +309,35 @@ def test_search_settings_reach_the_agent_tools(archivist, shop_store):
     graph, mode = archivist.agent([shop_store])
     result = run_turn(graph, "How do refunds work?", "qwen2.5:3b", [shop_store], mode)
     assert len(result["tool_calls"][0]["results"]) == 2
+
+
+# Read at import: the autouse `home` fixture removes QDRANT_URL from the environment.
+SERVER_URL = os.environ.get("QDRANT_URL")
+
+
+@pytest.mark.server
+@pytest.mark.skipif(not SERVER_URL, reason="needs a Qdrant server at QDRANT_URL")
+def test_a_server_returns_what_the_embedded_store_returns(store):
+    server = KnowledgeStore(connect(url=SERVER_URL), f"congruence_{uuid.uuid4().hex[:8]}")
+    server.ensure(FINGERPRINT)
+    try:
+        for target in (store, server):
+            add(target, "boots.md", [BOOTS])
+            add(target, "关税.md", ["国际订单的进口关税由收件人承担。"])
+            for i in range(4):
+                add(target, f"order-{i}.md", [f"Order NW-TX-22{91 + i} ships from NW TX."])
+        for query in ("NW-TX-2290", "进口关税", "boots spray"):
+            for mode in ("dense", "sparse", "hybrid"):
+                embedded = _search(store, query, mode)
+                remote = _search(server, query, mode)
+                assert [r.chunk_id for r in embedded] == [r.chunk_id for r in remote]
+                assert [r.score for r in remote] == pytest.approx(
+                    [r.score for r in embedded], rel=1e-3, abs=1e-4
+                )
+    finally:
+        server.drop()
+        server.client.close()
+
+
+def _search(store, query, mode):
+    return store.search(embed_text(query, DIM), query, k=5, mode=mode, mmr=0.7)
