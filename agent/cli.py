@@ -184,14 +184,26 @@ def ask(
 def search(
     query: Annotated[str, typer.Argument(help="What to search for.")],
     store: StoreOpt = DEFAULT_STORE,
-    k: Annotated[int, typer.Option("-k", help="How many results.")] = 5,
-    mode: Annotated[str, typer.Option(help="hybrid, dense or sparse.")] = "hybrid",
+    k: Annotated[int | None, typer.Option("-k", help="How many results.", min=1, max=50)] = None,
+    mode: Annotated[str | None, typer.Option(help="hybrid, dense or sparse.")] = None,
+    source: Annotated[
+        str | None, typer.Option(help="Only this source: a file name, folder or name prefix.")
+    ] = None,
+    min_score: Annotated[
+        float | None, typer.Option(help="Drop results scoring below this (in the mode's score).")
+    ] = None,
+    mmr: Annotated[
+        float | None,
+        typer.Option(
+            help="Re-rank for diversity: 1 = relevance only, 0 = diversity only.", min=0, max=1
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run the store's retrieval tool alone."""
-    if mode not in ("hybrid", "dense", "sparse"):
+    if mode not in (None, "hybrid", "dense", "sparse"):
         raise ArchivistError(f"Unknown mode '{mode}'.", "Use --mode hybrid, dense or sparse.")
-    results = _app().search(query, store, k, mode)
+    results = _app().search(query, store, k, mode, source, min_score, mmr)
     if as_json:
         _print_json(results)
         return

@@ -88,11 +88,17 @@ def run_tool(tool: BaseTool, args: dict[str, Any], first: int) -> tuple[dict[str
         message = tool.invoke({"name": tool.name, "args": args, "id": "call", "type": "tool_call"})
     except (ValidationError, ToolException, ArchivistError) as exc:
         record["error"] = str(exc)
-        content = f"Error: {exc}\nCall {tool.name} again with a valid `query` string."
+        content = f"Error: {exc}\nCall {tool.name} again with corrected arguments."
     else:
         results = [{**r, "n": n} for n, r in enumerate(message.artifact or [], start=first)]
         record["results"] = results
-        content = format_results(tool.name, str(args.get("query", "")), results, start=first)
+        content = format_results(
+            tool.name,
+            str(args.get("query", "")),
+            results,
+            start=first,
+            source=args.get("source") or None,
+        )
     record["latency_ms"] = round((time.perf_counter() - started) * 1000, 1)
     return record, content
 

@@ -222,19 +222,59 @@ class Archivist:
         return splitter.fitted(context)
 
     def search(
-        self, query: str, store: str, k: int | None = None, mode: SearchMode = "hybrid"
+        self,
+        query: str,
+        store: str,
+        k: int | None = None,
+        mode: SearchMode | None = None,
+        source: str | None = None,
+        min_score: float | None = None,
+        mmr: float | None = None,
     ) -> list[dict[str, Any]]:
         """Run the retrieval tool alone and return its results."""
-        tool = make_retrieval_tool(self.store(store), self.embeddings, k or self.settings.k, mode)
-        message = tool.invoke(
-            {"name": tool.name, "args": {"query": query}, "id": "search", "type": "tool_call"}
-        )
+        from langchain_core.tools import ToolException
+        from pydantic import ValidationError
+
+        tool = self.retrieval_tool(self.store(store), k, mode, min_score, mmr)
+        args = {"query": query, **({"source": source} if source else {})}
+        try:
+            message = tool.invoke(
+                {"name": tool.name, "args": args, "id": "search", "type": "tool_call"}
+            )
+        except ToolException as exc:
+            raise ArchivistError(
+                str(exc).split(" Call ", 1)[0],
+                f"Use --source with one of them (archivist sources --store {store} lists all), "
+                "or leave it out.",
+            ) from None
+        except ValidationError as exc:
+            problems = "; ".join(e["msg"] for e in exc.errors())
+            raise ArchivistError(f"Invalid search: {problems}.") from None
         return message.artifact
 
     @cached_property
     def turn_log(self) -> TurnLog:
         """The log of every turn answered by `ask` and `chat`."""
         return TurnLog(self.settings.log_path)
+
+    def retrieval_tool(
+        self,
+        store: KnowledgeStore,
+        k: int | None = None,
+        mode: SearchMode | None = None,
+        min_score: float | None = None,
+        mmr: float | None = None,
+    ):
+        """Build a store's retrieval tool with the settings, overridden by any values given."""
+        s = self.settings
+        return make_retrieval_tool(
+            store,
+            self.embeddings,
+            k or s.k,
+            mode or s.search_mode,
+            s.min_score if min_score is None else min_score,
+            s.mmr if mmr is None else mmr,
+        )
 
     def build(
         self,
@@ -252,7 +292,7 @@ class Archivist:
             raise ArchivistError("No store given.", "Name one with --store NAME.")
         model = model or self.settings.chat_model
         opened = [self.store(name) for name in stores]
-        tools = [make_retrieval_tool(s, self.embeddings, self.settings.k) for s in opened]
+        tools = [self.retrieval_tool(s) for s in opened]
         described = "\n".join(
             f"- {tool.name}: {s.description or 'documents in the ' + s.name + ' store'}"
             for tool, s in zip(tools, opened, strict=True)

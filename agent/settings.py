@@ -1,5 +1,6 @@
 """Settings, read from the environment once; command-line flags override them."""
 
+import math
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -16,6 +17,7 @@ DEFAULT_OLLAMA_HOST = "http://127.0.0.1:11434"
 DEFAULT_CHAT_MODEL = "qwen2.5:3b"
 DEFAULT_EMBED_MODEL = "nomic-embed-text"
 DEFAULT_STORE = "shop_docs"
+SEARCH_MODES = ("hybrid", "dense", "sparse")
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,9 @@ class Settings:
     qdrant_write_consistency_factor: int | None = None
     """Replicas that must confirm a write (unset: the server's default, 1)."""
     k: int = 5
+    search_mode: str = "hybrid"
+    min_score: float | None = None
+    mmr: float | None = None
     max_steps: int = 6
     timeout: float = 300.0
     num_ctx: int = 8192
@@ -134,6 +139,10 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         qdrant_write_consistency_factor=_count(env, "ARCHIVIST_QDRANT_WRITE_CONSISTENCY_FACTOR"),
         timeout=float(env.get("ARCHIVIST_TIMEOUT") or 300),
         num_ctx=int(env.get("ARCHIVIST_NUM_CTX") or 8192),
+        k=int(_number(env, "ARCHIVIST_K", 5, 1, 50)),
+        search_mode=_choice(env, "ARCHIVIST_SEARCH_MODE", SEARCH_MODES),
+        min_score=_number(env, "ARCHIVIST_MIN_SCORE", None),
+        mmr=_number(env, "ARCHIVIST_MMR", None, 0.0, 1.0),
     )
 
 
@@ -156,3 +165,37 @@ def _count(env, name: str) -> int | None:
             f"Set {name} to a number like 2, or unset it for the default.",
         )
     return int(value)
+
+
+def _number(
+    env, name: str, default: float | None, low: float | None = None, high: float | None = None
+) -> float | None:
+    """Read a number from the environment, refusing values outside [low, high]."""
+    raw = (env.get(name) or "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = None
+    if (
+        value is None
+        or not math.isfinite(value)
+        or (low is not None and value < low)
+        or (high is not None and value > high)
+    ):
+        bounds = f" between {low:g} and {high:g}" if low is not None and high is not None else ""
+        raise ArchivistError(
+            f"{name}={raw} is not a valid number.", f"Set {name} to a number{bounds}, or unset it."
+        )
+    return value
+
+
+def _choice(env, name: str, choices: tuple[str, ...]) -> str:
+    """Read one of `choices` from the environment; the first is the default."""
+    raw = (env.get(name) or choices[0]).strip().lower()
+    if raw not in choices:
+        raise ArchivistError(
+            f"{name}={raw} is not a known value.", f"Use one of: {', '.join(choices)}."
+        )
+    return raw
