@@ -27,6 +27,10 @@ class Settings:
     timeout: float = 300.0
     num_ctx: int = 8192
     """The largest context window to ask of Ollama (the model's own length if smaller)."""
+    grade: bool = False
+    """Grade retrieved passages with the chat model, rewriting searches that miss."""
+    max_rewrites: int = 2
+    """With grading: how many times a search that found nothing relevant is rewritten."""
 
     @property
     def store_path(self) -> Path:
@@ -101,4 +105,11 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         qdrant_api_key=env.get("QDRANT_API_KEY") or None,
         timeout=float(env.get("ARCHIVIST_TIMEOUT") or 300),
         num_ctx=int(env.get("ARCHIVIST_NUM_CTX") or 8192),
+        grade=_flag(env.get("ARCHIVIST_GRADE")),
+        max_rewrites=int(env.get("ARCHIVIST_MAX_REWRITES") or 2),
     )
+
+
+def _flag(value: str | None) -> bool:
+    """Read a yes/no environment variable (1, true, yes, on)."""
+    return (value or "").strip().lower() in ("1", "true", "yes", "on")

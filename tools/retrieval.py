@@ -26,11 +26,14 @@ def tool_name(store_name: str) -> str:
 def format_results(name: str, query: str, results: list[dict[str, Any]], start: int = 1) -> str:
     """Render results as a delimited block of numbered passages for the model.
 
+    Passages are numbered from `start`, or by their own `n` when they carry one.
+
     Passage text and attributes are escaped, so a document cannot close the block or pose as
     the application's own markup: whatever it says reaches the model as quoted data.
     """
     lines = [f'<search_results tool="{escape(name)}" query="{escape(query)}">']
     for n, result in enumerate(results, start=start):
+        n = result.get("n", n)  # a number the turn already gave it (passages may be reordered)
         lines.append(
             f'<result n="{n}" source="{escape(result["source"])}" score="{result["score"]:.3f}">'
         )
