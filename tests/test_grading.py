@@ -420,3 +420,52 @@ def test_eval_compares_each_model_with_and_without_grading(ollama, archivist, sh
     markdown = (out / "report.md").read_text()
     assert f"{MODEL}+grade (agent)" in markdown and "| grade_calls | 0 | 3 | 0 | 3 |" in markdown
     assert "| rewrite_calls | 0 | 1 | 0 | 1 |" in markdown
+
+
+def test_passages_over_the_context_budget_lose_the_least_relevant(settings, tool, ollama):
+    from agent.context import Window
+
+    ollama.script(MODEL, search("refund"), grades(1, 2, 3, 4, 5, among=range(1, 6)))
+    chat = models.chat_model(settings, MODEL, temperature=0)
+    window = Window(num_ctx=1024, answer=256)
+    graph = build_agent(chat, [tool], "system", window=window, grader=Grader(chat))
+    events: list[tuple[str, object]] = []
+    result = run_turn(
+        graph,
+        REFUND_Q,
+        MODEL,
+        ["shop_docs"],
+        "agent",
+        on_event=lambda kind, data: events.append((kind, data)),
+        grade=True,
+    )
+    [call] = result["tool_calls"]
+    assert call["kept"] == [1, 2, 3, 4, 5]
+    kept = sorted(call["shown"])
+    assert 0 < len(kept) < 5 and kept == list(range(1, len(kept) + 1))  # the best ones stay
+    cut = 5 - len(kept)
+    note = (
+        f"To fit the 1024-token context window: left out the {cut} least relevant passages "
+        "of this turn's search results."
+    )
+    assert note in result["notes"] and ("note", note) in events
+    reply = chats(ollama)[-1]["messages"][-1]["content"]
+    assert sorted(shown_numbers(reply)) == kept
+
+
+def test_the_chat_with_grade_shows_grades_and_keeps_its_thread(ollama, archivist, shop_store, home):
+    archivist.close()
+    result = run_cli(
+        "chat", "--store", shop_store, "--grade", "--max-rewrites", "0",
+        ollama_url=ollama.url, home=home,
+        stdin="How many days do I have to ask for a refund?\nWho walked on the moon first?\n",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    refund = next(line for line in lines if line.startswith('search_shop_docs("How many'))
+    assert re.search(r"· 5 results · [1-5] relevant · \d+ ms \+ \d+ ms grading$", refund)
+    moon = next(line for line in lines if line.startswith('search_shop_docs("Who walked'))
+    assert "· 0 relevant ·" in moon and "↻" not in result.stdout
+    assert NOT_FOUND_REPLY in result.stdout
+    graded = [c for c in chats(ollama) if c.get("format")]
+    assert len(graded) == 2
