@@ -124,11 +124,21 @@ def ingest(
     id_field: Annotated[
         str | None, typer.Option(help="JSON/JSONL/CSV field naming a record (file#id).")
     ] = None,
+    shard: Annotated[
+        str | None,
+        typer.Option(
+            help="Only part i of N of the sources (e.g. 2/3), by a stable hash of their names: "
+            "N machines ingest one corpus into one Qdrant server without overlap."
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Ingest files and folders into a store; unchanged files are skipped."""
     from agent.progress import IngestProgress
+    from ingest.sync import Shard
 
+    if shard is not None:
+        shard = str(Shard.parse(shard))
     archivist = _app(embed_model=embed_model)
     with IngestProgress(enabled=not as_json, live=sys.stderr.isatty()) as progress:
         report = archivist.ingest(
@@ -144,13 +154,15 @@ def ingest(
             concurrency=concurrency,
             text_field=text_field,
             id_field=id_field,
+            shard=shard,
         )
     if as_json:
         _print_json(report)
     else:
         rebuilt = " (rebuilt for the new embedding model)" if report["reindexed"] else ""
+        part = f" (shard {shard})" if shard else ""
         print(
-            f"{store}{rebuilt}: {len(report['stored'])} stored, "
+            f"{store}{part}{rebuilt}: {len(report['stored'])} stored, "
             f"{len(report['unchanged'])} unchanged, {len(report['failed'])} failed, "
             f"{len(report['removed'])} removed; {report['chunks_embedded']} chunks embedded "
             f"in {report['seconds']:g} s; {report['points']} chunks in the store."
@@ -190,14 +202,26 @@ def ask(
 def search(
     query: Annotated[str, typer.Argument(help="What to search for.")],
     store: StoreOpt = DEFAULT_STORE,
-    k: Annotated[int, typer.Option("-k", help="How many results.")] = 5,
-    mode: Annotated[str, typer.Option(help="hybrid, dense or sparse.")] = "hybrid",
+    k: Annotated[int | None, typer.Option("-k", help="How many results.", min=1, max=50)] = None,
+    mode: Annotated[str | None, typer.Option(help="hybrid, dense or sparse.")] = None,
+    source: Annotated[
+        str | None, typer.Option(help="Only this source: a file name, folder or name prefix.")
+    ] = None,
+    min_score: Annotated[
+        float | None, typer.Option(help="Drop results scoring below this (in the mode's score).")
+    ] = None,
+    mmr: Annotated[
+        float | None,
+        typer.Option(
+            help="Re-rank for diversity: 1 = relevance only, 0 = diversity only.", min=0, max=1
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run the store's retrieval tool alone."""
-    if mode not in ("hybrid", "dense", "sparse"):
+    if mode not in (None, "hybrid", "dense", "sparse"):
         raise ArchivistError(f"Unknown mode '{mode}'.", "Use --mode hybrid, dense or sparse.")
-    results = _app().search(query, store, k, mode)
+    results = _app().search(query, store, k, mode, source, min_score, mmr)
     if as_json:
         _print_json(results)
         return
@@ -421,6 +445,103 @@ def delete(
 
 
 @app.command()
+def migrate(
+    to_url: Annotated[
+        str | None, typer.Option(help="Copy to this Qdrant server or cluster (http://host:6333).")
+    ] = None,
+    to_home: Annotated[
+        Path | None, typer.Option(help="Copy to the embedded store of this Archivist home.")
+    ] = None,
+    from_home: Annotated[
+        Path | None,
+        typer.Option(help="Copy from the embedded store of this home. Default: ARCHIVIST_HOME."),
+    ] = None,
+    from_url: Annotated[
+        str | None, typer.Option(help="Copy from this Qdrant server instead of a home.")
+    ] = None,
+    api_key: Annotated[
+        str | None, typer.Option(help="The target server's API key. Default: QDRANT_API_KEY.")
+    ] = None,
+    from_api_key: Annotated[str | None, typer.Option(help="The source server's API key.")] = None,
+    stores: Annotated[
+        list[str] | None,
+        typer.Option("--store", "-s", help="A store to copy (repeatable). Default: all."),
+    ] = None,
+    force: Annotated[
+        bool, typer.Option(help="Replace target stores that already hold chunks.")
+    ] = False,
+    batch: Annotated[int, typer.Option(min=1, help="Points per upsert request.")] = 256,
+    grpc: Annotated[bool, typer.Option(help="Speak gRPC to the servers (port 6334).")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Copy stores to a Qdrant server (or another home) without embedding anything again."""
+    from grpc import RpcError
+    from qdrant_client.http.exceptions import ApiException
+
+    from agent.settings import mask_url
+    from tools.migrate import copy_stores
+    from tools.store import connect
+
+    settings = _ctx.settings
+    if (to_url is None) == (to_home is None):
+        raise ArchivistError("Say where to copy to.", "Give one of --to-url URL or --to-home PATH.")
+    if from_url and from_home:
+        raise ArchivistError("Say where to copy from.", "Give --from-home or --from-url, not both.")
+    source_home = None if from_url else (from_home or settings.home).expanduser()
+    if to_home and source_home and to_home.expanduser().resolve() == source_home.resolve():
+        raise ArchivistError("The source and the target are the same home.", "Choose another.")
+    if to_url and from_url and to_url.rstrip("/") == from_url.rstrip("/"):
+        raise ArchivistError("The source and the target are the same server.", "Choose another.")
+    origin = mask_url(from_url) if from_url else str(source_home)
+    destination = mask_url(to_url) if to_url else str(to_home)
+
+    def progress(store: str, done: int, total: int) -> None:
+        if done == total:
+            _notice(f"{store}: {done} chunks copied.")
+
+    source = target = None
+    try:
+        if source_home is not None:
+            if not (source_home / "qdrant").is_dir():
+                raise ArchivistError(
+                    f"There is no embedded store in {source_home}.",
+                    "Give the folder ARCHIVIST_HOME pointed at (it holds a `qdrant` folder).",
+                )
+            source = connect(source_home / "qdrant")
+        else:
+            source = connect(url=from_url, api_key=from_api_key, prefer_grpc=grpc, timeout=60)
+        if to_home is not None:
+            target = connect(to_home.expanduser() / "qdrant")
+            layout = None
+        else:
+            key = api_key or settings.qdrant_api_key
+            target = connect(url=to_url, api_key=key, prefer_grpc=grpc, timeout=60)
+            layout = settings.with_overrides(qdrant_url=to_url).server_layout
+        copied = copy_stores(
+            source, target, stores or [], layout, batch, force, None if as_json else progress
+        )
+    except (ApiException, RpcError, OSError) as exc:
+        raise ArchivistError(
+            f"Cannot copy from {origin} to {destination}: {exc}",
+            "Check that the Qdrant server runs at that address (its /readyz answers) and the "
+            "API key (--api-key, QDRANT_API_KEY).",
+        ) from None
+    finally:
+        for client in (source, target):
+            if client is not None:
+                client.close()
+    if as_json:
+        _print_json({"from": origin, "to": destination, "stores": copied})
+        return
+    for entry in copied:
+        print(f"{entry['store']}: {entry['chunks']} chunks copied in {entry['seconds']:g} s.")
+    if not copied:
+        print(f"No stores in {origin}.")
+    else:
+        print(f"Copied to {destination}; nothing was embedded again.")
+
+
+@app.command()
 def doctor(model: ModelOpt = None, embed_model: EmbedOpt = None) -> None:
     """Check Ollama, the two models and the stores, and say how to fix each problem."""
     from agent.doctor import run_checks
@@ -487,8 +608,8 @@ def _show_turn(turn_id: int, as_json: bool) -> None:
 
 def main() -> None:
     """Run the CLI; expected failures print their fix and exit 1, without a traceback."""
-    _ctx.settings = load_settings()
     try:
+        _ctx.settings = load_settings()
         app()
     except ArchivistError as exc:
         _notice(f"Error: {exc}")

@@ -68,7 +68,13 @@ def _model_check(settings: Settings, name: str, role: str) -> Check:
 
 def _store_check(settings: Settings) -> Check:
     try:
-        client = connect(settings.store_path, settings.qdrant_url, settings.qdrant_api_key)
+        client = connect(
+            settings.store_path,
+            settings.qdrant_url,
+            settings.qdrant_api_key,
+            prefer_grpc=settings.qdrant_grpc,
+            timeout=settings.qdrant_timeout,
+        )
         names = list_stores(client)
         client.close()
     except ArchivistError as exc:

@@ -136,16 +136,14 @@ def _marks(run: dict[str, Any]) -> str:
 
 def chart(report: dict[str, Any], path: Path) -> None:
     """Draw the models side by side: the rates, and latency p50/p95."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    # A bare Figure draws with Agg without pyplot, so the caller's backend (a notebook's inline
+    # one) stays as it was.
+    from matplotlib.figure import Figure
 
     models = report["models"]
     rates = [m for m in _rows(report) if m in (*RATE_METRICS, *JUDGE_METRICS, *STABILITY_METRICS)]
-    figure, (left, right) = plt.subplots(
-        1, 2, figsize=(13, 0.45 * len(rates) + 2.5), gridspec_kw={"width_ratios": [3, 1.3]}
-    )
+    figure = Figure(figsize=(13, 0.45 * len(rates) + 2.5))
+    left, right = figure.subplots(1, 2, gridspec_kw={"width_ratios": [3, 1.3]})
     height = 0.8 / max(len(models), 1)
     for i, summary in enumerate(models):
         values = [summary["metrics"].get(m) for m in rates]
@@ -174,7 +172,6 @@ def chart(report: dict[str, Any], path: Path) -> None:
     figure.legend(handles, labels, loc="lower center", ncol=min(len(models), 4), fontsize=9)
     figure.tight_layout(rect=(0, 0.07, 1, 1))
     figure.savefig(path, dpi=110)
-    plt.close(figure)
 
 
 def write_report(report: dict[str, Any], out: Path) -> dict[str, Path]:

@@ -16,6 +16,7 @@ from agent import models
 from agent.service import AGENT, Archivist, run_turn
 from tools.errors import ArchivistError
 from tools.retrieval import format_results, tool_name
+from tools.store import SearchMode
 
 RATE_METRICS = (
     "tool_decision_accuracy",
@@ -260,6 +261,62 @@ def _shown_results(call: dict[str, Any]) -> list[dict[str, Any]]:
         return call["results"]
     shown = set(call["shown"])
     return [r for r in call["results"] if r["n"] in shown]
+
+
+def retrieval_ranks(
+    archivist: Archivist,
+    cases: Sequence[Case],
+    store: str,
+    modes: Sequence[SearchMode] = ("hybrid", "dense", "sparse"),
+    k: int = 10,
+) -> list[dict[str, Any]]:
+    """Search `store` with each case's question in each mode, without a model; return, per
+    case with `expect_sources` and mode, the best rank of an expected source in the top k
+    (`rank` None when none is there) and the top result's source."""
+    records = []
+    for case in cases:
+        if not case.expect_sources:
+            continue
+        for mode in modes:
+            results = archivist.search(case.question, store, k, mode)
+            records.append(
+                {
+                    "store": store,
+                    "mode": mode,
+                    "case": case.id,
+                    "question": case.question,
+                    "expect_sources": list(case.expect_sources),
+                    "k": k,
+                    "rank": _first_match_rank({"results": results}, case.expect_sources, k),
+                    "top_source": results[0]["source"] if results else None,
+                }
+            )
+    return records
+
+
+def hit_rates(ranks: Sequence[dict[str, Any]], ks: Sequence[int]) -> list[dict[str, Any]]:
+    """Summarize `retrieval_ranks` records: hit@k and MRR@k per store and mode, for each k."""
+    searched = min((record["k"] for record in ranks), default=0)
+    if any(k > searched for k in ks):
+        raise ValueError(f"the ranks were searched to k={searched}; ask for no larger k")
+    groups: dict[tuple[str, str], list[int | None]] = {}
+    for record in ranks:
+        groups.setdefault((record["store"], record["mode"]), []).append(record["rank"])
+    rows = []
+    for (store, mode), found in groups.items():
+        for k in ks:
+            within = [r for r in found if r is not None and r <= k]
+            rows.append(
+                {
+                    "store": store,
+                    "mode": mode,
+                    "k": k,
+                    "hit_rate": len(within) / len(found),
+                    "mrr": sum(1 / r for r in within) / len(found),
+                    "cases": len(found),
+                }
+            )
+    return rows
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:

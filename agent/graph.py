@@ -100,11 +100,17 @@ def run_tool(tool: BaseTool, args: dict[str, Any], first: int) -> tuple[dict[str
         message = tool.invoke({"name": tool.name, "args": args, "id": "call", "type": "tool_call"})
     except (ValidationError, ToolException, ArchivistError) as exc:
         record["error"] = str(exc)
-        content = f"Error: {exc}\nCall {tool.name} again with a valid `query` string."
+        content = f"Error: {exc}\nCall {tool.name} again with corrected arguments."
     else:
         results = [{**r, "n": n} for n, r in enumerate(message.artifact or [], start=first)]
         record["results"] = results
-        content = format_results(tool.name, str(args.get("query", "")), results, start=first)
+        content = format_results(
+            tool.name,
+            str(args.get("query", "")),
+            results,
+            start=first,
+            source=args.get("source") or None,
+        )
     record["latency_ms"] = round((time.perf_counter() - started) * 1000, 1)
     return record, content
 
@@ -157,6 +163,8 @@ class _Rounds:
             records.append(record)
             _emit(TOOL_EVENT, record)
         tried = list(dict.fromkeys(str(r["args"].get("query", "")) for r in first))
+        # A rewrite changes the words only: other arguments (a source filter) stay.
+        kept_args = {r["name"]: {k: v for k, v in r["args"].items() if k != "query"} for r in first}
         for _ in range(self.grader.max_rewrites):
             if any(r.get("kept") for r in latest):
                 break
@@ -168,7 +176,8 @@ class _Rounds:
             previous, latest = tried[-1], []
             for query in queries:
                 for tool in tools:
-                    record, _ = run_tool(tool, {"query": query}, next_n)
+                    args = {**kept_args.get(tool.name, {}), "query": query}
+                    record, _ = run_tool(tool, args, next_n)
                     next_n += len(record["results"])
                     record["rewritten_from"] = previous
                     if "error" not in record:
@@ -205,8 +214,8 @@ def _tool_reply(
     for record in found:
         query = str(record["args"].get("query", ""))
 
-        def render(passages, name=record["name"], query=query):
-            return format_results(name, query, passages)
+        def render(passages, name=record["name"], query=query, source=record["args"]):
+            return format_results(name, query, passages, source=source.get("source") or None)
 
         chosen = assemble(_kept(record), shown, share, render)
         record["shown"] = [r["n"] for r in chosen.passages]

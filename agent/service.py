@@ -31,6 +31,7 @@ from tools.store import (
     SearchMode,
     connect,
     fingerprints_match,
+    heading_path,
     list_stores,
 )
 
@@ -51,7 +52,11 @@ class Archivist:
     def client(self):
         """The Qdrant client behind every store (opened on first use)."""
         return connect(
-            self.settings.store_path, self.settings.qdrant_url, self.settings.qdrant_api_key
+            self.settings.store_path,
+            self.settings.qdrant_url,
+            self.settings.qdrant_api_key,
+            prefer_grpc=self.settings.qdrant_grpc,
+            timeout=self.settings.qdrant_timeout,
         )
 
     @cached_property
@@ -67,7 +72,7 @@ class Archivist:
 
     def store(self, name: str, must_exist: bool = True) -> KnowledgeStore:
         """Return the named store; by default it must exist and match the embedding model."""
-        store = KnowledgeStore(self.client, name)
+        store = KnowledgeStore(self.client, name, self.settings.server_layout)
         if must_exist:
             store.check(self.embeddings.fingerprint(store.fingerprint.get("dimension")))
         return store
@@ -105,16 +110,29 @@ class Archivist:
         text_field: str | None = None,
         id_field: str | None = None,
         embed: "EmbedSettings | None" = None,
+        shard: str | None = None,
     ) -> dict[str, Any]:
         """Bring a store in sync with files and folders; return the ingest report.
 
         With `reindex`, a store built with another embedding model is rebuilt into a scratch
         collection and swapped in only when the rebuild is done; the old store stays usable
-        until then, and an interrupted rebuild resumes on the next `reindex` run.
+        until then, and an interrupted rebuild resumes on the next `reindex` run. With
+        `shard` ("i/N"), only that part of the sources is ingested (and pruned).
         """
         from ingest.embedder import EmbedSettings
         from ingest.graph import build_ingest_graph, run_ingest
         from ingest.loaders import LoaderOptions
+        from ingest.sync import Shard
+
+        if shard is not None:
+            shard = str(Shard.parse(shard))
+            if reindex:
+                raise ArchivistError(
+                    "--reindex cannot be combined with --shard: a rebuild swaps the whole store "
+                    "in at once, which one shard cannot do.",
+                    "Rebuild on one machine without --shard, or ingest into a new store with "
+                    "--shard on every machine.",
+                )
 
         started = time.perf_counter()
         splitter = self._splitter(chunk_size, chunk_overlap)
@@ -145,7 +163,9 @@ class Archivist:
             on_progress=on_progress,
         )
         try:
-            report = run_ingest(graph, list(paths), prune=prune, description=description)
+            report = run_ingest(
+                graph, list(paths), prune=prune, description=description, shard=shard
+            )
         except ArchivistError:
             raise
         except Exception as exc:
@@ -165,6 +185,7 @@ class Archivist:
         return {
             "store": store,
             **report,
+            "shard": shard,
             "reindexed": rebuilding,
             "points": target.count(),
             "splitter": {
@@ -202,19 +223,59 @@ class Archivist:
         return splitter.fitted(context)
 
     def search(
-        self, query: str, store: str, k: int | None = None, mode: SearchMode = "hybrid"
+        self,
+        query: str,
+        store: str,
+        k: int | None = None,
+        mode: SearchMode | None = None,
+        source: str | None = None,
+        min_score: float | None = None,
+        mmr: float | None = None,
     ) -> list[dict[str, Any]]:
         """Run the retrieval tool alone and return its results."""
-        tool = make_retrieval_tool(self.store(store), self.embeddings, k or self.settings.k, mode)
-        message = tool.invoke(
-            {"name": tool.name, "args": {"query": query}, "id": "search", "type": "tool_call"}
-        )
+        from langchain_core.tools import ToolException
+        from pydantic import ValidationError
+
+        tool = self.retrieval_tool(self.store(store), k, mode, min_score, mmr)
+        args = {"query": query, **({"source": source} if source else {})}
+        try:
+            message = tool.invoke(
+                {"name": tool.name, "args": args, "id": "search", "type": "tool_call"}
+            )
+        except ToolException as exc:
+            raise ArchivistError(
+                str(exc).split(" Call ", 1)[0],
+                f"Use --source with one of them (archivist sources --store {store} lists all), "
+                "or leave it out.",
+            ) from None
+        except ValidationError as exc:
+            problems = "; ".join(e["msg"] for e in exc.errors())
+            raise ArchivistError(f"Invalid search: {problems}.") from None
         return message.artifact
 
     @cached_property
     def turn_log(self) -> TurnLog:
         """The log of every turn answered by `ask` and `chat`."""
         return TurnLog(self.settings.log_path)
+
+    def retrieval_tool(
+        self,
+        store: KnowledgeStore,
+        k: int | None = None,
+        mode: SearchMode | None = None,
+        min_score: float | None = None,
+        mmr: float | None = None,
+    ):
+        """Build a store's retrieval tool with the settings, overridden by any values given."""
+        s = self.settings
+        return make_retrieval_tool(
+            store,
+            self.embeddings,
+            k or s.k,
+            mode or s.search_mode,
+            s.min_score if min_score is None else min_score,
+            s.mmr if mmr is None else mmr,
+        )
 
     def build(
         self,
@@ -237,7 +298,7 @@ class Archivist:
             raise ArchivistError("No store given.", "Name one with --store NAME.")
         model = model or self.settings.chat_model
         opened = [self.store(name) for name in stores]
-        tools = [make_retrieval_tool(s, self.embeddings, self.settings.k) for s in opened]
+        tools = [self.retrieval_tool(s) for s in opened]
         described = "\n".join(
             f"- {tool.name}: {s.description or 'documents in the ' + s.name + ' store'}"
             for tool, s in zip(tools, opened, strict=True)
@@ -573,3 +634,29 @@ class Conversation:
     def sources(self) -> list[dict[str, Any]]:
         """Return the last answered turn's search results, in citation order."""
         return [r for call in self.last_calls for r in call["results"]]
+
+
+def turn_passages(turn: dict[str, Any]) -> list[dict[str, Any]]:
+    """Flatten a turn's trajectory for a table: one record per passage each tool call
+    returned (a call that failed or found nothing: one record with its error), in call order,
+    with the call's number, tool and arguments, and whether the answer cited the passage."""
+    cited = {citation["n"] for citation in turn["citations"]}
+    records = []
+    for number, call in enumerate(turn["tool_calls"], start=1):
+        made = {"call": number, "tool": call["name"], "args": call["args"]}
+        if not call["results"]:
+            records.append({**made, "error": call.get("error")})
+        for result in call["results"]:
+            records.append(
+                {
+                    **made,
+                    "n": result.get("n"),
+                    "rank": result["rank"],
+                    "score": result["score"],
+                    "source": result["source"],
+                    "heading": heading_path(result["metadata"]),
+                    "cited": result.get("n") in cited,
+                    "text": result["text"],
+                }
+            )
+    return records

@@ -1,15 +1,23 @@
 """Settings, read from the environment once; command-line flags override them."""
 
+import math
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
+
+from tools.errors import ArchivistError
+
+if TYPE_CHECKING:
+    from tools.store import ServerLayout
 
 DEFAULT_OLLAMA_HOST = "http://127.0.0.1:11434"
 # Small enough for a laptop CPU, reliable at tool calling, and fluent in English and Chinese.
 DEFAULT_CHAT_MODEL = "qwen2.5:3b"
 DEFAULT_EMBED_MODEL = "nomic-embed-text"
 DEFAULT_STORE = "shop_docs"
+SEARCH_MODES = ("hybrid", "dense", "sparse")
 
 
 @dataclass(frozen=True)
@@ -22,7 +30,21 @@ class Settings:
     home: Path = field(default_factory=lambda: default_home())
     qdrant_url: str | None = None
     qdrant_api_key: str | None = field(default=None, repr=False)
+    qdrant_grpc: bool = False
+    """Speak gRPC to the Qdrant server (port 6334) instead of REST."""
+    qdrant_timeout: int = 60
+    """Seconds to wait for a Qdrant server's answer (creating a collection on a cluster, or a
+    large upsert, can take longer than the client's 5-second default)."""
+    qdrant_shards: int | None = None
+    """Shards of a new store's collection on a server (unset: the server's default)."""
+    qdrant_replication_factor: int | None = None
+    """Copies of each shard on a cluster (unset: the server's default, 1)."""
+    qdrant_write_consistency_factor: int | None = None
+    """Replicas that must confirm a write (unset: the server's default, 1)."""
     k: int = 5
+    search_mode: str = "hybrid"
+    min_score: float | None = None
+    mmr: float | None = None
     max_steps: int = 6
     timeout: float = 300.0
     num_ctx: int = 8192
@@ -56,6 +78,17 @@ class Settings:
     def qdrant_location(self) -> str:
         """Where the stores are, safe to print."""
         return mask_url(self.qdrant_url) if self.qdrant_url else str(self.store_path)
+
+    @property
+    def server_layout(self) -> "ServerLayout | None":
+        """How new stores are laid out on a Qdrant server; None for the embedded store."""
+        from tools.store import ServerLayout
+
+        if not self.qdrant_url:
+            return None
+        return ServerLayout(
+            self.qdrant_shards, self.qdrant_replication_factor, self.qdrant_write_consistency_factor
+        )
 
     def with_overrides(self, **overrides) -> "Settings":
         """Return a copy with the given (non-None) values replaced."""
@@ -103,13 +136,72 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         home=Path(home).expanduser() if home else default_home(),
         qdrant_url=env.get("QDRANT_URL") or None,
         qdrant_api_key=env.get("QDRANT_API_KEY") or None,
+        qdrant_grpc=_flag(env, "ARCHIVIST_QDRANT_GRPC"),
+        qdrant_timeout=_count(env, "ARCHIVIST_QDRANT_TIMEOUT") or 60,
+        qdrant_shards=_count(env, "ARCHIVIST_QDRANT_SHARDS"),
+        qdrant_replication_factor=_count(env, "ARCHIVIST_QDRANT_REPLICATION_FACTOR"),
+        qdrant_write_consistency_factor=_count(env, "ARCHIVIST_QDRANT_WRITE_CONSISTENCY_FACTOR"),
         timeout=float(env.get("ARCHIVIST_TIMEOUT") or 300),
         num_ctx=int(env.get("ARCHIVIST_NUM_CTX") or 8192),
-        grade=_flag(env.get("ARCHIVIST_GRADE")),
-        max_rewrites=int(env.get("ARCHIVIST_MAX_REWRITES") or 2),
+        k=int(_number(env, "ARCHIVIST_K", 5, 1, 50)),
+        search_mode=_choice(env, "ARCHIVIST_SEARCH_MODE", SEARCH_MODES),
+        min_score=_number(env, "ARCHIVIST_MIN_SCORE", None),
+        mmr=_number(env, "ARCHIVIST_MMR", None, 0.0, 1.0),
+        grade=_flag(env, "ARCHIVIST_GRADE"),
+        max_rewrites=int(_number(env, "ARCHIVIST_MAX_REWRITES", 2, 0, 10)),
     )
 
 
-def _flag(value: str | None) -> bool:
-    """Read a yes/no environment variable (1, true, yes, on)."""
-    return (value or "").strip().lower() in ("1", "true", "yes", "on")
+def _flag(env, name: str) -> bool:
+    value = (env.get(name) or "").strip().lower()
+    if value in ("", "0", "false", "no", "off"):
+        return False
+    if value in ("1", "true", "yes", "on"):
+        return True
+    raise ArchivistError(f"{name}={env[name]!r} is not a yes or no.", f"Set {name}=1 or {name}=0.")
+
+
+def _count(env, name: str) -> int | None:
+    value = (env.get(name) or "").strip()
+    if not value:
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise ArchivistError(
+            f"{name}={env[name]!r} is not a whole number of at least 1.",
+            f"Set {name} to a number like 2, or unset it for the default.",
+        )
+    return int(value)
+
+
+def _number(
+    env, name: str, default: float | None, low: float | None = None, high: float | None = None
+) -> float | None:
+    """Read a number from the environment, refusing values outside [low, high]."""
+    raw = (env.get(name) or "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = None
+    if (
+        value is None
+        or not math.isfinite(value)
+        or (low is not None and value < low)
+        or (high is not None and value > high)
+    ):
+        bounds = f" between {low:g} and {high:g}" if low is not None and high is not None else ""
+        raise ArchivistError(
+            f"{name}={raw} is not a valid number.", f"Set {name} to a number{bounds}, or unset it."
+        )
+    return value
+
+
+def _choice(env, name: str, choices: tuple[str, ...]) -> str:
+    """Read one of `choices` from the environment; the first is the default."""
+    raw = (env.get(name) or choices[0]).strip().lower()
+    if raw not in choices:
+        raise ArchivistError(
+            f"{name}={raw} is not a known value.", f"Use one of: {', '.join(choices)}."
+        )
+    return raw

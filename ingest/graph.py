@@ -18,7 +18,7 @@ from langgraph.graph import END, START, StateGraph
 from ingest.embedder import EmbedSettings, embed_jobs, embed_with_retry
 from ingest.loaders import LoaderOptions, LoadError
 from ingest.splitter import SplitterSettings
-from ingest.sync import SourceFile, content_hash, discover, make_documents
+from ingest.sync import Shard, SourceFile, content_hash, discover, make_documents
 from tools.embedding import PrefixedEmbeddings
 from tools.store import Chunk, KnowledgeStore
 
@@ -40,6 +40,9 @@ class IngestInput(TypedDict, total=False):
     """Remove sources that are no longer among the discovered files."""
     description: str | None
     """What the store holds, in words; shown to the model in the tool's description."""
+    shard: str | None
+    """Only this part of the sources, `i/N` (see `Shard`): N runs of parts 1…N, on one
+    machine or several, together do what one run without a shard does."""
 
 
 class IngestState(IngestInput, total=False):
@@ -90,8 +93,14 @@ def build_ingest_graph(
             {**embeddings.fingerprint(dimension), "splitter": splitter.as_dict()},
             state.get("description"),
         )
+        shard = _shard(state)
         files, failed, skipped = discover([Path(p) for p in state["paths"]])
         known = {s: info.doc_hash for s, info in store.sources().items() if info.complete}
+        if shard:
+            # A record file is read by every shard; each keeps the records it owns.
+            files = [f for f in files if f.has_records or shard.owns(f.source)]
+            skipped = [f for f in skipped if shard.owns(f.source)]
+            known = {s: h for s, h in known.items() if shard.owns(s)}
         notify("discovered", {"files": len(files)})
         for failure in failed:
             notify("failed", failure.to_dict())
@@ -108,6 +117,7 @@ def build_ingest_graph(
         start = state["position"]
         batch = state["files"][start : start + batch_files]
         known = state["known"]
+        shard = _shard(state)
         pending, unchanged, failed, settled, present = [], [], [], [], []
         for file in batch:
             file_options = options if file.has_records else None
@@ -129,6 +139,8 @@ def build_ingest_graph(
                 continue
             settled.append(file.source)
             for doc in documents:
+                if shard and not shard.owns(doc.source):
+                    continue
                 present.append(doc.source)
                 if known.get(doc.source) == doc.doc_hash:
                     unchanged.append(doc.source)
@@ -198,8 +210,13 @@ def build_ingest_graph(
         settled = set(state.get("settled", []))
         # A file that failed to load keeps what the store holds of it.
         unread = [f for f in state["files"] if f.source not in settled]
+        shard = _shard(state)
         removed = [
-            s for s in store.sources() if s not in present and not any(f.owns(s) for f in unread)
+            s
+            for s in store.sources()
+            if (shard is None or shard.owns(s))
+            and s not in present
+            and not any(f.owns(s) for f in unread)
         ]
         for source in removed:
             store.delete_source(source)
@@ -228,6 +245,10 @@ def build_ingest_graph(
     return builder.compile(name="ingest")
 
 
+def _shard(state: IngestState) -> Shard | None:
+    return Shard.parse(state["shard"]) if state.get("shard") else None
+
+
 Segment = tuple[int, int, int]
 
 
@@ -254,11 +275,15 @@ def _pack_batches(docs: list[PendingDoc], batch_size: int) -> list[tuple[list[Se
 
 
 def run_ingest(
-    graph, paths: list[str], prune: bool = False, description: str | None = None
+    graph,
+    paths: list[str],
+    prune: bool = False,
+    description: str | None = None,
+    shard: str | None = None,
 ) -> dict[str, Any]:
     """Run the ingest graph to the end and return its report."""
     state = graph.invoke(
-        {"paths": paths, "prune": prune, "description": description},
+        {"paths": paths, "prune": prune, "description": description, "shard": shard},
         {"recursion_limit": 1_000_000},
     )
     return {

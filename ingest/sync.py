@@ -3,6 +3,7 @@
 import hashlib
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +17,10 @@ from ingest.loaders import (
     supported,
 )
 from ingest.splitter import SplitterSettings, split_text
+from tools.errors import ArchivistError
 from tools.store import Chunk
+
+SHARD_FORMAT = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,40 @@ class SourceFile:
     def owns(self, source: str) -> bool:
         """Whether a stored source came from this file (the file itself or one of its records)."""
         return source == self.source or (self.has_records and source.startswith(self.source + "#"))
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Part `index` of `count` disjoint parts of a corpus (1-based, as in `--shard 2/3`).
+
+    A source belongs to the part chosen by a stable hash of its name: the first 8 bytes of
+    its UTF-8 BLAKE2b digest, big-endian, modulo `count`, plus one. The same source lands in
+    the same part on every machine and every run (Python's own `hash()` is salted per process).
+    """
+
+    index: int
+    count: int
+
+    @classmethod
+    def parse(cls, text: str) -> "Shard":
+        """Read `i/N` (1 ≤ i ≤ N), or raise with the expected form."""
+        match = SHARD_FORMAT.match(text)
+        index, count = (int(match[1]), int(match[2])) if match else (0, 0)
+        if not match or count < 1 or not 1 <= index <= count:
+            raise ArchivistError(
+                f"'{text}' is not a shard.",
+                "Give --shard as i/N with 1 ≤ i ≤ N, e.g. --shard 1/3, --shard 2/3 and "
+                "--shard 3/3 on three machines.",
+            )
+        return cls(index, count)
+
+    def owns(self, source: str) -> bool:
+        """Whether `source` belongs to this part."""
+        digest = hashlib.blake2b(source.encode("utf-8"), digest_size=8).digest()
+        return int.from_bytes(digest, "big") % self.count == self.index - 1
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
 
 
 @dataclass

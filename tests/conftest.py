@@ -10,10 +10,18 @@ import pytest
 from fake_ollama import FakeOllama
 
 from agent.service import Archivist
-from agent.settings import Settings
+from agent.settings import Settings, mask_url
 
 ROOT = Path(__file__).resolve().parents[1]
 SHOP = ROOT / "examples" / "shop"
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    """Say whether the congruence suite also runs against a Qdrant server."""
+    url = os.environ.get("QDRANT_URL")
+    if url:
+        return f"Qdrant server leg: on, against {mask_url(url)} (tests/test_congruence.py)"
+    return "Qdrant server leg: skipped, QDRANT_URL is not set (tests/test_congruence.py)"
 
 
 @pytest.fixture(autouse=True)

@@ -332,6 +332,7 @@ class FakeOllama:
         self.embed_delay_per_text = embed_delay_per_text
         self.url = ""
         self.requests: list[dict[str, Any]] = []
+        self._raw_bodies: list[tuple[str, bytes]] = []
         self.peak_embed_concurrency = 0
         self._lock = threading.Lock()
         self._models: dict[str, ModelSpec] = {}
@@ -384,6 +385,7 @@ class FakeOllama:
         """Forget the recorded requests."""
         with self._lock:
             self.requests.clear()
+            self._raw_bodies.clear()
 
     def script(self, model: str, *turns: dict) -> None:
         """Queue chat turns for a model, each used by one /api/chat call before the policy."""
@@ -415,9 +417,15 @@ class FakeOllama:
         with self._lock:
             return list(self._models.items())
 
-    def _record(self, method: str, path: str, body: Any) -> None:
+    def raw_requests_to(self, path: str) -> list[bytes]:
+        """Return the bytes of the recorded request bodies to a path, as sent on the wire."""
+        with self._lock:
+            return [raw for recorded, raw in self._raw_bodies if recorded == path]
+
+    def _record(self, method: str, path: str, body: Any, raw: bytes = b"") -> None:
         with self._lock:
             self.requests.append({"method": method, "path": path, "body": body})
+            self._raw_bodies.append((path, raw))
 
     def _next_failure(self, path: str) -> tuple[int, str] | None:
         with self._lock:
@@ -471,8 +479,9 @@ class _Handler(BaseHTTPRequestHandler):
         """Record the request, then answer an injected failure or route it."""
         fake = self.server.fake
         path = self.path.split("?", 1)[0]
-        body = self._read_body()
-        fake._record(self.command, path, body)
+        raw = self._read_raw()
+        body = self._parse(raw)
+        fake._record(self.command, path, body, raw)
         try:
             if failure := fake._next_failure(path):
                 self._send_json(failure[0], {"error": failure[1]})
@@ -485,8 +494,11 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
 
-    def _read_body(self) -> Any:
-        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+    def _read_raw(self) -> bytes:
+        return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+
+    @staticmethod
+    def _parse(raw: bytes) -> Any:
         try:
             return json.loads(raw) if raw else None
         except ValueError:

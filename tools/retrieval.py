@@ -4,18 +4,49 @@ from html import escape
 from typing import Any
 
 from langchain_core.embeddings import Embeddings
-from langchain_core.tools import BaseTool, StructuredTool
-from pydantic import BaseModel, Field
+from langchain_core.tools import BaseTool, StructuredTool, ToolException
+from pydantic import BaseModel, Field, field_validator
 
 from tools.store import KnowledgeStore, SearchMode
 
 NO_RESULTS = "No matching passages were found."
+# Up to this many sources are named in the tool's description, so a model can filter by one.
+LISTED_SOURCES = 12
 
 
 class SearchArgs(BaseModel):
     """Arguments a model gives the retrieval tool."""
 
-    query: str = Field(description="What to look for, in the words the documents would use.")
+    query: str = Field(
+        description="What to look for, in the words the documents would use.",
+        min_length=1,
+        max_length=1000,
+    )
+    source: str | None = Field(
+        default=None,
+        description=(
+            "Optional: search only this document — a file name such as 'refund.md', "
+            "a folder such as 'policies/', or the start of a name. Leave it out to search "
+            "everything."
+        ),
+        max_length=300,
+    )
+
+    @field_validator("query")
+    @classmethod
+    def _query_has_words(cls, value: str) -> str:
+        value = value.strip()
+        if not value:
+            raise ValueError("query must contain words to search for")
+        return value
+
+    @field_validator("source")
+    @classmethod
+    def _blank_source_is_none(cls, value: str | None) -> str | None:
+        # Small models fill optional fields with "", "*" or "all" when they mean "no filter".
+        if value is None or value.strip().lower() in ("", "*", "all", "any", "none", "null"):
+            return None
+        return value.strip()
 
 
 def tool_name(store_name: str) -> str:
@@ -23,7 +54,9 @@ def tool_name(store_name: str) -> str:
     return f"search_{store_name}"
 
 
-def format_results(name: str, query: str, results: list[dict[str, Any]], start: int = 1) -> str:
+def format_results(
+    name: str, query: str, results: list[dict[str, Any]], start: int = 1, source: str | None = None
+) -> str:
     """Render results as a delimited block of numbered passages for the model.
 
     Passages are numbered from `start`, or by their own `n` when they carry one.
@@ -31,7 +64,8 @@ def format_results(name: str, query: str, results: list[dict[str, Any]], start: 
     Passage text and attributes are escaped, so a document cannot close the block or pose as
     the application's own markup: whatever it says reaches the model as quoted data.
     """
-    lines = [f'<search_results tool="{escape(name)}" query="{escape(query)}">']
+    scope = f' source="{escape(source)}"' if source else ""
+    lines = [f'<search_results tool="{escape(name)}" query="{escape(query)}"{scope}>']
     for n, result in enumerate(results, start=start):
         n = result.get("n", n)  # a number the turn already gave it (passages may be reordered)
         lines.append(
@@ -45,29 +79,60 @@ def format_results(name: str, query: str, results: list[dict[str, Any]], start: 
     return "\n".join(lines)
 
 
+def describe(store: KnowledgeStore) -> str:
+    """Tell the model what a store holds: its description and, if few, its sources."""
+    about = store.description or f"documents ingested into the '{store.name}' store"
+    names = store.source_names()
+    if not names:
+        listing = " It is empty."
+    elif len(names) <= LISTED_SOURCES:
+        listing = f" Sources: {', '.join(names)}."
+    else:
+        listing = f" {len(names)} sources, e.g. {', '.join(names[:5])}."
+    return (
+        f"Search the knowledge base '{store.name}': {about}.{listing} Use it before answering "
+        "any question about these documents. Returns numbered passages with their source; "
+        "cite them as [n]."
+    )
+
+
 def make_retrieval_tool(
     store: KnowledgeStore,
     embeddings: Embeddings,
     k: int = 5,
     mode: SearchMode = "hybrid",
+    min_score: float | None = None,
+    mmr: float | None = None,
 ) -> BaseTool:
-    """Build the `search_<store>` tool over a store; its artifact is the list of results."""
-    name = tool_name(store.name)
-    about = store.description or f"documents ingested into the '{store.name}' store"
+    """Build the `search_<store>` tool over a store; its artifact is the list of results.
 
-    def search(query: str) -> tuple[str, list[dict[str, Any]]]:
+    A `source` that names nothing in the store is an error the model can read and correct:
+    the message lists sources it could use instead.
+    """
+    name = tool_name(store.name)
+
+    def search(query: str, source: str | None = None) -> tuple[str, list[dict[str, Any]]]:
+        sources = None
+        if source:
+            sources = store.match_sources(source)
+            if not sources:
+                known = store.source_names()
+                sample = ", ".join(known[:LISTED_SOURCES]) or "none"
+                raise ToolException(
+                    f"No source in '{store.name}' matches '{source}'. Sources include: "
+                    f"{sample}. Call {name} again with one of them, or without `source`."
+                )
         vector = None if mode == "sparse" else embeddings.embed_query(query)
-        results = [r.to_dict() for r in store.search(vector, query, k=k, mode=mode)]
-        return format_results(name, query, results), results
+        found = store.search(
+            vector, query, k=k, mode=mode, sources=sources, min_score=min_score, mmr=mmr
+        )
+        results = [r.to_dict() for r in found]
+        return format_results(name, query, results, source=source), results
 
     return StructuredTool.from_function(
         func=search,
         name=name,
-        description=(
-            f"Search the knowledge base '{store.name}': {about}. Use it before answering any "
-            "question about these documents. Returns numbered passages with their source; "
-            "cite them as [n]."
-        ),
+        description=describe(store),
         args_schema=SearchArgs,
         response_format="content_and_artifact",
     )

@@ -26,9 +26,15 @@ SCHEMA_VERSION = 1
 VECTOR_KEYS = ("embed_model", "dimension", "document_prefix", "query_prefix", "sparse")
 SPARSE_SCHEME = "bm25-crc32-cjkbigram-v1"
 STORE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,62}$")
+# Payload fields the store filters by; a server indexes them (the embedded store scans).
+PAYLOAD_INDEXES = {
+    "source": models.PayloadSchemaType.KEYWORD,
+    "doc_hash": models.PayloadSchemaType.KEYWORD,
+}
 _ID_NAMESPACE = uuid.UUID("5b0c6f0e-3d0a-4d8e-9b7a-6a1c2f4e8d21")
 
 SearchMode = Literal["hybrid", "dense", "sparse"]
+Fusion = Literal["zscore", "rrf"]
 
 
 @dataclass
@@ -85,6 +91,20 @@ class SourceInfo:
         return self.chunks == self.expected_chunks
 
 
+@dataclass(frozen=True)
+class ServerLayout:
+    """How a Qdrant server or cluster lays out a new store's collection (unset: the server's
+    defaults). The embedded store has one node and one shard, and is given none."""
+
+    shard_number: int | None = None
+    replication_factor: int | None = None
+    write_consistency_factor: int | None = None
+
+    def create_options(self) -> dict[str, int]:
+        """The `create_collection` arguments this layout sets."""
+        return {k: v for k, v in vars(self).items() if v is not None}
+
+
 def validate_store_name(name: str) -> str:
     """Return `name` if it can name a store (and a tool), else raise with the rule."""
     if not STORE_NAME.match(name):
@@ -96,10 +116,19 @@ def validate_store_name(name: str) -> str:
     return name
 
 
-def connect(path: Path | None = None, url: str | None = None, api_key: str | None = None):
-    """Open the Qdrant behind the stores: a server when `url` is given, else the local path."""
+def connect(
+    path: Path | None = None,
+    url: str | None = None,
+    api_key: str | None = None,
+    prefer_grpc: bool = False,
+    timeout: int | None = None,
+):
+    """Open the Qdrant behind the stores: a server when `url` is given, else the local path.
+
+    With `prefer_grpc`, a server is spoken to over gRPC (port 6334) instead of REST.
+    """
     if url:
-        return QdrantClient(url=url, api_key=api_key)
+        return QdrantClient(url=url, api_key=api_key, prefer_grpc=prefer_grpc, timeout=timeout)
     assert path is not None, "connect() needs a path or a url"
     path.mkdir(parents=True, exist_ok=True)
     try:
@@ -131,9 +160,10 @@ def fingerprints_match(stored: dict[str, Any], wanted: dict[str, Any]) -> bool:
 class KnowledgeStore:
     """A named store of chunks: its collection's lifecycle, writes and queries."""
 
-    def __init__(self, client: QdrantClient, name: str) -> None:
+    def __init__(self, client: QdrantClient, name: str, layout: ServerLayout | None = None) -> None:
         self.client = client
         self.name = validate_store_name(name)
+        self.layout = layout or ServerLayout()
 
     def exists(self) -> bool:
         """Whether the store's collection exists."""
@@ -163,32 +193,15 @@ class KnowledgeStore:
         """Create the collection for `fingerprint`, or check an existing one matches it."""
         fingerprint = {**fingerprint, "sparse": SPARSE_SCHEME}
         if not self.exists():
-            self.client.create_collection(
-                self.name,
-                vectors_config={
-                    DENSE: models.VectorParams(
-                        size=fingerprint["dimension"], distance=models.Distance.COSINE
-                    )
-                },
-                sparse_vectors_config={
-                    SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)
-                },
-                metadata={
-                    "archivist": {
-                        "schema": SCHEMA_VERSION,
-                        "fingerprint": fingerprint,
-                        "description": description or "",
-                        "created_at": time.time(),
-                    }
-                },
-            )
-            with warnings.catch_warnings():
-                # The embedded store ignores payload indexes; a server uses this one to filter.
-                warnings.simplefilter("ignore", UserWarning)
-                self.client.create_payload_index(
-                    self.name, "source", models.PayloadSchemaType.KEYWORD
-                )
-            return
+            try:
+                self._create(fingerprint, description)
+            except Exception:
+                # Another process (a shard on another machine) created it first: check theirs.
+                if not self.exists():
+                    raise
+            else:
+                self._index_payload()
+                return
         self.check(fingerprint)
         info = self.info()
         # Settings outside VECTOR_KEYS (the splitter's) are recorded as they are now.
@@ -199,6 +212,33 @@ class KnowledgeStore:
         }
         if updated != info:
             self.client.update_collection(self.name, metadata={"archivist": updated})
+
+    def _create(self, fingerprint: dict[str, Any], description: str | None) -> None:
+        self.client.create_collection(
+            self.name,
+            vectors_config={
+                DENSE: models.VectorParams(
+                    size=fingerprint["dimension"], distance=models.Distance.COSINE
+                )
+            },
+            sparse_vectors_config={SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)},
+            metadata={
+                "archivist": {
+                    "schema": SCHEMA_VERSION,
+                    "fingerprint": fingerprint,
+                    "description": description or "",
+                    "created_at": time.time(),
+                }
+            },
+            **self.layout.create_options(),
+        )
+
+    def _index_payload(self) -> None:
+        with warnings.catch_warnings():
+            # The embedded store ignores payload indexes; a server uses them to filter.
+            warnings.simplefilter("ignore", UserWarning)
+            for field_name, schema in PAYLOAD_INDEXES.items():
+                self.client.create_payload_index(self.name, field_name, schema, wait=True)
 
     def check(self, fingerprint: dict[str, Any]) -> None:
         """Refuse to mix vectors from another embedding model or prefix policy."""
@@ -220,7 +260,8 @@ class KnowledgeStore:
 
     def rebuild_store(self) -> "KnowledgeStore":
         """Return the scratch store a rebuild of this one is written to before the swap."""
-        return KnowledgeStore(self.client, self.name[: 63 - len(REBUILD_SUFFIX)] + REBUILD_SUFFIX)
+        name = self.name[: 63 - len(REBUILD_SUFFIX)] + REBUILD_SUFFIX
+        return KnowledgeStore(self.client, name, self.layout)
 
     def replace_with(self, other: "KnowledgeStore", batch: int = 256) -> None:
         """Make this store a copy of `other` (vectors included, nothing re-embedded), then
@@ -333,6 +374,63 @@ class KnowledgeStore:
                 found[info.source] = info
         return dict(sorted(found.items()))
 
+    def chunks(self, sources: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """Return the stored chunks (of `sources`, else all) as flat records for a table,
+        ordered by source and position: source, chunk_index, heading, start, end, size, text."""
+        selector = models.Filter(must=[_match("source", list(sources))]) if sources else None
+        records = []
+        offset = None
+        while True:
+            points, offset = self.client.scroll(
+                self.name,
+                scroll_filter=selector,
+                limit=1024,
+                offset=offset,
+                with_payload=True,
+                with_vectors=False,
+            )
+            for point in points:
+                p = point.payload or {}
+                metadata = p.get("metadata", {})
+                records.append(
+                    {
+                        "source": p["source"],
+                        "chunk_index": p["chunk_index"],
+                        "heading": heading_path(metadata),
+                        "start": metadata.get("start"),
+                        "end": metadata.get("end"),
+                        "size": len(p["text"]),
+                        "text": p["text"],
+                    }
+                )
+            if offset is None:
+                break
+        return sorted(records, key=lambda r: (r["source"], r["chunk_index"]))
+
+    def source_names(self) -> list[str]:
+        """Return the names of every source in the store (from the payload index)."""
+        response = self.client.facet(self.name, key="source", limit=1_000_000, exact=True)
+        return sorted(str(hit.value) for hit in response.hits)
+
+    def match_sources(self, pattern: str) -> list[str]:
+        """Return the sources a file name, path, folder or name prefix refers to.
+
+        Forgiving on purpose, since a model fills it in: case is ignored, and "refund",
+        "refund.md", "policies/refund.md" and "policies/" all find "policies/refund.md".
+        """
+        wanted = pattern.strip().replace("\\", "/").removeprefix("./").lstrip("/").lower()
+        if not wanted:
+            return []
+        names = self.source_names()
+        exact = [n for n in names if n.lower() == wanted or n.lower().endswith("/" + wanted)]
+        if exact:
+            return exact
+        return [
+            n
+            for n in names
+            if n.lower().startswith(wanted) or n.lower().rsplit("/", 1)[-1].startswith(wanted)
+        ]
+
     def search(
         self,
         query_vector: Sequence[float] | None,
@@ -340,56 +438,247 @@ class KnowledgeStore:
         k: int = 5,
         mode: SearchMode = "hybrid",
         sources: Iterable[str] | None = None,
+        *,
+        min_score: float | None = None,
+        mmr: float | None = None,
+        fusion: Fusion = "zscore",
     ) -> list[SearchResult]:
-        """Return the `k` best chunks for a query, fusing dense and BM25 ranks in hybrid mode."""
+        """Return the `k` best passages for a query.
+
+        `hybrid` fuses the dense and BM25 rankings (see `fuse_zscore`); overlapping chunks of
+        one passage collapse into one result; `min_score` drops results scoring below it (in
+        the mode's own score); `mmr` (0–1, 1 = relevance only) re-ranks for diversity.
+        """
         query_filter = models.Filter(must=[_match("source", list(sources))]) if sources else None
-        indices, values = sparse.query_vector(query_text)
-        sparse_query = models.SparseVector(indices=indices, values=values)
-        if mode == "dense":
-            response = self.client.query_points(
-                self.name,
-                query=list(query_vector),
-                using=DENSE,
-                limit=k,
-                query_filter=query_filter,
-                with_payload=True,
+        depth = max(FUSION_DEPTH, 4 * k)
+        with_vectors = [DENSE] if mmr is not None else False
+        payload = ["text", "source", "metadata", "doc_hash"]
+        requests = []
+        if mode in ("dense", "hybrid"):
+            requests.append(
+                models.QueryRequest(
+                    query=list(query_vector),
+                    using=DENSE,
+                    limit=depth,
+                    filter=query_filter,
+                    with_payload=payload,
+                    with_vector=with_vectors,
+                )
             )
-        elif mode == "sparse":
-            response = self.client.query_points(
-                self.name,
-                query=sparse_query,
-                using=SPARSE,
-                limit=k,
-                query_filter=query_filter,
-                with_payload=True,
-            )
+        if mode in ("sparse", "hybrid"):
+            indices, values = sparse.query_vector(query_text)
+            if indices:
+                requests.append(
+                    models.QueryRequest(
+                        query=models.SparseVector(indices=indices, values=values),
+                        using=SPARSE,
+                        limit=depth,
+                        filter=query_filter,
+                        with_payload=payload,
+                        with_vector=with_vectors,
+                    )
+                )
+            elif mode == "sparse":
+                return []
+        # One round trip for both rankings, fused here: the same code on the embedded store
+        # and on a server, whatever fusion the server version offers.
+        lists = [r.points for r in self.client.query_batch_points(self.name, requests=requests)]
+        if mode != "hybrid" or len(lists) == 1:
+            candidates = [(p, p.score) for p in lists[0]]
+        elif fusion == "rrf":
+            candidates = fuse_rrf(lists[0], lists[1])
         else:
-            depth = max(4 * k, 20)
-            response = self.client.query_points(
-                self.name,
-                prefetch=[
-                    models.Prefetch(
-                        query=list(query_vector), using=DENSE, limit=depth, filter=query_filter
-                    ),
-                    models.Prefetch(
-                        query=sparse_query, using=SPARSE, limit=depth, filter=query_filter
-                    ),
-                ],
-                query=models.FusionQuery(fusion=models.Fusion.RRF),
-                limit=k,
-                with_payload=True,
-            )
+            candidates = fuse_zscore(lists[0], lists[1])
+        if min_score is not None:
+            candidates = [(p, s) for p, s in candidates if s >= min_score]
+        passages = collapse_overlaps(candidates)
+        if mmr is not None:
+            passages = select_mmr(passages, query_vector, k, mmr)
         return [
             SearchResult(
                 rank=rank,
-                score=point.score,
-                source=point.payload["source"],
-                chunk_id=str(point.id),
-                text=point.payload["text"],
-                metadata=point.payload.get("metadata", {}),
+                score=passage.score,
+                source=passage.source,
+                chunk_id=passage.chunk_id,
+                text=passage.text,
+                metadata=passage.metadata,
             )
-            for rank, point in enumerate(response.points, start=1)
+            for rank, passage in enumerate(passages[:k], start=1)
         ]
+
+
+def heading_path(metadata: dict[str, Any]) -> str:
+    """Join a chunk's heading path for display: `Refund Policy › Refund window`."""
+    return " › ".join(metadata.get("headings") or [])
+
+
+# How many candidates each ranking contributes to the fusion (at least; 4k for larger k).
+FUSION_DEPTH = 20
+# A dense ranking whose best cosine stands less than this far above the mean of its
+# candidates cannot tell passages apart (an English model on Chinese text: all cosines close
+# together) and gets proportionally less say; measured in benchmarks/retrieval.py.
+DENSE_MARGIN = 0.25
+
+
+def _standardised(points: Sequence[models.ScoredPoint], depth: int) -> tuple[dict, float]:
+    """Return each point's z-score within its ranking, and the z-score of a missing point."""
+    scores = [p.score for p in points]
+    # A sparse ranking lists only matching chunks; the rest of the depth scores 0.
+    padded = scores + [0.0] * (depth - len(scores)) if scores else [0.0]
+    mean = sum(padded) / len(padded)
+    spread = (sum((s - mean) ** 2 for s in padded) / len(padded)) ** 0.5 or 1.0
+    floor = (min(padded) - mean) / spread
+    return {p.id: (p.score - mean) / spread for p in points}, floor
+
+
+def fuse_zscore(
+    dense: Sequence[models.ScoredPoint], bm25: Sequence[models.ScoredPoint]
+) -> list[tuple[models.ScoredPoint, float]]:
+    """Fuse two rankings by their standardised scores, trusting dense by its margin.
+
+    Rank fusion (RRF) gives a ranking that cannot tell passages apart as much say as one that
+    can, which makes the fusion of a weak and a strong ranker worse than the strong one. Here
+    each ranking's scores become z-scores over its candidates, so a passage that stands out
+    in one ranking keeps that lead, and the dense ranking is weighted by how far its best
+    cosine stands above its candidates' mean (DENSE_MARGIN): near-equal cosines carry no
+    information. The fused score is the weighted sum of z-scores.
+    """
+    depth = max(len(dense), len(bm25), 1)
+    margin = dense[0].score - sum(p.score for p in dense) / len(dense) if dense else 0.0
+    dense_weight = min(1.0, max(margin, 0.0) / DENSE_MARGIN) ** 2
+    points = {p.id: p for p in [*bm25, *dense]}
+    fused = dict.fromkeys(points, 0.0)
+    for ranking, weight in ((dense, dense_weight), (bm25, 1.0)):
+        z, floor = _standardised(ranking, depth)
+        for pid in fused:
+            fused[pid] += weight * z.get(pid, floor)
+    return sorted(((points[pid], s) for pid, s in fused.items()), key=lambda x: -x[1])
+
+
+def fuse_rrf(
+    dense: Sequence[models.ScoredPoint], bm25: Sequence[models.ScoredPoint], k: int = 2
+) -> list[tuple[models.ScoredPoint, float]]:
+    """Fuse two rankings by reciprocal rank, as Qdrant's RRF does (for comparison)."""
+    points = {p.id: p for p in [*bm25, *dense]}
+    fused = dict.fromkeys(points, 0.0)
+    for ranking in (dense, bm25):
+        for position, point in enumerate(ranking):
+            fused[point.id] += 1 / (position + k)
+    return sorted(((points[pid], s) for pid, s in fused.items()), key=lambda x: -x[1])
+
+
+@dataclass
+class _Passage:
+    """A retrieved span of one source: one chunk, or overlapping chunks merged."""
+
+    score: float
+    source: str
+    chunk_id: str
+    text: str
+    metadata: dict[str, Any]
+    section: tuple
+    start: int | None
+    end: int | None
+    vector: list[float] | None
+
+    def overlaps(self, other: "_Passage") -> bool:
+        return (
+            self.section == other.section
+            and self.start is not None
+            and other.start is not None
+            and self.start < other.end
+            and other.start < self.end
+        )
+
+    def absorb(self, other: "_Passage") -> None:
+        """Extend this passage's text and span with an overlapping chunk's."""
+        if len(self.text) != self.end - self.start or len(other.text) != other.end - other.start:
+            return  # offsets do not describe the texts: keep the better chunk as it is
+        if other.start < self.start:
+            self.text = other.text[: self.start - other.start] + self.text
+            self.start = other.start
+        if other.end > self.end:
+            self.text += other.text[self.end - other.start :]
+            self.end = other.end
+        self.metadata = {
+            **self.metadata,
+            "start": self.start,
+            "end": self.end,
+            "chunk_ids": [*self.metadata.get("chunk_ids", [self.chunk_id]), other.chunk_id],
+        }
+
+
+def collapse_overlaps(candidates: Sequence[tuple[models.ScoredPoint, float]]) -> list[_Passage]:
+    """Merge chunks of one source whose [start, end) spans overlap into one passage.
+
+    Chunks overlap by design (the splitter's overlap), so a passage often comes back as two
+    neighbouring chunks; the merged passage keeps the better chunk's rank, score and id.
+    """
+    passages: list[_Passage] = []
+    for point, score in candidates:
+        payload = point.payload or {}
+        metadata = dict(payload.get("metadata") or {})
+        section = tuple(
+            sorted(
+                (key, repr(value))
+                for key, value in metadata.items()
+                if key not in ("start", "end", "headings")
+            )
+        )
+        vector = point.vector.get(DENSE) if isinstance(point.vector, dict) else None
+        passage = _Passage(
+            score=score,
+            source=payload["source"],
+            chunk_id=str(point.id),
+            text=payload["text"],
+            metadata=metadata,
+            section=(payload["source"], payload.get("doc_hash"), section),
+            start=metadata.get("start"),
+            end=metadata.get("end"),
+            vector=vector,
+        )
+        for kept in passages:
+            if kept.overlaps(passage):
+                kept.absorb(passage)
+                break
+        else:
+            passages.append(passage)
+    return passages
+
+
+def select_mmr(
+    passages: Sequence[_Passage], query_vector: Sequence[float] | None, k: int, weight: float
+) -> list[_Passage]:
+    """Pick `k` passages by maximal marginal relevance: relevant, and unlike those picked.
+
+    `weight` balances the two: 1 keeps the relevance order, 0 seeks only diversity. Relevance
+    is the score rescaled to 0–1 over the candidates; likeness is the cosine of dense vectors.
+    """
+    if not passages:
+        return []
+    scores = [p.score for p in passages]
+    low, high = min(scores), max(scores)
+    relevance = [(s - low) / (high - low) if high > low else 1.0 for s in scores]
+    remaining = list(range(len(passages)))
+    chosen: list[int] = []
+    while remaining and len(chosen) < k:
+
+        def value(i: int) -> float:
+            likeness = max((_cosine(passages[i], passages[j]) for j in chosen), default=0.0)
+            return weight * relevance[i] - (1 - weight) * likeness
+
+        best = max(remaining, key=value)
+        chosen.append(best)
+        remaining.remove(best)
+    return [passages[i] for i in chosen]
+
+
+def _cosine(a: _Passage, b: _Passage) -> float:
+    if not a.vector or not b.vector:
+        return 0.0
+    dot = sum(x * y for x, y in zip(a.vector, b.vector, strict=False))
+    norm = (sum(x * x for x in a.vector) * sum(y * y for y in b.vector)) ** 0.5
+    return dot / norm if norm else 0.0
 
 
 def _match(key: str, value: str | list[str]) -> models.FieldCondition:

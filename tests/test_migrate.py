@@ -1,0 +1,152 @@
+"""`archivist migrate`: stores copied to another Qdrant without embedding anything again.
+
+No Qdrant server runs here, so the copies go from one embedded home to another (`--to-home`);
+a server target goes through the same client operations (scroll with vectors, upsert), and
+the congruence suite copies into a server when QDRANT_URL is set.
+"""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import SHOP, run_cli
+from fake_ollama import FakeOllama
+
+from agent import cli
+from agent.service import Archivist
+from agent.settings import Settings
+from tools.store import KnowledgeStore, connect
+
+DEAD_OLLAMA = "http://127.0.0.1:9"  # nothing listens: a migration must not need Ollama
+
+
+def everything(home, store):
+    """Every point of a store in a home, with its vectors, and the store's metadata."""
+    client = connect(home / "qdrant")
+    try:
+        found, offset = {}, None
+        while True:
+            batch, offset = client.scroll(
+                store, limit=100, offset=offset, with_payload=True, with_vectors=True
+            )
+            found.update({str(p.id): (p.payload, p.vector) for p in batch})
+            if offset is None:
+                break
+        return found, KnowledgeStore(client, store).info()
+    finally:
+        client.close()
+
+
+@pytest.fixture(scope="module")
+def two_stores(tmp_path_factory):
+    """A home holding the sample shop and a small second store (tests only read it)."""
+    root = tmp_path_factory.mktemp("source")
+    (root / "hr").mkdir()
+    (root / "hr" / "leave.md").write_text("# Leave\n\nStaff get 30 days of leave.")
+    with FakeOllama() as fake:
+        app = Archivist(Settings(ollama_host=fake.url, home=root / "home"))
+        app.ingest([str(SHOP)], "shop_docs", description="policies of an outdoor shop")
+        app.ingest([str(root / "hr")], "hr_docs")
+        app.close()
+    return root / "home"
+
+
+@pytest.fixture
+def migrate(monkeypatch, capsys):
+    """Run `archivist migrate ARGS` in this process (faster than a subprocess): (status, out,
+    err). The first test runs it as a subprocess, as users do."""
+
+    def run(*args, home):
+        monkeypatch.setenv("ARCHIVIST_HOME", str(home))
+        monkeypatch.setenv("OLLAMA_HOST", DEAD_OLLAMA)
+        monkeypatch.setattr(sys, "argv", ["archivist", "migrate", *args])
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as stopped:
+            cli.main()
+        out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(args, stopped.value.code or 0, out, err)
+
+    return run
+
+
+def test_every_store_is_copied_point_for_point_with_its_metadata(two_stores, tmp_path):
+    backup = tmp_path / "backup"
+    args = ["--from-home", str(two_stores), "--to-home", str(backup), "--json"]
+    done = run_cli("migrate", *args, ollama_url=DEAD_OLLAMA, home=tmp_path)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["from"] == str(two_stores) and report["to"] == str(backup)
+    shop, _ = everything(two_stores, "shop_docs")
+    assert [(s["store"], s["chunks"]) for s in report["stores"]] == [
+        ("hr_docs", 1),
+        ("shop_docs", len(shop)),
+    ]
+    for store in ("shop_docs", "hr_docs"):
+        assert everything(backup, store) == everything(two_stores, store)
+
+
+def test_the_copy_answers_searches_as_the_original_does(two_stores, ollama, tmp_path, migrate):
+    backup = tmp_path / "backup"
+    assert migrate("--to-home", str(backup), home=two_stores).returncode == 0
+    results = []
+    for home in (two_stores, backup):
+        app = Archivist(Settings(home=home, ollama_host=ollama.url))
+        try:
+            results.append(app.search("refund within days", "shop_docs", k=5))
+        finally:
+            app.close()
+    assert results[0] == results[1] and results[0][0]["source"] == "refund.md"
+
+
+def test_a_target_store_with_chunks_is_kept_unless_forced(two_stores, tmp_path, migrate):
+    backup = tmp_path / "backup"
+    assert migrate("--to-home", str(backup), "--store", "hr_docs", home=two_stores).returncode == 0
+    before = everything(backup, "hr_docs")
+
+    refused = migrate("--to-home", str(backup), home=two_stores)
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert "The target already has a store 'hr_docs' with 1 chunks." in refused.stderr
+    assert "--force" in refused.stderr
+    client = connect(backup / "qdrant")
+    assert not KnowledgeStore(client, "shop_docs").exists(), "nothing copied after a refusal"
+    client.close()
+
+    forced = migrate("--to-home", str(backup), "--force", home=two_stores)
+    assert forced.returncode == 0, forced.stderr
+    assert "shop_docs: " in forced.stdout and "nothing was embedded again" in forced.stdout
+    assert everything(backup, "hr_docs") == before
+
+
+def test_only_the_named_stores_are_copied(two_stores, tmp_path, migrate):
+    backup = tmp_path / "backup"
+    done = migrate("--to-home", str(backup), "--store", "hr_docs", home=two_stores)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0].startswith("hr_docs: 1 chunks copied in ")
+    app = Archivist(Settings(home=backup, ollama_host=DEAD_OLLAMA))
+    try:
+        assert [s["store"] for s in app.stores()] == ["hr_docs"]
+    finally:
+        app.close()
+
+
+@pytest.mark.filterwarnings("ignore:Failed to obtain server version")
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ([], "Say where to copy to."),
+        (["--to-home", "B", "--to-url", "http://127.0.0.1:9"], "Say where to copy to."),
+        (["--to-home", "{home}"], "The source and the target are the same home."),
+        (["--to-home", "B", "--store", "nothing"], "There is no store named 'nothing'."),
+        (["--to-home", "B", "--from-home", "{empty}"], "There is no embedded store in"),
+        (["--to-url", "http://127.0.0.1:9"], "Cannot copy from {home} to http://127.0.0.1:9"),
+    ],
+)
+def test_a_migration_that_cannot_run_says_why(two_stores, tmp_path, migrate, args, message):
+    (tmp_path / "empty").mkdir()
+    fill = {"home": str(two_stores), "empty": str(tmp_path / "empty")}
+    args = [a.format(**fill) if a != "B" else str(tmp_path / "B") for a in args]
+    done = migrate(*args, home=two_stores)
+    assert done.returncode == 1
+    assert message.format(**fill) in done.stderr
+    assert "Traceback" not in done.stderr
