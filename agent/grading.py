@@ -86,13 +86,17 @@ class Grader:
             usage["error"] = _short(error)
         return Asked(None if error else reply["parsed"], usage.get("error"), usage)
 
-    def grade(self, question: str, record: dict[str, Any]) -> dict[str, Any]:
+    def grade(self, question: str, record: dict[str, Any]) -> list[dict[str, Any]]:
         """Grade a search's passages in one request; record `grades`, `kept` and the cost.
 
         A passage the grader gives no verdict for is kept; so is every passage when the reply
-        cannot be read (`grading_error` says why). Returns the model call's usage.
+        cannot be read (`grading_error` says why). Returns the model calls made: one, or none
+        for a search that found nothing.
         """
         results = record["results"]
+        if not results:
+            record["grades"], record["kept"] = [], []
+            return []
         numbers = ", ".join(f"[{r['n']}]" for r in results)
         passages = format_results(record["name"], str(record["args"].get("query", "")), results)
         asked = self._ask(
@@ -112,7 +116,7 @@ class Grader:
         record["grades"] = [{"n": n, "relevant": v} for n, v in verdicts.items()]
         record["kept"] = [r["n"] for r in results if verdicts.get(r["n"], True)]
         record["grade_ms"] = asked.usage["ms"]
-        return asked.usage
+        return [asked.usage]
 
     def rewrite(self, question: str, tried: Sequence[str]) -> tuple[list[str], dict[str, Any]]:
         """Propose new searches (at most two) for a question; [] when none new came back."""

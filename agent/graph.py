@@ -159,7 +159,7 @@ class _Rounds:
         aux: list[dict[str, Any]] = []
         latest = first
         for record in first:
-            aux.append(self.grader.grade(question, record))
+            aux += self.grader.grade(question, record)
             records.append(record)
             _emit(TOOL_EVENT, record)
         tried = list(dict.fromkeys(str(r["args"].get("query", "")) for r in first))
@@ -181,7 +181,7 @@ class _Rounds:
                     next_n += len(record["results"])
                     record["rewritten_from"] = previous
                     if "error" not in record:
-                        aux.append(self.grader.grade(question, record))
+                        aux += self.grader.grade(question, record)
                     records.append(record)
                     latest.append(record)
                     _emit(TOOL_EVENT, record)
@@ -214,8 +214,8 @@ def _tool_reply(
     for record in found:
         query = str(record["args"].get("query", ""))
 
-        def render(passages, name=record["name"], query=query, source=record["args"]):
-            return format_results(name, query, passages, source=source.get("source") or None)
+        def render(passages, name=record["name"], query=query, args=record["args"]):
+            return format_results(name, query, passages, source=args.get("source") or None)
 
         chosen = assemble(_kept(record), shown, share, render)
         record["shown"] = [r["n"] for r in chosen.passages]

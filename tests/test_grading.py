@@ -469,3 +469,26 @@ def test_the_chat_with_grade_shows_grades_and_keeps_its_thread(ollama, archivist
     assert NOT_FOUND_REPLY in result.stdout
     graded = [c for c in chats(ollama) if c.get("format")]
     assert len(graded) == 2
+
+
+def test_a_search_that_found_nothing_is_rewritten_without_a_grading_call(settings, ollama):
+    from langchain_core.tools import StructuredTool
+
+    asked: list[str] = []
+
+    def search_nothing(query: str) -> tuple[str, list]:
+        asked.append(query)
+        return "No matching passages were found.", []
+
+    empty = StructuredTool.from_function(
+        func=search_nothing,
+        name="search_shop_docs",
+        description="Search the shop's documents.",
+        response_format="content_and_artifact",
+    )
+    ollama.script(MODEL, search("refund"), rewrite("money back"))
+    result = run_turn(agent(settings, empty, 1), REFUND_Q, MODEL, ["shop"], "agent", grade=True)
+    assert asked == ["refund", "money back"]
+    assert kinds(ollama) == ["chat", "rewrite", "chat"]
+    assert [(c["grades"], c["kept"]) for c in result["tool_calls"]] == [([], []), ([], [])]
+    assert result["usage"]["grade_calls"] == 0 and result["answer"] == NOT_FOUND_REPLY
