@@ -61,10 +61,23 @@ class View(Protocol):
 
 
 def tool_line(call: dict[str, Any]) -> str:
-    """Describe one tool call: `search_x("query") · 3 results · 14 ms`."""
+    """Describe one tool call: `search_x("query") · 5 results · 2 relevant · 14 ms`.
+
+    A graded search says how many passages were relevant (or that grading failed); a search
+    the grader rewrote is announced on a line of its own: `↻ rewrote to "query"`.
+    """
     query = call["args"].get("query", "")
     found = f"error: {call['error']}" if "error" in call else f"{len(call['results'])} results"
-    return f'{call["name"]}("{query}") · {found} · {call["latency_ms"]:.0f} ms'
+    if "grading_error" in call:
+        found += " · grading failed, all kept"
+    elif "kept" in call:
+        found += f" · {len(call['kept'])} relevant"
+    line = f'{call["name"]}("{query}") · {found} · {call["latency_ms"]:.0f} ms'
+    if "grade_ms" in call:
+        line += f" + {call['grade_ms']:.0f} ms grading"
+    if "rewritten_from" in call:
+        line = f'↻ rewrote to "{query}"\n{line}'
+    return line
 
 
 def sources_line(result: dict[str, Any]) -> str | None:

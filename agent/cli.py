@@ -37,6 +37,22 @@ MaxStepsOpt = Annotated[
     int | None,
     typer.Option("--max-steps", min=1, help="Rounds of searches per question (default 6)."),
 ]
+GradeOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--grade/--no-grade",
+        help="Grade retrieved passages with the model and rewrite searches that miss "
+        "(default: off, or ARCHIVIST_GRADE).",
+    ),
+]
+MaxRewritesOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-rewrites",
+        min=0,
+        help="With grading: rewrites of a search that found nothing relevant (default 2).",
+    ),
+]
 NumCtxOpt = Annotated[
     int | None,
     typer.Option(
@@ -165,12 +181,14 @@ def ask(
     think: ThinkOpt = None,
     max_steps: MaxStepsOpt = None,
     num_ctx: NumCtxOpt = None,
+    grade: GradeOpt = None,
+    max_rewrites: MaxRewritesOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Answer one question with the agent and print it (the turn is logged)."""
     from agent.chat import render_answer
 
-    archivist = _app(max_steps=max_steps, num_ctx=num_ctx)
+    archivist = _app(max_steps=max_steps, num_ctx=num_ctx, grade=grade, max_rewrites=max_rewrites)
     result = archivist.ask(question, stores or [DEFAULT_STORE], model, think)
     if as_json:
         _print_json(result)
@@ -229,6 +247,8 @@ def chat(
     ] = False,
     max_steps: MaxStepsOpt = None,
     num_ctx: NumCtxOpt = None,
+    grade: GradeOpt = None,
+    max_rewrites: MaxRewritesOpt = None,
 ) -> None:
     """Chat with the agent in the terminal; conversations are kept and can be resumed."""
     import sqlite3
@@ -241,7 +261,13 @@ def chat(
 
     if resume and thread:
         raise ArchivistError("--resume and --thread both name a conversation.", "Give one.")
-    archivist = _app(chat_model=model, max_steps=max_steps, num_ctx=num_ctx)
+    archivist = _app(
+        chat_model=model,
+        max_steps=max_steps,
+        num_ctx=num_ctx,
+        grade=grade,
+        max_rewrites=max_rewrites,
+    )
     settings = archivist.settings
     names = stores or [DEFAULT_STORE]
     sample_needed = names == [DEFAULT_STORE] and SAMPLE_KB.is_dir()
@@ -307,6 +333,14 @@ def evaluate(
         str | None, typer.Option(help="An Ollama model that judges the answers (LLM-as-judge).")
     ] = None,
     seed: Annotated[int, typer.Option(help="The sampling seed sent with every request.")] = 42,
+    grade: Annotated[
+        str | None,
+        typer.Option(
+            help="Grade retrieved passages: off, on, or both (every model twice, labelled "
+            "MODEL and MODEL+grade). Default: ARCHIVIST_GRADE (off).",
+        ),
+    ] = None,
+    max_rewrites: MaxRewritesOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Compare chat models on the same cases: tool use, retrieval, answers, latency."""
@@ -319,9 +353,14 @@ def evaluate(
     from agent.evaluation import evaluate as run_evaluation
     from agent.evaluation import load_dataset
 
+    if grade not in (None, "off", "on", "both"):
+        raise ArchivistError(f"Unknown --grade '{grade}'.", "Use --grade off, on or both.")
     cases = load_dataset(dataset)
-    archivist = _app(k=k)
+    archivist = _app(k=k, max_rewrites=max_rewrites)
     names = models or [archivist.settings.chat_model]
+    grading = {"off": [False], "on": [True], "both": [False, True]}.get(
+        grade or "", [archivist.settings.grade]
+    )
     out = out or Path("eval-reports") / f"{dataset.stem}-{datetime.now():%Y%m%d-%H%M%S}"
     progress = Progress(
         TextColumn("{task.description}"),
@@ -331,13 +370,15 @@ def evaluate(
         transient=True,
     )
     with progress:
-        task = progress.add_task("evaluating", total=len(names) * len(cases) * repeat)
+        task = progress.add_task(
+            "evaluating", total=len(names) * len(grading) * len(cases) * repeat
+        )
 
         def advance(model: str, case, attempt: int) -> None:
             progress.update(task, advance=1, description=f"{model} · {case.id}")
 
         report = run_evaluation(
-            archivist, dataset, cases, stores, names, repeat, seed, judge, advance
+            archivist, dataset, cases, stores, names, repeat, seed, judge, advance, grading
         )
     paths = write_report(report, out)
     if as_json:
@@ -346,9 +387,9 @@ def evaluate(
         console = Console()
         # Piped into a file, keep the table whole instead of Rich's 80-column default.
         (console if console.is_terminal else Console(width=160)).print(table(report))
-    for summary in report["models"]:
-        if summary["mode"] != "agent":
-            _notice(f"{summary['model']} cannot call tools: evaluated in {summary['mode']} mode.")
+    for name, mode in dict.fromkeys((s["model"], s["mode"]) for s in report["models"]):
+        if mode != "agent":
+            _notice(f"{name} cannot call tools: evaluated in {mode} mode.")
     _notice(f"Report: {paths['markdown']}, {paths['json']}, {paths['chart']}")
 
 

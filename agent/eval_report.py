@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from agent.evaluation import JUDGE_METRICS, RATE_METRICS, STABILITY_METRICS
+from agent.evaluation import GRADING_METRICS, JUDGE_METRICS, RATE_METRICS, STABILITY_METRICS
 
 LATENCY_METRICS = ("latency_p50_ms", "latency_p95_ms")
 TOKEN_METRICS = ("input_tokens", "output_tokens", "model_calls")
@@ -22,7 +22,10 @@ def _rows(report: dict[str, Any]) -> list[str]:
     rows += [m for m in JUDGE_METRICS if m in first]
     if report["repeat"] > 1:
         rows += list(STABILITY_METRICS)
-    return rows + [*LATENCY_METRICS, *TOKEN_METRICS, "errors", "runs"]
+    rows += [*LATENCY_METRICS, *TOKEN_METRICS]
+    if any(s.get("grade") for s in report["models"]):
+        rows += list(GRADING_METRICS)
+    return rows + ["errors", "runs"]
 
 
 def format_value(summary: dict[str, Any], metric: str) -> str:
@@ -38,8 +41,13 @@ def format_value(summary: dict[str, Any], metric: str) -> str:
     return f"{value:.2f} (n={support})" if support is not None else f"{value:.2f}"
 
 
+def label(summary: dict[str, Any]) -> str:
+    """A column's name: the model, `+grade` when its passages were graded."""
+    return summary.get("label", summary["model"])
+
+
 def model_heading(summary: dict[str, Any]) -> str:
-    return f"{summary['model']} ({summary['mode']})"
+    return f"{label(summary)} ({summary['mode']})"
 
 
 def table(report: dict[str, Any]):
@@ -69,16 +77,22 @@ def markdown(report: dict[str, Any]) -> str:
         f"* judge: {report['judge'] or 'none'}",
         f"* run: {report['started_at']} – {report['finished_at']}",
     ]
+    if any(s.get("grade") for s in models):
+        lines.append(
+            f"* `+grade`: the chat model grades each search's passages (one structured-output "
+            "request per search) and the irrelevant ones are dropped; a search with nothing "
+            f"relevant is rewritten and run again, at most {report.get('max_rewrites')} times"
+        )
     for summary in models:
         if summary["mode"] != "agent":
             lines.append(
-                f"* **{summary['model']}** has no tool calling: evaluated in "
+                f"* **{label(summary)}** has no tool calling: evaluated in "
                 f"{summary['mode']} mode (the application searches every store with the "
                 "question), so its tool decision, selection and argument metrics do not apply."
             )
         if summary["unstable_cases"]:
             lines.append(
-                f"* {summary['model']} was not stable across repeats on: "
+                f"* {label(summary)} was not stable across repeats on: "
                 + ", ".join(summary["unstable_cases"])
             )
     lines += [
@@ -92,21 +106,22 @@ def markdown(report: dict[str, Any]) -> str:
     lines += [
         "",
         f"`{NOT_APPLICABLE}`: no case or call the metric applies to. `n` is what a rate counts "
-        "(runs for most, tool calls for argument_validity, citations for citation_validity).",
+        "(runs for most, tool calls for argument_validity, citations for citation_validity, "
+        "passages shown to the model for context_precision).",
         "",
         "## Cases",
         "",
         "✓ passed, ✗ failed, · no expectation; per repeat, in order: "
         "tool decision, tool selection, retrieval hit, answer contains.",
         "",
-        "| case | " + " | ".join(s["model"] for s in models) + " |",
+        "| case | " + " | ".join(label(s) for s in models) + " |",
         "|---|" + "---|" * len(models),
     ]
     by_case: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for run in report["runs"]:
-        by_case.setdefault(run["case_id"], {}).setdefault(run["model"], []).append(run)
+        by_case.setdefault(run["case_id"], {}).setdefault(label(run), []).append(run)
     for case_id, per_model in by_case.items():
-        cells = [" ".join(_marks(run) for run in per_model.get(s["model"], [])) for s in models]
+        cells = [" ".join(_marks(run) for run in per_model.get(label(s), [])) for s in models]
         lines.append(f"| {case_id} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

@@ -25,6 +25,7 @@ RATE_METRICS = (
     "retrieval_hit@k",
     "retrieval_mrr@k",
     "retrieval_recall@k",
+    "context_precision",
     "answer_contains_rate",
     "citation_validity",
 )
@@ -39,6 +40,9 @@ COUNT_METRICS = (
     "errors",
     "runs",
 )
+GRADING_METRICS = ("grade_calls", "rewrite_calls", "searches", "passages_shown")
+"""Counts that show what grading costs: its model calls, extra searches, passages kept."""
+USAGE_KEYS = ("model_calls", "input_tokens", "output_tokens", "grade_calls", "rewrite_calls")
 ALLOWED_KEYS = {"id", "question", "expect_tool", "expect_sources", "answer_contains"}
 
 
@@ -212,13 +216,22 @@ def score_turn(case: Case, turn: dict[str, Any] | None, mode: str, k: int) -> di
     )
     outcomes["valid_calls"] = outcomes["calls"] = 0
     outcomes["valid_citations"] = outcomes["invalid_citations"] = 0
+    by_model = [c for c in calls if "rewritten_from" not in c]
+    outcomes["searches"] = len(calls)
+    shown = [r for c in calls for r in _shown_results(c)]
+    outcomes["passages_shown"] = len(shown)
+    outcomes["shown_expected"] = None
+    if case.expect_sources:
+        outcomes["shown_expected"] = sum(
+            any(source_matches(r["source"], e) for e in case.expect_sources) for r in shown
+        )
     if case.expect_tools is not None and agent:
         outcomes["tool_decision"] = bool(calls) == bool(case.expect_tools)
         if case.expect_tools and calls:
             outcomes["tool_selection"] = _tool_match([c["name"] for c in calls], case.expect_tools)
     if agent:
-        outcomes["calls"] = len(calls)
-        outcomes["valid_calls"] = sum(_call_is_valid(c) for c in calls)
+        outcomes["calls"] = len(by_model)
+        outcomes["valid_calls"] = sum(_call_is_valid(c) for c in by_model)
     if case.expect_sources:
         ranks = [r for c in calls if (r := _first_match_rank(c, case.expect_sources, k))]
         outcomes["retrieval_hit"] = bool(ranks)
@@ -240,6 +253,14 @@ def score_turn(case: Case, turn: dict[str, Any] | None, mode: str, k: int) -> di
         if turn["citations"] or turn["invalid_citations"]:
             outcomes["citations_valid"] = not turn["invalid_citations"]
     return outcomes
+
+
+def _shown_results(call: dict[str, Any]) -> list[dict[str, Any]]:
+    """The passages of a search the model was given: after grading, those it `shown`."""
+    if "shown" not in call:
+        return call["results"]
+    shown = set(call["shown"])
+    return [r for r in call["results"] if r["n"] in shown]
 
 
 def retrieval_ranks(
@@ -341,6 +362,10 @@ def summarize(runs: Sequence[dict[str, Any]], repeat: int) -> dict[str, Any]:
         values = present(key)
         metrics[metric] = _mean([float(v) for v in values])
         support[metric] = len(values)
+    precise = [o for o in outcomes if o.get("shown_expected") is not None]
+    shown = sum(o["passages_shown"] for o in precise)
+    metrics["context_precision"] = _ratio(sum(o["shown_expected"] for o in precise), shown)
+    support["context_precision"] = shown
     calls = sum(o["calls"] for o in outcomes)
     metrics["argument_validity"] = _ratio(sum(o["valid_calls"] for o in outcomes), calls)
     support["argument_validity"] = calls
@@ -356,8 +381,10 @@ def summarize(runs: Sequence[dict[str, Any]], repeat: int) -> dict[str, Any]:
     metrics["latency_p50_ms"] = percentile(latencies, 50)
     metrics["latency_p95_ms"] = percentile(latencies, 95)
     support["latency_p50_ms"] = support["latency_p95_ms"] = len(latencies)
-    for key in ("input_tokens", "output_tokens", "model_calls"):
-        metrics[key] = sum(r["usage"][key] for r in runs)
+    for key in ("input_tokens", "output_tokens", "model_calls", "grade_calls", "rewrite_calls"):
+        metrics[key] = sum(r["usage"].get(key, 0) for r in runs)
+    metrics["searches"] = sum(o["searches"] for o in outcomes)
+    metrics["passages_shown"] = sum(o["passages_shown"] for o in outcomes)
     metrics["errors"] = sum(r["error"] is not None for r in runs)
     metrics["runs"] = len(runs)
     by_case: dict[str, list[dict[str, Any]]] = {}
@@ -379,16 +406,28 @@ def summarize(runs: Sequence[dict[str, Any]], repeat: int) -> dict[str, Any]:
     return {"metrics": metrics, "support": support, "unstable_cases": unstable}
 
 
+GRADING_FIELDS = (
+    "rewritten_from",
+    "grades",
+    "kept",
+    "shown",
+    "grade_ms",
+    "grading_error",
+    "rewrite_error",
+)
+
+
 def _trajectory(calls: Sequence[dict[str, Any]], agent: bool) -> list[dict[str, Any]]:
     """Describe a turn's tool calls for the report, without the passages' text."""
     return [
         {
             "name": c["name"],
             "args": c["args"],
-            "by": "model" if agent else "application",
+            "by": "grader" if "rewritten_from" in c else "model" if agent else "application",
             "valid": _call_is_valid(c),
             **({"error": c["error"]} if "error" in c else {}),
             "latency_ms": c.get("latency_ms"),
+            **{key: c[key] for key in GRADING_FIELDS if key in c},
             "results": [
                 {k: r[k] for k in ("rank", "n", "source", "score", "chunk_id")}
                 for r in c["results"]
@@ -451,6 +490,11 @@ def _raise_if_unreachable(exc: BaseException, model: str) -> None:
 ProgressFn = Callable[[str, Case, int], None]
 
 
+def variant_label(model: str, grade: bool) -> str:
+    """Name a model's column in the report: `MODEL`, or `MODEL+grade` with grading."""
+    return f"{model}+grade" if grade else model
+
+
 def evaluate(
     archivist: Archivist,
     dataset: Path,
@@ -461,8 +505,13 @@ def evaluate(
     seed: int | None = 42,
     judge_model: str | None = None,
     on_run: ProgressFn | None = None,
+    grading: Sequence[bool] = (False,),
 ) -> dict[str, Any]:
-    """Run every case `repeat` times against every model; return the report."""
+    """Run every case `repeat` times against every model; return the report.
+
+    `grading` lists the variants to run per model: without grading (False), with it (True),
+    or both, each reported in its own column.
+    """
     if repeat < 1:
         raise ArchivistError("--repeat must be at least 1.", "Use --repeat 1 or more.")
     if not model_names:
@@ -471,21 +520,34 @@ def evaluate(
     k = archivist.settings.k
     started = datetime.now(UTC)
     # Build every graph first: a missing model or store fails before any time is spent.
-    graphs = {name: archivist.agent(stores, name, seed=seed) for name in dict.fromkeys(model_names)}
+    graphs = {
+        (name, grade): archivist.agent(stores, name, seed=seed, grade=grade)
+        for name in dict.fromkeys(model_names)
+        for grade in dict.fromkeys(grading)
+    }
     if judge_model:
         models.show(archivist.settings, judge_model)
     judge = Judge(archivist, judge_model, seed) if judge_model else None
     runs: list[dict[str, Any]] = []
     summaries = []
-    for name, (graph, mode) in graphs.items():
+    for (name, grade), (graph, mode) in graphs.items():
+        label = variant_label(name, grade)
         model_runs = []
         for case in cases:
             for attempt in range(repeat):
-                run = _run_case(archivist, graph, case, name, stores, mode, attempt, judge)
+                run = _run_case(archivist, graph, case, name, stores, mode, attempt, judge, grade)
                 model_runs.append(run)
                 if on_run:
-                    on_run(name, case, attempt)
-        summaries.append({"model": name, "mode": mode, **summarize(model_runs, repeat)})
+                    on_run(label, case, attempt)
+        summaries.append(
+            {
+                "model": name,
+                "label": label,
+                "grade": grade,
+                "mode": mode,
+                **summarize(model_runs, repeat),
+            }
+        )
         runs.extend(model_runs)
     return {
         "dataset": str(dataset),
@@ -495,6 +557,8 @@ def evaluate(
         "seed": seed,
         "temperature": 0,
         "judge": judge_model,
+        "grading": ["on" if g else "off" for g in dict.fromkeys(grading)],
+        "max_rewrites": archivist.settings.max_rewrites,
         "cases": len(cases),
         "started_at": started.isoformat(timespec="seconds"),
         "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -512,18 +576,23 @@ def _run_case(
     mode: str,
     attempt: int,
     judge: Judge | None,
+    grade: bool = False,
 ) -> dict[str, Any]:
     """Run one case once in a fresh thread and score it."""
     turn: dict[str, Any] | None = None
     error = None
     try:
-        turn = run_turn(graph, case.question, model, stores, mode, f"eval-{uuid.uuid4()}")
+        turn = run_turn(
+            graph, case.question, model, stores, mode, f"eval-{uuid.uuid4()}", grade=grade
+        )
     except Exception as exc:
         _raise_if_unreachable(exc, model)
         explained = models.explain(exc, archivist.settings)
         error = str(explained) if explained else f"{type(exc).__name__}: {exc}"
     run: dict[str, Any] = {
         "model": model,
+        "label": variant_label(model, grade),
+        "grade": grade,
         "mode": mode,
         "case_id": case.id,
         "repeat": attempt,
@@ -534,9 +603,7 @@ def _run_case(
         "citations": turn["citations"] if turn else [],
         "invalid_citations": turn["invalid_citations"] if turn else [],
         "latency_ms": turn["latency_ms"] if turn else None,
-        "usage": turn["usage"]
-        if turn
-        else {"model_calls": 0, "input_tokens": 0, "output_tokens": 0},
+        "usage": turn["usage"] if turn else dict.fromkeys(USAGE_KEYS, 0),
         "error": error,
         "outcomes": score_turn(case, turn, mode, archivist.settings.k),
     }

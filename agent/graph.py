@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from agent import prompts
 from agent.context import Window, fit_messages, message_tokens, tools_tokens
+from agent.grading import Grader, assemble
 from tools.errors import ArchivistError
 from tools.retrieval import format_results
 
@@ -42,6 +43,10 @@ class AgentState(MessagesState):
     """This turn's tool calls: name, arguments, numbered results, latency, error."""
     notes: Annotated[list[str], _per_turn]
     """This turn's notes to the user: what was left out to fit the context window."""
+    fresh: list[dict[str, Any]]
+    """With grading: this step's searches waiting for the grade node (record, reply, call)."""
+    aux: Annotated[list[dict[str, Any]], _per_turn]
+    """This turn's grading and rewriting model calls: kind, tokens, milliseconds."""
 
 
 def _emit(name: str, data: Any) -> None:
@@ -66,6 +71,13 @@ class _Prompter:
         for note in fitted.notes:
             _emit(NOTE_EVENT, note)
         return [self.system, *fitted.messages], fitted.notes
+
+    def room(self, messages: Sequence[BaseMessage]) -> int | None:
+        """Tokens left in the prompt after the current turn's messages (None: no window)."""
+        if self.limit is None:
+            return None
+        start = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=0)
+        return max(self.limit - sum(message_tokens(m) for m in messages[start:]), 0)
 
     def answer_notes(self, response: AIMessage) -> list[str]:
         """Say so when the answer was cut at its share of the window."""
@@ -107,6 +119,137 @@ def _numbered(calls: Sequence[dict[str, Any]]) -> int:
     return sum(len(c["results"]) for c in calls)
 
 
+def _question(messages: Sequence[BaseMessage]) -> str:
+    """The user's question of the current turn."""
+    human = next((m for m in reversed(messages) if isinstance(m, HumanMessage)), None)
+    return str(human.content) if human else ""
+
+
+def _shown(calls: Sequence[dict[str, Any]]) -> dict[str, int]:
+    """Chunk ids the model was already shown this turn, with their numbers."""
+    by_n = {r["n"]: r for c in calls for r in c["results"]}
+    return {
+        by_n[n]["chunk_id"]: n
+        for c in calls
+        for n in c.get("shown", [r["n"] for r in c["results"]])
+        if n in by_n
+    }
+
+
+def _kept(record: dict[str, Any]) -> list[dict[str, Any]]:
+    kept = set(record.get("kept", ()))
+    return [r for r in record["results"] if r["n"] in kept]
+
+
+class _Rounds:
+    """Grade searches; where nothing relevant survived, rewrite the query and search again."""
+
+    def __init__(self, grader: Grader) -> None:
+        self.grader = grader
+
+    def run(
+        self, first: list[dict[str, Any]], tools: Sequence[BaseTool], question: str, next_n: int
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """Grade the `first` searches (one per tool), then search again while all missed.
+
+        At most `max_rewrites` rounds; each asks the model for better queries (one, or one per
+        fact) and runs them on every tool. Returns every search's record and the model calls.
+        """
+        records: list[dict[str, Any]] = []
+        aux: list[dict[str, Any]] = []
+        latest = first
+        for record in first:
+            aux += self.grader.grade(question, record)
+            records.append(record)
+            _emit(TOOL_EVENT, record)
+        tried = list(dict.fromkeys(str(r["args"].get("query", "")) for r in first))
+        # A rewrite changes the words only: other arguments (a source filter) stay.
+        kept_args = {r["name"]: {k: v for k, v in r["args"].items() if k != "query"} for r in first}
+        for _ in range(self.grader.max_rewrites):
+            if any(r.get("kept") for r in latest):
+                break
+            queries, usage = self.grader.rewrite(question, tried)
+            aux.append(usage)
+            if not queries:
+                latest[-1]["rewrite_error"] = usage.get("error", "no new query was proposed")
+                break
+            previous, latest = tried[-1], []
+            for query in queries:
+                for tool in tools:
+                    args = {**kept_args.get(tool.name, {}), "query": query}
+                    record, _ = run_tool(tool, args, next_n)
+                    next_n += len(record["results"])
+                    record["rewritten_from"] = previous
+                    if "error" not in record:
+                        aux += self.grader.grade(question, record)
+                    records.append(record)
+                    latest.append(record)
+                    _emit(TOOL_EVENT, record)
+            tried += queries
+        return records, aux
+
+
+def _tool_reply(
+    records: list[dict[str, Any]], shown: dict[str, int], budget: int | None
+) -> tuple[str, int]:
+    """Write what the model reads for one graded tool call; return it and the passages cut.
+
+    Missed rounds are named, then the relevant passages of the last round, most relevant
+    first and last; if none survived, the model is told to say the knowledge base lacks it.
+    """
+    found = [r for r in records if r.get("kept")]
+    for record in records:
+        record["shown"] = []
+    if not found:
+        tried = ", ".join(f'"{r["args"].get("query", "")}"' for r in records)
+        return prompts.NOTHING_RELEVANT.format(tool=records[0]["name"], tried=tried), 0
+    lines = [
+        f'No passage found for "{r["args"].get("query", "")}" is relevant to the question.'
+        for r in records
+        if not r.get("kept")
+    ]
+    cut = 0
+    repeats: dict[int, int] = {}
+    share = None if budget is None else budget // len(found)
+    for record in found:
+        query = str(record["args"].get("query", ""))
+
+        def render(passages, name=record["name"], query=query, args=record["args"]):
+            return format_results(name, query, passages, source=args.get("source") or None)
+
+        chosen = assemble(_kept(record), shown, share, render)
+        record["shown"] = [r["n"] for r in chosen.passages]
+        cut += chosen.cut
+        repeats |= chosen.repeats
+        if "rewritten_from" in record:
+            lines.append(f'Searched again for "{query}":')
+        lines.append(render(chosen.passages))
+    if repeats:
+        pairs = ", ".join(f"[{n}] is [{earlier}]" for n, earlier in repeats.items())
+        lines.append(prompts.REPEATED.format(pairs=pairs))
+    return "\n".join(lines), cut
+
+
+def _cut_note(cut: int, window: Window | None) -> list[str]:
+    if not cut or window is None:
+        return []
+    note = (
+        f"To fit the {window.num_ctx}-token context window: left out the {cut} least relevant "
+        "passages of this turn's search results."
+    )
+    _emit(NOTE_EVENT, note)
+    return [note]
+
+
+def _reply(call: dict[str, Any], record: dict[str, Any], content: str) -> ToolMessage:
+    return ToolMessage(
+        content,
+        tool_call_id=call["id"],
+        name=call["name"],
+        status="error" if "error" in record else "success",
+    )
+
+
 def build_agent(
     model: BaseChatModel,
     tools: Sequence[BaseTool],
@@ -114,12 +257,15 @@ def build_agent(
     max_steps: int = 6,
     checkpointer: Checkpointer = None,
     window: Window | None = None,
+    grader: Grader | None = None,
 ):
     """Build the tool-calling agent: the model calls tools until it answers.
 
     After `max_steps` rounds of tool calls, a further request is refused and the model is asked
     to answer from what it has. With a `window`, every request is fitted into it (see
-    agent.context) and what was left out becomes a note.
+    agent.context) and what was left out becomes a note. With a `grader`, a `grade` node sits
+    between the searches and the model: it drops passages the grader finds irrelevant, searches
+    again with rewritten queries where nothing survived, and orders what is left.
     """
     by_name = {tool.name: tool for tool in tools}
     with_tools = model.bind_tools(list(tools))
@@ -131,8 +277,11 @@ def build_agent(
         notes += prompt.answer_notes(response)
         return {"messages": [response], "steps": state.get("steps", 0) + 1, "notes": notes}
 
+    rounds = _Rounds(grader) if grader is not None else None
+
     def run_tools(state: AgentState) -> dict[str, Any]:
         calls: list[dict[str, Any]] = []
+        contents: list[str] = []
         replies = []
         for call in state["messages"][-1].tool_calls:
             tool = by_name.get(call["name"])
@@ -151,17 +300,47 @@ def build_agent(
                 record, content = run_tool(
                     tool, call["args"], _numbered(state["calls"] + calls) + 1
                 )
+            contents.append(content)
             calls.append(record)
+            if grader is not None:
+                continue  # the grade node reports and answers it
             _emit(TOOL_EVENT, record)
-            replies.append(
-                ToolMessage(
-                    content,
-                    tool_call_id=call["id"],
-                    name=call["name"],
-                    status="error" if "error" in record else "success",
+            replies.append(_reply(call, record, content))
+        if grader is not None:
+            pending = [
+                {"call": call, "record": record, "content": content}
+                for call, record, content in zip(
+                    state["messages"][-1].tool_calls, calls, contents, strict=True
                 )
-            )
+            ]
+            return {"fresh": pending}
         return {"messages": replies, "calls": calls}
+
+    def grade(state: AgentState) -> dict[str, Any]:
+        pending = state["fresh"]
+        question = _question(state["messages"])
+        shown = _shown(state["calls"])
+        next_n = _numbered([*state["calls"], *(p["record"] for p in pending)]) + 1
+        room = prompt.room(state["messages"])
+        searched = sum(1 for p in pending if "error" not in p["record"])
+        budget = None if room is None else room // max(searched, 1)
+        calls, replies, aux, cut = [], [], [], 0
+        for item in pending:
+            call, record = item["call"], dict(item["record"])
+            if "error" in record:
+                calls.append(record)
+                _emit(TOOL_EVENT, record)
+                replies.append(_reply(call, record, item["content"]))
+                continue
+            records, used = rounds.run([record], [by_name[call["name"]]], question, next_n)
+            next_n += _numbered(records[1:])
+            content, dropped = _tool_reply(records, shown, budget)
+            calls += records
+            aux += used
+            cut += dropped
+            replies.append(_reply(call, record, content))
+        notes = _cut_note(cut, window)
+        return {"messages": replies, "calls": calls, "aux": aux, "fresh": [], "notes": notes}
 
     def stop_searching(state: AgentState) -> dict[str, Any]:
         replies = [
@@ -187,7 +366,12 @@ def build_agent(
     builder.add_node(stop_searching)
     builder.add_edge(START, "call_model")
     builder.add_conditional_edges("call_model", route, ["run_tools", "stop_searching", END])
-    builder.add_edge("run_tools", "call_model")
+    if grader is not None:
+        builder.add_node(grade)
+        builder.add_edge("run_tools", "grade")
+        builder.add_edge("grade", "call_model")
+    else:
+        builder.add_edge("run_tools", "call_model")
     builder.add_edge("stop_searching", END)
     return builder.compile(name="agent", checkpointer=checkpointer)
 
@@ -198,13 +382,17 @@ def build_retrieve_then_answer(
     system_prompt: str,
     checkpointer: Checkpointer = None,
     window: Window | None = None,
+    grader: Grader | None = None,
 ):
     """Build the graph for models without tool calling: search every store, then answer.
 
     The passages travel inside the question's request, which is fitted into the `window` like
-    the agent's; the conversation keeps the plain question.
+    the agent's; the conversation keeps the plain question. With a `grader`, a `grade` node
+    drops irrelevant passages and, when nothing relevant was found in any store, rewrites the
+    question into new searches, giving a model without tools a second chance.
     """
     prompt = _Prompter(system_prompt, window)
+    rounds = _Rounds(grader) if grader is not None else None
 
     def retrieve(state: AgentState) -> dict[str, Any]:
         question = state["messages"][-1].content
@@ -212,37 +400,86 @@ def build_retrieve_then_answer(
         for tool in tools:
             record, _ = run_tool(tool, {"query": question}, _numbered(calls) + 1)
             calls.append(record)
-            _emit(TOOL_EVENT, record)
+            if grader is None:
+                _emit(TOOL_EVENT, record)
+        if grader is not None:
+            return {"fresh": [{"record": record} for record in calls]}
         return {"calls": calls}
+
+    def graded_context(calls: list[dict[str, Any]], question: str) -> tuple[str, list[int], int]:
+        """The relevant passages of every search, deduplicated, best first and last, within
+        the room the question leaves; returns the text, the numbers shown, the passages cut."""
+        kept = sorted(
+            (r for c in calls for r in _kept(c)), key=lambda r: (r["rank"], -r["score"], r["n"])
+        )
+        names = ", ".join(dict.fromkeys(c["name"] for c in calls))
+        if not kept:
+            tried = ", ".join(dict.fromkeys(f'"{c["args"]["query"]}"' for c in calls))
+            return prompts.NOTHING_RELEVANT.format(tool=names, tried=tried), [], 0
+        request = HumanMessage(prompts.ANSWER_REQUEST.format(context="", question=question))
+        budget = None if prompt.limit is None else prompt.limit - message_tokens(request)
+
+        def render(passages):
+            return format_results(names, question, passages)
+
+        chosen = assemble(kept, {}, budget, render)
+        return render(chosen.passages), [r["n"] for r in chosen.passages], chosen.cut
+
+    def grade(state: AgentState) -> dict[str, Any]:
+        first = [dict(item["record"]) for item in state["fresh"]]
+        question = _question(state["messages"])
+        records, aux = rounds.run(first, tools, question, _numbered(first) + 1)
+        _, shown, _ = graded_context(records, question)
+        for record in records:
+            own = {r["n"] for r in record["results"]}
+            record["shown"] = [n for n in shown if n in own]
+        return {"calls": records, "aux": aux, "fresh": []}
 
     def answer(state: AgentState) -> dict[str, Any]:
         *history, question = state["messages"]
-        context = "\n\n".join(
-            format_results(
-                c["name"],
-                c["args"]["query"],
-                c["results"],
-                start=c["results"][0]["n"] if c["results"] else 1,
+        notes: list[str] = []
+        if grader is not None:
+            context, _, cut = graded_context(state["calls"], str(question.content))
+            notes += _cut_note(cut, window)
+        else:
+            context = "\n\n".join(
+                format_results(
+                    c["name"],
+                    c["args"]["query"],
+                    c["results"],
+                    start=c["results"][0]["n"] if c["results"] else 1,
+                )
+                for c in state["calls"]
             )
-            for c in state["calls"]
-        )
         request = HumanMessage(
             prompts.ANSWER_REQUEST.format(context=context, question=question.content)
         )
-        messages, notes = prompt([*history, request])
+        messages, fitted = prompt([*history, request])
         response = model.invoke(messages)
-        notes += prompt.answer_notes(response)
+        notes += fitted + prompt.answer_notes(response)
         return {"messages": [response], "steps": 1, "notes": notes}
 
     builder = StateGraph(AgentState)
     builder.add_node(retrieve)
     builder.add_node(answer)
     builder.add_edge(START, "retrieve")
-    builder.add_edge("retrieve", "answer")
+    if grader is not None:
+        builder.add_node(grade)
+        builder.add_edge("retrieve", "grade")
+        builder.add_edge("grade", "answer")
+    else:
+        builder.add_edge("retrieve", "answer")
     builder.add_edge("answer", END)
     return builder.compile(name="retrieve_then_answer", checkpointer=checkpointer)
 
 
 def turn_input(question: str) -> dict[str, Any]:
     """Return the graph input that starts a new turn with `question`."""
-    return {"messages": [HumanMessage(question)], "steps": 0, "calls": None, "notes": None}
+    return {
+        "messages": [HumanMessage(question)],
+        "steps": 0,
+        "calls": None,
+        "notes": None,
+        "fresh": [],
+        "aux": None,
+    }

@@ -13,6 +13,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from agent import models, prompts
 from agent.citations import check_citations
 from agent.context import Window, window_for
+from agent.grading import STRUCTURED_TAG, Grader
 from agent.graph import (
     NOTE_EVENT,
     TOOL_EVENT,
@@ -283,11 +284,16 @@ class Archivist:
         checkpointer=None,
         think: bool | None = None,
         seed: int | None = None,
+        grade: bool | None = None,
     ) -> "AgentSetup":
         """Build the agent for `stores` in the model's best mode, sized to its context.
 
         The model runs at temperature 0; `seed` fixes its sampling where the model honours it.
+        With `grade` (default: the setting), the same model grades what each search returned
+        and rewrites searches that found nothing relevant; it does so without thinking, since
+        a verdict list needs no reasoning and thinking would multiply its cost.
         """
+        grade = self.settings.grade if grade is None else grade
         if not stores:
             raise ArchivistError("No store given.", "Name one with --store NAME.")
         model = model or self.settings.chat_model
@@ -315,6 +321,20 @@ class Archivist:
             reasoning=reasoning,
             seed=seed,
         )
+        grader = None
+        if grade:
+            judge = chat
+            if reasoning:
+                judge = models.chat_model(
+                    self.settings,
+                    model,
+                    temperature=0,
+                    num_ctx=window.num_ctx,
+                    num_predict=window.answer,
+                    reasoning=False,
+                    seed=seed,
+                )
+            grader = Grader(judge, self.settings.max_rewrites)
         if info.tools:
             graph = build_agent(
                 chat,
@@ -323,15 +343,23 @@ class Archivist:
                 self.settings.max_steps,
                 checkpointer,
                 window,
+                grader,
             )
             mode = AGENT
         else:
             graph = build_retrieve_then_answer(
-                chat, tools, prompts.ANSWER_SYSTEM.format(stores=described), checkpointer, window
+                chat,
+                tools,
+                prompts.ANSWER_SYSTEM.format(stores=described),
+                checkpointer,
+                window,
+                grader,
             )
             mode = RETRIEVE_THEN_ANSWER
             notices.append(f"{model} cannot call tools: using retrieve-then-answer.")
-        return AgentSetup(graph, mode, model, list(stores), info, window, bool(reasoning), notices)
+        return AgentSetup(
+            graph, mode, model, list(stores), info, window, bool(reasoning), notices, bool(grade)
+        )
 
     def agent(
         self,
@@ -339,9 +367,10 @@ class Archivist:
         model: str | None = None,
         checkpointer=None,
         seed: int | None = None,
+        grade: bool | None = None,
     ):
         """Build the agent for `stores` with the model's best mode; return (graph, mode)."""
-        setup = self.build(stores, model, checkpointer, seed=seed)
+        setup = self.build(stores, model, checkpointer, seed=seed, grade=grade)
         return setup.graph, setup.mode
 
     def ask(
@@ -350,9 +379,10 @@ class Archivist:
         stores: Sequence[str],
         model: str | None = None,
         think: bool | None = None,
+        grade: bool | None = None,
     ) -> dict[str, Any]:
         """Answer one question in a fresh conversation, log it; return the `ask --json` object."""
-        setup = self.build(stores, model, think=think)
+        setup = self.build(stores, model, think=think, grade=grade)
         return logged_turn(self.turn_log, "ask", setup, question)
 
 
@@ -371,6 +401,8 @@ class AgentSetup:
     """Whether the model is asked to think before answering."""
     notices: list[str] = field(default_factory=list)
     """Things to tell the user once (the mode, an ignored --think)."""
+    grade: bool = False
+    """Whether retrieved passages are graded (and missed searches rewritten)."""
 
 
 class _Relay(BaseCallbackHandler):
@@ -382,6 +414,8 @@ class _Relay(BaseCallbackHandler):
         self.on_event = on_event
 
     def on_llm_new_token(self, token: str, *, chunk=None, **kwargs: Any) -> None:
+        if STRUCTURED_TAG in (kwargs.get("tags") or ()):
+            return  # the grader's JSON is not the answer
         message = getattr(chunk, "message", None)
         reasoning = message.additional_kwargs.get("reasoning_content") if message else None
         if reasoning:
@@ -405,12 +439,13 @@ def run_turn(
     thread_id: str | None = None,
     *,
     on_event: Callable[[str, Any], None] | None = None,
+    grade: bool = False,
 ) -> dict[str, Any]:
     """Run one turn of a compiled agent graph and describe it as `ask --json` does.
 
     `on_event(kind, data)` hears the turn as it runs: "token" and "thinking" text as the model
     streams it, "tool" with each finished tool call's record, "note" when the context guard
-    left something out.
+    left something out. `grade` says whether the graph grades its searches (reported as is).
     """
     started = time.perf_counter()
     config: dict[str, Any] = {
@@ -423,13 +458,14 @@ def run_turn(
     messages = state["messages"]
     answer = messages[-1].content
     citations, invalid = check_citations(answer, state["calls"])
-    usage = turn_usage(messages)
+    usage = turn_usage(messages, state.get("aux") or [])
     return {
         "question": question,
         "answer": answer,
         "model": model,
         "stores": list(stores),
         "mode": mode,
+        "grade": grade,
         "tool_calls": state["calls"],
         "citations": citations,
         "invalid_citations": invalid,
@@ -439,16 +475,25 @@ def run_turn(
     }
 
 
-def turn_usage(messages: Sequence[BaseMessage]) -> dict[str, int]:
-    """Add up the token counts Ollama reported for the model calls of the last turn."""
+def turn_usage(
+    messages: Sequence[BaseMessage], aux: Sequence[dict[str, Any]] = ()
+) -> dict[str, int]:
+    """Add up the token counts Ollama reported for the model calls of the last turn.
+
+    `aux` are the grader's calls (grading and rewriting), which leave no message behind; they
+    count in the totals and are also counted apart.
+    """
     start = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1)
     replies = [m for m in messages[start + 1 :] if isinstance(m, AIMessage)]
     counted = [m.usage_metadata for m in replies if m.usage_metadata]
-    return {
-        "model_calls": len(replies),
-        "input_tokens": sum(u.get("input_tokens", 0) for u in counted),
-        "output_tokens": sum(u.get("output_tokens", 0) for u in counted),
+    usage = {
+        "model_calls": len(replies) + len(aux),
+        "input_tokens": sum(u.get("input_tokens", 0) for u in [*counted, *aux]),
+        "output_tokens": sum(u.get("output_tokens", 0) for u in [*counted, *aux]),
+        "grade_calls": sum(1 for a in aux if a["kind"] == "grade"),
+        "rewrite_calls": sum(1 for a in aux if a["kind"] == "rewrite"),
     }
+    return usage
 
 
 def logged_turn(
@@ -470,6 +515,7 @@ def logged_turn(
             setup.mode,
             thread_id,
             on_event=on_event,
+            grade=setup.grade,
         )
     except BaseException as exc:
         reason = "stopped by the user" if isinstance(exc, KeyboardInterrupt) else repr(exc)
@@ -502,10 +548,12 @@ class Conversation:
         model: str | None = None,
         think: bool | None = None,
         thread_id: str | None = None,
+        grade: bool | None = None,
     ) -> None:
         self.archivist = archivist
         self.checkpointer = checkpointer
         self.think = think
+        self.grade = grade
         self.setup = self._build(list(stores), model)
         self.thread_id = thread_id or new_thread_id()
         self.last_calls: list[dict[str, Any]] = []
@@ -515,7 +563,9 @@ class Conversation:
 
     def _build(self, stores: list[str], model: str | None) -> AgentSetup:
         try:
-            return self.archivist.build(stores, model, self.checkpointer, self.think)
+            return self.archivist.build(
+                stores, model, self.checkpointer, self.think, grade=self.grade
+            )
         except ArchivistError:
             raise
         except Exception as exc:
@@ -570,8 +620,10 @@ class Conversation:
         """Say which model, mode, stores and thread this chat uses."""
         setup = self.setup
         thinking = " · thinking" if setup.thinking else ""
+        grading = " · grading" if setup.grade else ""
         return (
-            f"{setup.model} · {setup.mode}{thinking} · {setup.window.num_ctx}-token context · "
+            f"{setup.model} · {setup.mode}{thinking}{grading} · "
+            f"{setup.window.num_ctx}-token context · "
             f"stores: {', '.join(setup.stores)} · thread {self.thread_id}"
         )
 

@@ -49,6 +49,10 @@ class Settings:
     timeout: float = 300.0
     num_ctx: int = 8192
     """The largest context window to ask of Ollama (the model's own length if smaller)."""
+    grade: bool = False
+    """Grade retrieved passages with the chat model, rewriting searches that miss."""
+    max_rewrites: int = 2
+    """With grading: how many times a search that found nothing relevant is rewritten."""
 
     @property
     def store_path(self) -> Path:
@@ -143,6 +147,8 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         search_mode=_choice(env, "ARCHIVIST_SEARCH_MODE", SEARCH_MODES),
         min_score=_number(env, "ARCHIVIST_MIN_SCORE", None),
         mmr=_number(env, "ARCHIVIST_MMR", None, 0.0, 1.0),
+        grade=_flag(env, "ARCHIVIST_GRADE"),
+        max_rewrites=int(_number(env, "ARCHIVIST_MAX_REWRITES", 2, 0, 10)),
     )
 
 

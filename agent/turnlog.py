@@ -8,6 +8,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from agent.chat import tool_line
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS turns (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -127,13 +129,15 @@ def _turn(row: sqlite3.Row) -> dict[str, Any]:
 def summary(turn: dict[str, Any]) -> str:
     """One line per turn, for `archivist logs`."""
     searches = len(turn["tool_calls"])
+    rewrites = sum(1 for c in turn["tool_calls"] if "rewritten_from" in c)
+    rewritten = f" ({rewrites} rewritten)" if rewrites else ""
     outcome = f"error: {turn['error']}" if turn["error"] else f"{turn['latency_ms']} ms"
     question = " ".join(turn["question"].split())
     if len(question) > 60:
         question = question[:59] + "…"
     return (
         f"{turn['id']:>4}  {turn['at']}  {turn['command']:<4}  {turn['model']}  {turn['mode']}  "
-        f"{searches} search{'es' if searches != 1 else ''}  {outcome}  {question}"
+        f"{searches} search{'es' if searches != 1 else ''}{rewritten}  {outcome}  {question}"
     )
 
 
@@ -146,15 +150,23 @@ def details(turn: dict[str, Any]) -> str:
         f"Question: {turn['question']}",
     ]
     for call in turn["tool_calls"]:
-        query = call["args"].get("query", "")
-        found = (
-            f"error: {call['error']}" if call.get("error") else f"{len(call['results'])} results"
-        )
-        lines.append(f'{call["name"]}("{query}") · {found} · {call["latency_ms"]:.0f} ms')
-        lines += [
-            f"  [{r['n']}] {r['source']}  score {r['score']:.3f}  chunk {r['chunk_id']}"
-            for r in call["results"]
-        ]
+        lines.append(tool_line(call))
+        grades = {g["n"]: g["relevant"] for g in call.get("grades", [])}
+        shown = call.get("shown")
+        for r in call["results"]:
+            mark = ""
+            if "kept" in call:
+                verdict = grades.get(r["n"])
+                mark = "  relevant" if verdict else "  irrelevant" if verdict is False else ""
+                if shown is not None and r["n"] not in shown:
+                    mark += ", not shown"
+            lines.append(
+                f"  [{r['n']}] {r['source']}  score {r['score']:.3f}  chunk {r['chunk_id']}{mark}"
+            )
+        if call.get("grading_error"):
+            lines.append(f"  grading failed (all kept): {call['grading_error']}")
+        if call.get("rewrite_error"):
+            lines.append(f"  no rewrite: {call['rewrite_error']}")
     if turn["answer"] is not None:
         lines.append(f"Answer: {turn['answer']}")
     if turn["citations"]:

@@ -7,6 +7,14 @@ best-matching tool for a question, answer from `<search_results>` with the first
 the best result and a `[n]` citation, greet back on small talk; `script()` overrides it. A model
 with the `thinking` capability asked to `think` streams its reasoning (a turn's `thinking`, or
 a restatement of the question) in `message.thinking` before the answer.
+
+A request with a JSON schema in `format` (structured output) and no scripted turn gets JSON
+built from the schema and the prompt (`structured_policy`): a list of objects with an integer
+`n` gets one item per `<result n=…>` passage in the prompt, its booleans true when the passage
+shares at least two content words (one, for a one-word question) with the `Question:` line or
+its known paraphrases (`PARAPHRASES`); a string field named `query`, or a list of strings, gets
+the question rewritten as its content words with paraphrases applied; other booleans are false,
+numbers 0, strings empty.
 """
 
 from __future__ import annotations
@@ -49,6 +57,24 @@ _GREETING = re.compile(
 _RESULT = re.compile(r'<result\s+n="(\d+)"[^>]*>(.*?)</result>', re.DOTALL)
 _SENTENCE = re.compile(r".*?(?:[.!?](?=\s|$)|[。！？])", re.DOTALL)
 _WORD = re.compile(r"[^\W_]+")
+PARAPHRASES = {
+    "money back": "refund",
+    "send back": "return",
+    "sent back": "return",
+    "smashed": "damaged",
+    "broken": "damaged",
+    "unboxed": "opened",
+    "gadget": "electronics",
+    "helpdesk": "support",
+    "conversations": "chat transcripts",
+    "erase": "delete",
+    "profile": "account",
+    "bit by bit": "instalments",
+    "guarantee": "warranty",
+    "delivery": "shipping",
+}
+"""Phrases the fake's grader and rewriter read as the words the shop's documents use."""
+_QUESTION_LINE = re.compile(r"^Question:\s*(.+)$", re.MULTILINE)
 _STOP_WORD = re.compile(
     r"a|an|and|are|about|can|do|does|for|from|how|i|in|is|it|me|my|of|on|or|search|the|to"
     r"|what|when|where|which|who|why|with|you|your"
@@ -188,6 +214,83 @@ def chat_policy(spec: ModelSpec, messages: list[dict[str, Any]], tools: list[Any
         if last.get("role") == "tool":
             return {"content": _answer_from_results(text)}
     return {"content": _answer_without_tools(messages)}
+
+
+def _paraphrased(text: str) -> str:
+    """Replace known paraphrases with the documents' words."""
+    text = text.lower()
+    for phrase, plain in PARAPHRASES.items():
+        text = re.sub(rf"\b{re.escape(phrase)}\b", plain, text)
+    return text
+
+
+def _stem(word: str) -> str:
+    return word[:-1] if len(word) > 3 and word.endswith("s") else word
+
+
+def _content_words(text: str) -> list[str]:
+    """The content words of a text, stemmed crudely, in order, once each."""
+    words = [_stem(w) for w in _WORD.findall(text.lower()) if not _STOP_WORD.fullmatch(w)]
+    return list(dict.fromkeys(words))
+
+
+def _relevant(passage: str, question: str) -> bool:
+    """Tell whether a passage shares enough content words with a question (or its paraphrase)."""
+    asked = set(_content_words(question)) | set(_content_words(_paraphrased(question)))
+    shared = asked & set(_content_words(html.unescape(passage)))
+    return len(shared) >= min(2, len(asked))
+
+
+def _rewritten(question: str) -> str:
+    """Rewrite a question as a search: its content words, paraphrases replaced."""
+    return " ".join(_content_words(_paraphrased(question))) or question
+
+
+def _resolve(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/"):
+        target: Any = root
+        for part in ref[2:].split("/"):
+            target = target.get(part, {})
+        return _resolve(target, root)
+    return schema
+
+
+def structured_policy(schema: dict[str, Any], messages: list[dict[str, Any]]) -> dict:
+    """Answer a structured-output request with JSON that fits its schema (see the module doc)."""
+    prompt = next((_content(m) for m in reversed(messages) if m.get("role") == "user"), "")
+    questions = _QUESTION_LINE.findall(prompt)
+    question = questions[-1].strip() if questions else prompt
+    passages = [(int(n), body) for n, body in _RESULT.findall(prompt)]
+
+    def value(node: dict[str, Any], name: str = "", passage: str | None = None) -> Any:
+        node = _resolve(node, schema)
+        kind = node.get("type")
+        if kind == "object" or "properties" in node:
+            properties = node.get("properties", {})
+            return {key: value(sub, key, passage) for key, sub in properties.items()}
+        if kind == "array":
+            items = _resolve(node.get("items", {}), schema)
+            if items.get("properties", {}).get("n", {}).get("type") == "integer":
+                return [
+                    {
+                        key: n if key == "n" else value(sub, key, body)
+                        for key, sub in items["properties"].items()
+                    }
+                    for n, body in passages
+                ]
+            if items.get("type") == "string":
+                return [_rewritten(question)]
+            return []
+        if kind == "boolean":
+            return passage is not None and _relevant(passage, question)
+        if kind in ("integer", "number"):
+            return 0
+        if kind == "string":
+            return _rewritten(question) if name == "query" else ""
+        return None
+
+    return {"content": json.dumps(value(schema), ensure_ascii=False)}
 
 
 def _guess_spec(name: str) -> ModelSpec:
@@ -513,7 +616,10 @@ class _Handler(BaseHTTPRequestHandler):
         if not messages:
             reply = {**head, "message": {"role": "assistant", "content": ""}}
             return self._send_json(200, {**reply, "done_reason": "load", "done": True})
-        turn = fake._next_turn(name) or chat_policy(spec, messages, tools)
+        turn = fake._next_turn(name)
+        if turn is None and isinstance(body.get("format"), dict):
+            turn = structured_policy(body["format"], messages)
+        turn = turn or chat_policy(spec, messages, tools)
         if "error" in turn:
             return self._send_json(int(turn.get("status", 500)), {"error": turn["error"]})
         broken = "mid_stream_error" in turn

@@ -59,12 +59,15 @@ def format_results(
 ) -> str:
     """Render results as a delimited block of numbered passages for the model.
 
+    Passages are numbered from `start`, or by their own `n` when they carry one.
+
     Passage text and attributes are escaped, so a document cannot close the block or pose as
     the application's own markup: whatever it says reaches the model as quoted data.
     """
     scope = f' source="{escape(source)}"' if source else ""
     lines = [f'<search_results tool="{escape(name)}" query="{escape(query)}"{scope}>']
     for n, result in enumerate(results, start=start):
+        n = result.get("n", n)  # a number the turn already gave it (passages may be reordered)
         lines.append(
             f'<result n="{n}" source="{escape(result["source"])}" score="{result["score"]:.3f}">'
         )

@@ -1,0 +1,194 @@
+"""Agentic retrieval: grade what a search returned, rewrite a search that missed, and assemble
+the passages the model answers from.
+
+The grader is the chat model itself, asked for structured output (Ollama's `format` JSON
+schema). It sees all passages of one search in one request and returns a list of verdicts, so
+grading costs one model call per search, not one per passage. A reply that is not valid JSON
+or not the asked shape is no reason to fail the turn: the search is then left ungraded (every
+passage kept) and the error recorded with it.
+"""
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import HumanMessage, SystemMessage
+from pydantic import BaseModel, Field
+
+from agent import prompts
+from agent.context import estimate_tokens
+from tools.retrieval import format_results
+
+STRUCTURED_TAG = "archivist:structured"
+"""Tag on the grader's model calls: their JSON is bookkeeping, not part of the answer."""
+MAX_SUBQUERIES = 2
+
+
+class Verdict(BaseModel):
+    """The grader's verdict on one passage."""
+
+    n: int = Field(description="The passage's number.")
+    relevant: bool = Field(description="Whether the passage helps answer the question.")
+
+
+class Grades(BaseModel):
+    """The grader's verdicts on the passages of one search."""
+
+    grades: list[Verdict]
+
+
+class Rewrite(BaseModel):
+    """Better searches for a question whose search found nothing relevant."""
+
+    queries: list[str] = Field(
+        min_length=1,
+        max_length=MAX_SUBQUERIES,
+        description="One search, or one for each fact when the question asks for two.",
+    )
+
+
+@dataclass
+class Asked:
+    """One structured request: the parsed reply (None when it failed) and its cost."""
+
+    value: Any
+    error: str | None
+    usage: dict[str, Any]
+    """kind, input_tokens, output_tokens, ms (and error) of the model call."""
+
+
+class Grader:
+    """Judge passages and propose searches with a chat model's structured output."""
+
+    def __init__(self, model: BaseChatModel, max_rewrites: int = 2) -> None:
+        self.max_rewrites = max_rewrites
+        self._grades = model.with_structured_output(
+            Grades, method="json_schema", include_raw=True
+        ).with_config(tags=[STRUCTURED_TAG], run_name="grade_passages")
+        self._rewrite = model.with_structured_output(
+            Rewrite, method="json_schema", include_raw=True
+        ).with_config(tags=[STRUCTURED_TAG], run_name="rewrite_query")
+
+    def _ask(self, runnable, kind: str, system: str, request: str) -> Asked:
+        started = time.perf_counter()
+        reply = runnable.invoke([SystemMessage(system), HumanMessage(request)])
+        counts = reply["raw"].usage_metadata or {}
+        error = reply["parsing_error"]
+        usage: dict[str, Any] = {
+            "kind": kind,
+            "input_tokens": counts.get("input_tokens", 0),
+            "output_tokens": counts.get("output_tokens", 0),
+            "ms": round((time.perf_counter() - started) * 1000, 1),
+        }
+        if error is not None:
+            usage["error"] = _short(error)
+        return Asked(None if error else reply["parsed"], usage.get("error"), usage)
+
+    def grade(self, question: str, record: dict[str, Any]) -> list[dict[str, Any]]:
+        """Grade a search's passages in one request; record `grades`, `kept` and the cost.
+
+        A passage the grader gives no verdict for is kept; so is every passage when the reply
+        cannot be read (`grading_error` says why). Returns the model calls made: one, or none
+        for a search that found nothing.
+        """
+        results = record["results"]
+        if not results:
+            record["grades"], record["kept"] = [], []
+            return []
+        numbers = ", ".join(f"[{r['n']}]" for r in results)
+        passages = format_results(record["name"], str(record["args"].get("query", "")), results)
+        asked = self._ask(
+            self._grades,
+            "grade",
+            prompts.GRADE_SYSTEM,
+            prompts.GRADE_REQUEST.format(question=question, passages=passages, numbers=numbers),
+        )
+        ours = {r["n"] for r in results}
+        verdicts: dict[int, bool] = {}
+        if asked.value is not None:
+            for verdict in asked.value.grades:
+                if verdict.n in ours:
+                    verdicts.setdefault(verdict.n, verdict.relevant)
+        else:
+            record["grading_error"] = asked.error
+        record["grades"] = [{"n": n, "relevant": v} for n, v in verdicts.items()]
+        record["kept"] = [r["n"] for r in results if verdicts.get(r["n"], True)]
+        record["grade_ms"] = asked.usage["ms"]
+        return [asked.usage]
+
+    def rewrite(self, question: str, tried: Sequence[str]) -> tuple[list[str], dict[str, Any]]:
+        """Propose new searches (at most two) for a question; [] when none new came back."""
+        asked = self._ask(
+            self._rewrite,
+            "rewrite",
+            prompts.REWRITE_SYSTEM,
+            prompts.REWRITE_REQUEST.format(
+                question=question, tried="; ".join(f'"{q}"' for q in tried)
+            ),
+        )
+        seen = {" ".join(q.casefold().split()) for q in tried}
+        queries: list[str] = []
+        for query in asked.value.queries if asked.value else []:
+            key = " ".join(query.casefold().split())
+            if key and key not in seen:
+                seen.add(key)
+                queries.append(" ".join(query.split()))
+        return queries[:MAX_SUBQUERIES], asked.usage
+
+
+def _short(error: BaseException) -> str:
+    text = " ".join(str(error).split())
+    return text if len(text) <= 300 else text[:299] + "…"
+
+
+def edges_first(ranked: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Put the most relevant passages first and last, the least relevant in the middle.
+
+    Models attend best to the start and the end of a long context ("lost in the middle"):
+    ranked 1..5 become 1, 3, 5, 4, 2.
+    """
+    return [*ranked[0::2], *ranked[1::2][::-1]]
+
+
+@dataclass
+class Assembled:
+    """The passages chosen for the model, and what was left out."""
+
+    passages: list[dict[str, Any]]
+    """In the order the model reads them, each keeping its turn-wide number `n`."""
+    repeats: dict[int, int]
+    """Passages found again this turn: their number -> the number they were shown under."""
+    cut: int
+    """Passages left out to stay within the budget (the least relevant ones)."""
+
+
+def assemble(
+    ranked: Sequence[dict[str, Any]],
+    shown: dict[str, int],
+    budget: int | None,
+    render=lambda passages: format_results("search", "", passages),
+) -> Assembled:
+    """Choose and order passages for the answer: no passage twice, within `budget` tokens.
+
+    `ranked` is most relevant first. `shown` maps the chunk ids already shown this turn to their
+    numbers; it is updated. Over budget, the least relevant passages go first.
+    """
+    fresh: list[dict[str, Any]] = []
+    repeats: dict[int, int] = {}
+    mine: dict[str, int] = {}
+    for result in ranked:
+        earlier = shown.get(result["chunk_id"], mine.get(result["chunk_id"]))
+        if earlier is not None:
+            repeats[result["n"]] = earlier
+            continue
+        mine[result["chunk_id"]] = result["n"]
+        fresh.append(result)
+    cut = 0
+    while fresh and budget is not None and estimate_tokens(render(fresh)) > budget:
+        fresh.pop()
+        cut += 1
+    for result in fresh:
+        shown[result["chunk_id"]] = result["n"]
+    return Assembled(edges_first(fresh), repeats, cut)
