@@ -65,3 +65,13 @@ def leave(child: pexpect.spawn) -> int:
     child.expect(pexpect.EOF)
     child.close()
     return child.exitstatus
+
+
+TOOL_LINE = re.compile(
+    r'search_shop_docs\("How many days do I have to ask for a refund"\) · 5 results · \d+ ms'
+)
+
+
+def chat_requests(ollama) -> list:
+    """The /api/chat bodies the fake Ollama received."""
+    return ollama.requests_to("/api/chat")

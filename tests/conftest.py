@@ -86,3 +86,17 @@ def run_cli(
         timeout=timeout,
         cwd=ROOT,
     )
+
+
+@pytest.fixture
+def store(archivist: Archivist, shop_store: str) -> str:
+    """The sample store, released so CLI and chat processes can open it."""
+    archivist.close()
+    return shop_store
+
+
+def cli(*args: str, ollama, home: Path, stdin: str | None = None) -> subprocess.CompletedProcess:
+    """Run the CLI against the fake Ollama and require it to succeed."""
+    done = run_cli(*args, ollama_url=ollama.url, home=home, stdin=stdin)
+    assert done.returncode == 0, done.stderr
+    return done

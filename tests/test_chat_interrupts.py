@@ -1,25 +1,8 @@
 """`archivist chat` in a pseudo-terminal: Ctrl-C, Ctrl-D, and Ollama failing mid-chat."""
 
-import re
-
-import pytest
-from chat_terminal import ask, leave, ready, spawn_chat
+from chat_terminal import TOOL_LINE, ask, chat_requests, leave, ready, spawn_chat
 
 REFUND_Q = "How many days do I have to ask for a refund?"
-TOOL_LINE = re.compile(
-    r'search_shop_docs\("How many days do I have to ask for a refund"\) · 5 results · \d+ ms'
-)
-
-
-@pytest.fixture
-def store(archivist, shop_store):
-    """The sample store, released so the chat process can open it."""
-    archivist.close()
-    return shop_store
-
-
-def chat_requests(ollama):
-    return ollama.requests_to("/api/chat")
 
 
 def test_ctrl_c_stops_a_slow_answer_and_returns_to_the_prompt(ollama, home, store):

@@ -7,13 +7,6 @@ from conftest import run_cli
 REFUND_Q = "How many days do I have to ask for a refund?"
 
 
-@pytest.fixture
-def store(archivist, shop_store):
-    """The sample store, released so the chat processes can open it."""
-    archivist.close()
-    return shop_store
-
-
 def user_turns(request: dict) -> list[str]:
     return [m["content"] for m in request["messages"] if m["role"] == "user"]
 

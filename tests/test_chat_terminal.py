@@ -2,24 +2,9 @@
 
 import re
 
-import pytest
-from chat_terminal import ask, leave, spawn_chat
+from chat_terminal import TOOL_LINE, ask, chat_requests, leave, spawn_chat
 
 REFUND_Q = "How many days do I have to ask for a refund?"
-TOOL_LINE = re.compile(
-    r'search_shop_docs\("How many days do I have to ask for a refund"\) · 5 results · \d+ ms'
-)
-
-
-@pytest.fixture
-def store(archivist, shop_store):
-    """The sample store, released so the chat process can open it."""
-    archivist.close()
-    return shop_store
-
-
-def chat_requests(ollama):
-    return ollama.requests_to("/api/chat")
 
 
 def test_a_question_streams_an_answer_with_its_tool_line_and_sources(ollama, home, store):

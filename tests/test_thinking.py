@@ -1,21 +1,7 @@
 """Thinking models: --think/--no-think, reasoning hidden unless --show-thinking."""
 
-import pytest
-from conftest import run_cli
+from conftest import cli
 from fake_ollama import ModelSpec
-
-
-@pytest.fixture
-def store(archivist, shop_store):
-    """The sample store, released so CLI processes can open it."""
-    archivist.close()
-    return shop_store
-
-
-def cli(*args: str, ollama, home, stdin: str | None = None):
-    done = run_cli(*args, ollama_url=ollama.url, home=home, stdin=stdin)
-    assert done.returncode == 0, done.stderr
-    return done
 
 
 def test_reasoning_is_hidden_by_default_and_shown_on_request(ollama, home, store):

@@ -2,23 +2,9 @@
 
 import json
 
-import pytest
-from conftest import run_cli
+from conftest import cli, run_cli
 
 REFUND_Q = "How many days do I have to ask for a refund?"
-
-
-@pytest.fixture
-def store(archivist, shop_store):
-    """The sample store, released so CLI processes can open it."""
-    archivist.close()
-    return shop_store
-
-
-def cli(*args: str, ollama, home, stdin: str | None = None):
-    done = run_cli(*args, ollama_url=ollama.url, home=home, stdin=stdin)
-    assert done.returncode == 0, done.stderr
-    return done
 
 
 def test_logs_list_and_show_the_turns_of_ask_and_chat(ollama, home, store):
