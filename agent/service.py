@@ -312,29 +312,22 @@ class Archivist:
             reasoning = True if think is None else think
         elif think:
             notices.append(f"{model} has no thinking mode; it answers without one.")
-        chat = models.chat_model(
-            self.settings,
-            model,
-            temperature=0,
-            num_ctx=window.num_ctx,
-            num_predict=window.answer,
-            reasoning=reasoning,
-            seed=seed,
-        )
+        def chat_model(reasoning: bool | None):
+            return models.chat_model(
+                self.settings,
+                model,
+                temperature=0,
+                num_ctx=window.num_ctx,
+                num_predict=window.answer,
+                reasoning=reasoning,
+                seed=seed,
+            )
+
+        chat = chat_model(reasoning)
         grader = None
         if grade:
-            judge = chat
-            if reasoning:
-                judge = models.chat_model(
-                    self.settings,
-                    model,
-                    temperature=0,
-                    num_ctx=window.num_ctx,
-                    num_predict=window.answer,
-                    reasoning=False,
-                    seed=seed,
-                )
-            grader = Grader(judge, self.settings.max_rewrites)
+            # Grades are structured output: a thinking model grades with thinking off.
+            grader = Grader(chat_model(False) if reasoning else chat, self.settings.max_rewrites)
         if info.tools:
             graph = build_agent(
                 chat,
