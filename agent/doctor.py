@@ -68,7 +68,12 @@ def _model_check(settings: Settings, name: str, role: str) -> Check:
 
 def _store_check(settings: Settings) -> Check:
     try:
-        client = connect(settings.store_path, settings.qdrant_url, settings.qdrant_api_key)
+        client = connect(
+            settings.store_path,
+            settings.qdrant_url,
+            settings.qdrant_api_key,
+            legacy_path=settings.legacy_store_path,
+        )
         names = list_stores(client)
         client.close()
     except ArchivistError as exc:

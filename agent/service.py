@@ -28,7 +28,10 @@ class Archivist:
     def client(self):
         """The Qdrant client behind every store (opened on first use)."""
         return connect(
-            self.settings.store_path, self.settings.qdrant_url, self.settings.qdrant_api_key
+            self.settings.store_path,
+            self.settings.qdrant_url,
+            self.settings.qdrant_api_key,
+            legacy_path=self.settings.legacy_store_path,
         )
 
     @cached_property
