@@ -39,6 +39,8 @@ RRF_K = 2
 # Vectors (KB) a segment may hold before it gets an HNSW index: about 16,000 768-d vectors,
 # which an exact search scans in ~3 ms. Building the index costs ~1.5 ms a vector on 2 cores.
 INDEXING_THRESHOLD_KB = 50_000
+# Seconds between flushes of a shard's segments (a Qdrant server's flush_interval_sec).
+FLUSH_INTERVAL = 5.0
 
 _DISTANCES = {
     models.Distance.COSINE: qe.Distance.Cosine,
@@ -66,6 +68,7 @@ class EdgeClient:
         self._lock = _acquire_lock(self.path / LOCK_FILE)
         self._shards: dict[str, qe.EdgeShard] = {}
         self._written: set[str] = set()
+        self._flushed: dict[str, float] = {}
         self._closed = False
         # The CLI never closes explicitly; flushing and indexing must still happen at exit.
         atexit.register(self.close)
@@ -184,6 +187,7 @@ class EdgeClient:
         if shard is not None:
             shard.close()
         self._written.discard(collection_name)
+        self._flushed.pop(collection_name, None)
         self._config_file(collection_name).unlink()
         shutil.rmtree(self.path / collection_name, ignore_errors=True)
         return True
@@ -327,12 +331,15 @@ class EdgeClient:
 
     def _write(self, name: str, operation: qe.UpdateOperation, wait: bool) -> None:
         shard = self._shard(name)
+        # Edge logs each update in its write-ahead log before applying it, so the update
+        # survives a crash of this process. Flushing (~50 ms) happens at most every
+        # FLUSH_INTERVAL seconds and at close, as a Qdrant server does.
         shard.update(operation)
         self._written.add(name)
-        if wait:
-            # The WAL already holds the update; flushing makes it part of the segments, so a
-            # crash costs no replay and `wait=True` means on disk, as it does on a server.
+        now = time.monotonic()
+        if wait and now - self._flushed.get(name, 0.0) >= FLUSH_INTERVAL:
             shard.flush()
+            self._flushed[name] = now
 
     def _config_file(self, name: str) -> Path:
         return self.path / name / COLLECTION_FILE
