@@ -57,6 +57,7 @@ class Config:
     synthetic_chunks: int = 100_000
     memory_chunks: int = 100_000
     queries: int = 200
+    agent_turns: int = 100
     cli_runs: int = 5
     embed_delay: float = 0.010
     embed_delay_per_text: float = 0.001
@@ -521,7 +522,7 @@ def run(config: Config, work: Path, log: Callable[[str], None] = print) -> dict[
         try:
             results["retrieval_ingested"] = retrieval_latency(client, "bench", queries)
             log("agent overhead per turn…")
-            results["agent"] = agent_overhead(client, "bench", queries)
+            results["agent"] = agent_overhead(client, "bench", queries, config.agent_turns)
         finally:
             client.close()
         log(f"synthetic store of {config.synthetic_chunks} chunks (HNSW index included)…")
