@@ -2,9 +2,11 @@
 locking, and moving stores made by release 0.1 (qdrant-client local mode) over."""
 
 import json
+import subprocess
+import sys
 
 import pytest
-from conftest import SHOP
+from conftest import ROOT, SHOP
 from fake_ollama import embed_text
 from qdrant_client import QdrantClient, models
 
@@ -298,3 +300,27 @@ def test_the_sample_store_ingests_into_edge_and_searches(archivist):
     assert report["points"] > 0 and not report["failed"]
     assert (archivist.settings.home / "edge" / "shop_docs" / COLLECTION_FILE).is_file()
     assert archivist.search("refund days", "shop_docs")[0]["source"].startswith("refund")
+
+
+def test_writes_survive_a_process_that_dies_without_closing(tmp_path):
+    # The first write after opening is flushed; the delete right after it is only in the
+    # write-ahead log when the process dies.
+    script = f"""
+import os, sys
+sys.path[:0] = ["tests", "."]
+from pathlib import Path
+from qdrant_client import models
+from test_edge import _fill
+from tools.edge import EdgeClient
+client = EdgeClient(Path({str(tmp_path / "edge")!r}))
+_fill(client)
+below_3 = models.Filter(must=[models.FieldCondition(key="n", range=models.Range(lt=3))])
+client.delete("docs", points_selector=below_3)
+os._exit(0)
+"""
+    subprocess.run([sys.executable, "-c", script], check=True, cwd=ROOT)
+    client = EdgeClient(tmp_path / "edge")
+    try:
+        assert client.count("docs").count == len(DOCS) - 2
+    finally:
+        client.close()
