@@ -74,6 +74,7 @@ def _store_check(settings: Settings) -> Check:
             settings.qdrant_api_key,
             prefer_grpc=settings.qdrant_grpc,
             timeout=settings.qdrant_timeout,
+            legacy_path=settings.legacy_store_path,
         )
         names = list_stores(client)
         client.close()

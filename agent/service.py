@@ -57,6 +57,7 @@ class Archivist:
             self.settings.qdrant_api_key,
             prefer_grpc=self.settings.qdrant_grpc,
             timeout=self.settings.qdrant_timeout,
+            legacy_path=self.settings.legacy_store_path,
         )
 
     @cached_property

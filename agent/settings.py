@@ -56,7 +56,12 @@ class Settings:
 
     @property
     def store_path(self) -> Path:
-        """Where the embedded Qdrant store lives."""
+        """Where the embedded Qdrant store (Qdrant Edge) lives."""
+        return self.home / "edge"
+
+    @property
+    def legacy_store_path(self) -> Path:
+        """Where release 0.1 kept its embedded store (qdrant-client's local mode)."""
         return self.home / "qdrant"
 
     @property

@@ -12,9 +12,10 @@ def vec(text: str) -> list[float]:
     return embed_text(text, 64)
 
 
-@pytest.fixture
-def client(tmp_path) -> QdrantClient:
-    client = connect(tmp_path / "qdrant")
+@pytest.fixture(params=["edge", "local"])
+def client(request, tmp_path) -> QdrantClient:
+    """Each store test runs on both engines: Qdrant Edge and qdrant-client's local mode."""
+    client = connect(tmp_path / "edge") if request.param == "edge" else QdrantClient(":memory:")
     yield client
     client.close()
 

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from qdrant_client import QdrantClient, models
 
 from tools import sparse
-from tools.errors import ArchivistError, StoreLocked, StoreMismatch, StoreNotFound
+from tools.errors import ArchivistError, StoreMismatch, StoreNotFound
 
 DENSE = "dense"
 SPARSE = "bm25"
@@ -122,25 +122,23 @@ def connect(
     api_key: str | None = None,
     prefer_grpc: bool = False,
     timeout: int | None = None,
+    legacy_path: Path | None = None,
 ):
-    """Open the Qdrant behind the stores: a server when `url` is given, else the local path.
+    """Open the Qdrant behind the stores: a server when `url` is given, else Qdrant Edge at `path`.
 
-    With `prefer_grpc`, a server is spoken to over gRPC (port 6334) instead of REST.
+    With `prefer_grpc`, a server is spoken to over gRPC (port 6334) instead of REST. Stores that
+    an earlier release kept in qdrant-client's local mode at `legacy_path` are copied into the
+    embedded store the first time it opens (vectors included, no re-embedding).
     """
     if url:
         return QdrantClient(url=url, api_key=api_key, prefer_grpc=prefer_grpc, timeout=timeout)
     assert path is not None, "connect() needs a path or a url"
-    path.mkdir(parents=True, exist_ok=True)
-    try:
-        return QdrantClient(path=str(path))
-    except RuntimeError as exc:
-        if "already accessed" in str(exc):
-            raise StoreLocked(
-                f"The embedded store at {path} is in use by another Archivist process.",
-                "Wait for it to finish, or run a Qdrant server and set QDRANT_URL so several "
-                "processes can share the stores.",
-            ) from None
-        raise
+    from tools.edge import EdgeClient, migrate_legacy
+
+    client = EdgeClient(path)
+    if legacy_path is not None:
+        migrate_legacy(legacy_path, client)
+    return client
 
 
 REBUILD_SUFFIX = "__rebuild"

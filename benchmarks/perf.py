@@ -1,0 +1,730 @@
+"""Archivist's performance benchmark: one command, a table on stdout, a JSON file beside it.
+
+    .venv/bin/python benchmarks/perf.py [--quick] [--out benchmarks/out]
+
+It builds a deterministic corpus of Markdown files (English and Chinese, generated here),
+serves the fake Ollama in another process with a GPU-class embedding cost (10 ms a request
+plus 1 ms a text, 2 requests at a time) and measures:
+
+* the embedding limit: the stored chunks posted straight to /api/embed, 64 a request, 2 at a
+  time — no pipeline can ingest faster against this embedder;
+* our ingest (`Archivist.ingest`), a re-ingest of the unchanged corpus (and its embed
+  requests), and the plain LangChain pipeline side by side (RecursiveCharacterTextSplitter
+  1000/200 + OllamaEmbeddings + langchain-qdrant on qdrant-client's embedded local path);
+* the retrieval tool's latency without the query embedding, dense and hybrid, on the
+  ingested store and on a synthetic store of 100,000 chunks (random 768-d vectors);
+* peak memory (max RSS) of a child process ingesting 100,000 chunks, index build included;
+* agent overhead per turn with model time excluded, `archivist --help` wall time and the
+  time `archivist chat` takes to show its prompt.
+
+Needs the `dev` and `bench` extras (`pip install -e ".[dev,bench]"`).
+"""
+
+import argparse
+import json
+import multiprocessing
+import os
+import platform
+import random
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))  # the fake Ollama
+sys.path.insert(0, str(ROOT))
+
+EMBED_MODEL = "nomic-embed-text"
+DIMENSION = 768
+
+
+@dataclass
+class Config:
+    """How big each measurement is."""
+
+    files: int = 2000
+    file_chars: int = 4000
+    synthetic_chunks: int = 100_000
+    memory_chunks: int = 100_000
+    queries: int = 200
+    agent_turns: int = 100
+    cli_runs: int = 5
+    embed_delay: float = 0.010
+    embed_delay_per_text: float = 0.001
+    embed_concurrency: int = 2
+    langchain: bool = True
+
+
+FULL = Config()
+QUICK = Config(files=200, synthetic_chunks=20_000, memory_chunks=10_000, queries=100, cli_runs=3)
+
+
+# -- the corpus -------------------------------------------------------------------------------
+
+_EN = (
+    "refund delivery receipt warranty boots tent stove jacket lantern order parcel courier "
+    "customer voucher exchange repair seam zipper waterproof membrane rental deposit invoice "
+    "shipping weight battery charger backpack sleeping bag insulation trail map compass rope "
+    "harness carabiner helmet glove sock liner frame pole stake footprint vestibule canopy "
+    "policy period days weeks price discount member points account address payment card bank "
+    "transfer cash store branch opening hours holiday support email phone chat ticket reply"
+).split()
+_VERBS = "covers requires includes allows replaces checks ships returns keeps stores".split()
+_ZH = (
+    "退货 换货 发票 保修 配送 快递 订单 会员 积分 帐篷 背包 睡袋 炉具 头灯 雨衣 登山鞋 手套 "
+    "袜子 地图 指南针 绳索 头盔 电池 充电器 营地 天气 路线 价格 折扣 银行 支付 地址 客服 "
+    "邮件 电话 门店 营业 时间 节假日 押金 租赁 维修 防水 保暖 重量 尺寸 颜色 包装 签收"
+).split()
+_ZH_GLUE = "的 在 和 需要 可以 不 必须 会 将 由".split()
+
+
+def _english(rng: random.Random, chars: int) -> str:
+    parts, size, section = [], 0, 0
+    while size < chars:
+        if size == 0 or rng.random() < 0.12:
+            section += 1
+            parts.append(f"\n## {rng.choice(_EN).title()} {rng.choice(_EN)} {section}\n")
+        words = [rng.choice(_EN) for _ in range(rng.randint(6, 16))]
+        words.insert(2, rng.choice(_VERBS))
+        if rng.random() < 0.2:
+            words.append(f"NW-{rng.choice('ABCDEFGH')}{rng.randint(100, 999)}")
+        sentence = " ".join(words).capitalize() + f" within {rng.randint(2, 90)} days."
+        parts.append(sentence)
+        size += len(sentence) + 1
+    return " ".join(parts)
+
+
+def _chinese(rng: random.Random, chars: int) -> str:
+    parts, size, section = [], 0, 0
+    while size < chars:
+        if size == 0 or rng.random() < 0.1:
+            section += 1
+            parts.append(f"\n## {rng.choice(_ZH)}{rng.choice(_ZH)}说明 {section}\n")
+        words = []
+        for _ in range(rng.randint(4, 9)):
+            words += [rng.choice(_ZH), rng.choice(_ZH_GLUE)]
+        sentence = "".join(words) + f"{rng.randint(2, 90)}天内办理。"
+        parts.append(sentence)
+        size += len(sentence)
+    return "".join(parts)
+
+
+def make_corpus(root: Path, files: int, chars: int = 4000, seed: int = 7) -> Path:
+    """Write `files` Markdown files of about `chars` characters, one in four in Chinese."""
+    rng = random.Random(seed)
+    root.mkdir(parents=True, exist_ok=True)
+    for i in range(files):
+        folder = root / f"part{i // 250:02d}"
+        folder.mkdir(exist_ok=True)
+        chinese = i % 4 == 3
+        body = _chinese(rng, chars) if chinese else _english(rng, chars)
+        title = f"# {'文档' if chinese else 'Document'} {i}\n"
+        (folder / f"doc{i:05d}.md").write_text(title + body + "\n", encoding="utf-8")
+    return root
+
+
+def make_queries(n: int, seed: int = 11) -> list[str]:
+    """Questions in the corpus's vocabulary, English and Chinese."""
+    rng = random.Random(seed)
+    queries = []
+    for i in range(n):
+        if i % 4 == 3:
+            queries.append(f"{rng.choice(_ZH)}{rng.choice(_ZH_GLUE)}{rng.choice(_ZH)}怎么办理")
+        else:
+            queries.append(f"how many days for {rng.choice(_EN)} {rng.choice(_EN)}")
+    return queries
+
+
+# -- the fake Ollama, in its own process ------------------------------------------------------
+
+
+def _serve_fake(conn, options: dict[str, Any]) -> None:
+    from fake_ollama import FakeOllama
+
+    with FakeOllama(**options) as fake:
+        conn.send(fake.url)
+        while True:
+            command, path = conn.recv()
+            if command == "stop":
+                return
+            if command == "count":
+                conn.send(len(fake.requests_to(path)))
+            elif command == "clear":
+                fake.clear_requests()
+                conn.send(None)
+
+
+class FakeOllamaProcess:
+    """The fake Ollama in a child process (so it does not share our GIL), with a request count."""
+
+    def __init__(self, **options: Any) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self._conn, child = ctx.Pipe()
+        self._process = ctx.Process(target=_serve_fake, args=(child, options), daemon=True)
+        self._process.start()
+        self.url: str = self._conn.recv()
+
+    def count(self, path: str) -> int:
+        self._conn.send(("count", path))
+        return self._conn.recv()
+
+    def clear(self) -> None:
+        self._conn.send(("clear", None))
+        self._conn.recv()
+
+    def stop(self) -> None:
+        self._conn.send(("stop", None))
+        self._process.join(10)
+
+
+@contextmanager
+def fake_ollama(config: Config) -> Iterator[FakeOllamaProcess]:
+    fake = FakeOllamaProcess(
+        embed_delay=config.embed_delay,
+        embed_delay_per_text=config.embed_delay_per_text,
+        embed_concurrency=config.embed_concurrency,
+    )
+    try:
+        yield fake
+    finally:
+        fake.stop()
+
+
+# -- measurements -----------------------------------------------------------------------------
+
+
+def _settings(url: str, home: Path):
+    from agent.settings import Settings
+
+    return Settings(ollama_host=url, home=home, embed_model=EMBED_MODEL)
+
+
+def embedding_limit(url: str, texts: list[str], batch: int = 64, parallel: int = 2) -> float:
+    """Seconds to embed `texts` by posting them straight to /api/embed."""
+    import httpx
+
+    batches = [texts[i : i + batch] for i in range(0, len(texts), batch)]
+    with httpx.Client(base_url=url, timeout=300) as client:
+
+        def post(inputs: list[str]) -> None:
+            client.post(
+                "/api/embed", json={"model": EMBED_MODEL, "input": inputs}
+            ).raise_for_status()
+
+        started = time.perf_counter()
+        with ThreadPoolExecutor(parallel) as pool:
+            list(pool.map(post, batches))
+        return time.perf_counter() - started
+
+
+def our_ingest(url: str, home: Path, corpus: Path, store: str = "bench") -> tuple[float, dict]:
+    """Seconds for `Archivist.ingest` of the corpus (store closed, so flushed and indexed)."""
+    from agent.service import Archivist
+
+    started = time.perf_counter()
+    app = Archivist(_settings(url, home))
+    report = app.ingest([str(corpus)], store)
+    app.close()
+    return time.perf_counter() - started, report
+
+
+def stored_texts(url: str, home: Path, store: str, prefix: str = "search_document: ") -> list[str]:
+    """The chunk texts a store holds, as they were sent to the embedder."""
+    from agent.service import Archivist
+
+    app = Archivist(_settings(url, home))
+    texts, offset = [], None
+    try:
+        while True:
+            points, offset = app.client.scroll(
+                store, limit=2048, offset=offset, with_payload=["text"], with_vectors=False
+            )
+            texts += [prefix + p.payload["text"] for p in points]
+            if offset is None:
+                return texts
+    finally:
+        app.close()
+
+
+def langchain_ingest(url: str, corpus: Path, path: Path) -> tuple[float, int]:
+    """Seconds for the plain LangChain pipeline, and the chunks it made."""
+    from langchain_core.documents import Document
+    from langchain_ollama import OllamaEmbeddings
+    from langchain_qdrant import QdrantVectorStore
+    from langchain_text_splitters import RecursiveCharacterTextSplitter
+
+    started = time.perf_counter()
+    docs = [
+        Document(page_content=p.read_text(encoding="utf-8"), metadata={"source": str(p)})
+        for p in sorted(corpus.rglob("*.md"))
+    ]
+    chunks = RecursiveCharacterTextSplitter(chunk_size=1000, chunk_overlap=200).split_documents(
+        docs
+    )
+    embeddings = OllamaEmbeddings(model=EMBED_MODEL, base_url=url)
+    vectorstore = QdrantVectorStore.from_documents(
+        chunks, embeddings, path=str(path), collection_name="bench"
+    )
+    vectorstore.client.close()
+    return time.perf_counter() - started, len(chunks)
+
+
+class CachedQueryEmbeddings:
+    """Query vectors computed ahead, so a search's timing leaves the embedding model out."""
+
+    def __init__(self, queries: list[str], dimension: int) -> None:
+        from fake_ollama import embed_text
+
+        self.vectors = {q: embed_text("search_query: " + q, dimension) for q in queries}
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.vectors[text]
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        raise NotImplementedError
+
+
+def _percentiles(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+    pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]  # noqa: E731
+    return {"p50_ms": round(pick(0.5) * 1000, 2), "p95_ms": round(pick(0.95) * 1000, 2)}
+
+
+def retrieval_latency(client, store_name: str, queries: list[str]) -> dict[str, Any]:
+    """p50/p95 of the retrieval tool, dense and hybrid, query embedding excluded."""
+    from tools.retrieval import make_retrieval_tool
+    from tools.store import KnowledgeStore
+
+    store = KnowledgeStore(client, store_name)
+    embeddings = CachedQueryEmbeddings(queries, store.fingerprint["dimension"])
+    found: dict[str, Any] = {"chunks": store.count()}
+    for mode in ("dense", "hybrid"):
+        tool = make_retrieval_tool(store, embeddings, k=5, mode=mode)
+        samples = []
+        for i, query in enumerate(queries * 2):
+            started = time.perf_counter()
+            tool.invoke(
+                {"name": tool.name, "args": {"query": query}, "id": "q", "type": "tool_call"}
+            )
+            if i >= 10:  # the first calls warm caches up
+                samples.append(time.perf_counter() - started)
+        found[mode] = _percentiles(samples)
+    return found
+
+
+def synthetic_store(home: Path, chunks: int, seed: int = 3) -> dict[str, Any]:
+    """Fill a store with `chunks` random 768-d chunks through KnowledgeStore.upsert; time it."""
+    import numpy as np
+
+    from tools.store import Chunk, KnowledgeStore, connect
+
+    rng, texts = np.random.default_rng(seed), random.Random(seed)
+    client = connect(home / "edge")
+    store = KnowledgeStore(client, "synthetic")
+    store.ensure(
+        {
+            "embed_model": EMBED_MODEL,
+            "dimension": DIMENSION,
+            "document_prefix": "",
+            "query_prefix": "",
+        }
+    )
+    started = time.perf_counter()
+    for start in range(0, chunks, 1000):
+        size = min(1000, chunks - start)
+        vectors = rng.standard_normal((size, DIMENSION), dtype=np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        batch = [
+            Chunk(_english(texts, 600), f"doc{(start + i) // 8:05d}.md", (start + i) % 8)
+            for i in range(size)
+        ]
+        store.upsert(batch, vectors.tolist(), ["h"] * size, [8] * size)
+    upserted = time.perf_counter() - started
+    client.close()  # builds the HNSW index once the shard outgrows exact search
+    return {
+        "upsert_s": round(upserted, 2),
+        "index_s": round(time.perf_counter() - started - upserted, 2),
+    }
+
+
+def memory_child(config: Config, url: str, work: Path, chunks_per_file: float) -> dict[str, Any]:
+    """Peak RSS of a fresh process ingesting `config.memory_chunks` chunks, closing included."""
+    corpus = work / "memory-corpus"
+    files = max(1, round(config.memory_chunks / chunks_per_file))
+    make_corpus(corpus, files, config.file_chars, seed=99)
+    done = subprocess.run(
+        [sys.executable, __file__, "--memory-child", str(corpus), str(work / "memory-home"), url],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _rss_anon_mb() -> float | None:
+    """This process's anonymous resident memory (heap, not mapped files), if Linux tells."""
+    status = Path("/proc/self/status")
+    if not status.exists():
+        return None
+    for line in status.read_text().splitlines():
+        if line.startswith("RssAnon:"):
+            return int(line.split()[1]) / 1024
+    return None
+
+
+def _memory_child_main(corpus: str, home: str, url: str) -> None:
+    import threading
+
+    from agent.service import Archivist
+
+    # Max RSS counts the store's memory-mapped segment files too (page cache the kernel can
+    # drop); the anonymous part is what the process itself holds, sampled as it runs.
+    peak_anon = [0.0]
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.wait(0.2):
+            peak_anon[0] = max(peak_anon[0], _rss_anon_mb() or 0.0)
+
+    threading.Thread(target=sample, daemon=True).start()
+    started = time.perf_counter()
+    app = Archivist(_settings(url, Path(home)))
+    report = app.ingest([corpus], "memory")
+    after_ingest = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    app.close()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    stop.set()
+    print(
+        json.dumps(
+            {
+                "chunks": report["points"],
+                "files": report["files"],
+                "seconds": round(time.perf_counter() - started, 1),
+                "peak_rss_mb_ingest": round(after_ingest),
+                "peak_rss_mb_with_index": round(peak),
+                "peak_anon_mb": round(peak_anon[0]) if _rss_anon_mb() is not None else None,
+            }
+        )
+    )
+
+
+def agent_overhead(client, store_name: str, queries: list[str], turns: int = 100) -> dict:
+    """Per-turn time the agent graph adds to the same model and tool calls made directly."""
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from agent.graph import build_agent
+    from agent.service import run_turn
+    from tools.retrieval import make_retrieval_tool
+    from tools.store import KnowledgeStore
+
+    store = KnowledgeStore(client, store_name)
+    tool = make_retrieval_tool(
+        store, CachedQueryEmbeddings(queries, store.fingerprint["dimension"])
+    )
+
+    def script() -> Iterator[AIMessage]:
+        for i in range(10 * turns + 100):
+            query = queries[(i // 2) % len(queries)]
+            call = {"name": tool.name, "args": {"query": query}, "id": f"c{i}"}
+            yield AIMessage("", tool_calls=[call]) if i % 2 == 0 else AIMessage("It is so. [1]")
+
+    class ScriptedModel(GenericFakeChatModel):
+        def bind_tools(self, tools, **kwargs):
+            return self
+
+    graph = build_agent(ScriptedModel(messages=script()), [tool], "system", 6, InMemorySaver())
+    direct_model = ScriptedModel(messages=script())
+
+    def direct(question: str) -> None:
+        first = direct_model.invoke([HumanMessage(question)])
+        tool.invoke({**first.tool_calls[0], "type": "tool_call"})
+        direct_model.invoke([HumanMessage(question)])
+
+    def graph_turn(question: str) -> None:
+        # A new conversation each turn, as `ask` runs: a growing history would be measured too.
+        result = run_turn(graph, question, "fake", [store_name], "agent")
+        assert result["tool_calls"] and result["answer"]
+
+    timings: dict[str, list[float]] = {"graph": [], "direct": []}
+    for i in range(turns + 10):
+        question = queries[i % len(queries)]
+        for name, fn in (("graph", graph_turn), ("direct", direct)):
+            started = time.perf_counter()
+            fn(question)
+            if i >= 10:
+                timings[name].append(time.perf_counter() - started)
+    graph_ms = statistics.median(timings["graph"]) * 1000
+    direct_ms = statistics.median(timings["direct"]) * 1000
+    return {
+        "turn_ms": round(graph_ms, 2),
+        "direct_ms": round(direct_ms, 2),
+        "overhead_ms": round(graph_ms - direct_ms, 2),
+    }
+
+
+def cli_times(url: str, home: Path, runs: int) -> dict[str, float]:
+    """Median wall time of `archivist --help`, and of `archivist chat` until its prompt shows."""
+    import pexpect
+
+    env = {**os.environ, "OLLAMA_HOST": url, "ARCHIVIST_HOME": str(home)}
+    exe = str(Path(sys.executable).with_name("archivist"))
+    subprocess.run(
+        [exe, "ingest", str(ROOT / "examples" / "shop"), "--store", "shop_docs"],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    helps, chats = [], []
+    for _ in range(runs):
+        started = time.perf_counter()
+        subprocess.run([exe, "--help"], env=env, check=True, capture_output=True)
+        helps.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        child = pexpect.spawn(exe, ["chat"], env=env, encoding="utf-8", timeout=60)
+        child.expect_exact("> ")
+        chats.append(time.perf_counter() - started)
+        child.sendline("/exit")
+        child.expect(pexpect.EOF)
+    return {
+        "help_s": round(statistics.median(helps), 3),
+        "chat_ready_s": round(statistics.median(chats), 3),
+    }
+
+
+# -- the run ----------------------------------------------------------------------------------
+
+
+def run(config: Config, work: Path, log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Run every measurement in `work`; return the results."""
+    import langchain_ollama  # noqa: F401
+
+    import agent.service  # noqa: F401 - imports are start-up time, measured on their own below
+    import ingest.graph  # noqa: F401
+    from tools.store import connect
+
+    results: dict[str, Any] = {"config": asdict(config), "machine": machine()}
+    corpus = make_corpus(work / "corpus", config.files, config.file_chars)
+    queries = make_queries(config.queries)
+    with fake_ollama(config) as fake:
+        log("ingesting with Archivist…")
+        seconds, report = our_ingest(fake.url, work / "home", corpus)
+        results["ingest"] = {
+            "seconds": round(seconds, 2),
+            "files": report["files"],
+            "chunks": report["points"],
+            "embed_requests": fake.count("/api/embed"),
+        }
+        fake.clear()
+        log("re-ingesting the unchanged corpus…")
+        seconds, report = our_ingest(fake.url, work / "home", corpus)
+        results["reingest"] = {
+            "seconds": round(seconds, 2),
+            "unchanged": len(report["unchanged"]),
+            "embed_requests": fake.count("/api/embed"),
+        }
+        log("measuring the embedding limit…")
+        texts = stored_texts(fake.url, work / "home", "bench")
+        results["limit"] = {"seconds": round(embedding_limit(fake.url, texts), 2)}
+        if config.langchain:
+            log("ingesting with plain LangChain…")
+            seconds, chunks = langchain_ingest(fake.url, corpus, work / "langchain")
+            results["langchain"] = {"seconds": round(seconds, 2), "chunks": chunks}
+        log("retrieval latency on the ingested store…")
+        client = connect(work / "home" / "edge")
+        try:
+            results["retrieval_ingested"] = retrieval_latency(client, "bench", queries)
+            log("agent overhead per turn…")
+            results["agent"] = agent_overhead(client, "bench", queries, config.agent_turns)
+        finally:
+            client.close()
+        log(f"synthetic store of {config.synthetic_chunks} chunks (HNSW index included)…")
+        results["synthetic_build"] = synthetic_store(work / "synthetic", config.synthetic_chunks)
+        client = connect(work / "synthetic" / "edge")
+        try:
+            results["retrieval_synthetic"] = retrieval_latency(client, "synthetic", queries)
+        finally:
+            client.close()
+        log(f"peak memory ingesting {config.memory_chunks} chunks in a child process…")
+        per_file = results["ingest"]["chunks"] / results["ingest"]["files"]
+        results["memory"] = memory_child(config, fake.url, work, per_file)
+        log("CLI start-up…")
+        results["cli"] = cli_times(fake.url, work / "cli-home", config.cli_runs)
+    ingest, limit = results["ingest"]["seconds"], results["limit"]["seconds"]
+    results["ratios"] = {
+        "ingest_vs_limit": round(ingest / limit, 2),
+        "langchain_vs_ingest": round(results["langchain"]["seconds"] / ingest, 2)
+        if config.langchain
+        else None,
+        "reingest_vs_ingest": round(results["reingest"]["seconds"] / ingest, 3),
+    }
+    return results
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on."""
+    cpu = platform.processor() or platform.machine()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "system": f"{platform.system()} {platform.release()}",
+        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def table(r: dict[str, Any]) -> str:
+    """Render the results as a Markdown table, each figure next to its target."""
+
+    def ok(flag: bool) -> str:
+        return "met" if flag else "**missed**"
+
+    ing, lim, re_ = r["ingest"], r["limit"], r["reingest"]
+    rows = [
+        (
+            "Embedding limit (chunks straight to /api/embed, 64 × 2)",
+            f"{lim['seconds']:.1f} s",
+            "",
+            "",
+        ),
+        (
+            f"Our ingest ({ing['files']} files, {ing['chunks']} chunks)",
+            f"{ing['seconds']:.1f} s",
+            "≤ 1.25× limit",
+            f"{r['ratios']['ingest_vs_limit']:.2f}× — {ok(r['ratios']['ingest_vs_limit'] <= 1.25)}",
+        ),
+    ]
+    if r.get("langchain"):
+        ratio = r["ratios"]["langchain_vs_ingest"]
+        rows.append(
+            (
+                f"Plain LangChain ingest ({r['langchain']['chunks']} chunks)",
+                f"{r['langchain']['seconds']:.1f} s",
+                "ours ≥ 4× faster",
+                f"{ratio:.2f}× — {ok(ratio >= 4)}",
+            )
+        )
+    rows.append(
+        (
+            "Re-ingest, unchanged corpus",
+            f"{re_['seconds']:.2f} s, {re_['embed_requests']} embed requests",
+            "≤ 5 %, 0 requests",
+            f"{r['ratios']['reingest_vs_ingest'] * 100:.1f} % — "
+            f"{ok(r['ratios']['reingest_vs_ingest'] <= 0.05 and re_['embed_requests'] == 0)}",
+        )
+    )
+    for key, target in (("retrieval_ingested", 5.0), ("retrieval_synthetic", 10.0)):
+        found = r[key]
+        for mode in ("dense", "hybrid"):
+            p50, p95 = found[mode]["p50_ms"], found[mode]["p95_ms"]
+            rows.append(
+                (
+                    f"Retrieval tool, {mode}, {found['chunks']} chunks",
+                    f"p50 {p50:.2f} ms, p95 {p95:.2f} ms",
+                    f"p50 ≤ {target:g} ms",
+                    ok(p50 <= target),
+                )
+            )
+    build = r["synthetic_build"]
+    rows.append(
+        (
+            "Synthetic store build (upsert; HNSW index at close)",
+            f"{build['upsert_s']:.1f} s; {build['index_s']:.1f} s",
+            "",
+            "",
+        )
+    )
+    mem = r["memory"]
+    rows.append(
+        (
+            f"Peak RSS ingesting {mem['chunks']} chunks (ingest; with index build)",
+            f"{mem['peak_rss_mb_ingest']} MB; {mem['peak_rss_mb_with_index']} MB",
+            "≤ 1 GB",
+            ok(mem["peak_rss_mb_with_index"] <= 1024),
+        )
+    )
+    if mem.get("peak_anon_mb") is not None:
+        rows.append(
+            (
+                "… of which anonymous memory at most (the rest: mapped store files)",
+                f"{mem['peak_anon_mb']} MB",
+                "",
+                "",
+            )
+        )
+    agent = r["agent"]
+    rows.append(
+        (
+            "Agent overhead per turn (model time excluded)",
+            f"{agent['overhead_ms']:.1f} ms (turn {agent['turn_ms']:.1f} ms, "
+            f"direct {agent['direct_ms']:.1f} ms)",
+            "≤ 15 ms",
+            ok(agent["overhead_ms"] <= 15),
+        )
+    )
+    cli = r["cli"]
+    rows.append(
+        ("`archivist --help`", f"{cli['help_s']:.2f} s", "≤ 0.3 s", ok(cli["help_s"] <= 0.3))
+    )
+    rows.append(
+        (
+            "`archivist chat` until its prompt",
+            f"{cli['chat_ready_s']:.2f} s",
+            "≤ 2.5 s",
+            ok(cli["chat_ready_s"] <= 2.5),
+        )
+    )
+    lines = ["| measure | result | target | verdict |", "|---|---|---|---|"]
+    lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows]
+    m = r["machine"]
+    lines.append("")
+    lines.append(
+        f"Machine: {m['cpu']}, {m['cores']} cores, {m['system']}, Python {m['python']}; "
+        f"load average at start {m['load_average_at_start']}."
+    )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a smaller corpus and stores")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out")
+    parser.add_argument("--memory-child", nargs=3, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.memory_child:
+        _memory_child_main(*args.memory_child)
+        return 0
+    config = QUICK if args.quick else FULL
+    work = Path(tempfile.mkdtemp(prefix="archivist-bench-"))
+    try:
+        results = run(config, work, log=lambda m: print(m, file=sys.stderr, flush=True))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    name = "perf-quick" if args.quick else "perf"
+    (args.out / f"{name}.json").write_text(json.dumps(results, indent=2, ensure_ascii=False))
+    rendered = table(results)
+    (args.out / f"{name}.md").write_text(rendered + "\n", encoding="utf-8")
+    print(rendered)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,44 @@
+"""The benchmark must not rot: its functions run end to end on a tiny corpus (no timings)."""
+
+import importlib.util
+import sys
+
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import perf  # noqa: E402
+
+
+def test_the_corpus_is_deterministic_and_mixes_english_and_chinese(tmp_path):
+    first = perf.make_corpus(tmp_path / "a", files=8, chars=1500)
+    second = perf.make_corpus(tmp_path / "b", files=8, chars=1500)
+    files = sorted(first.rglob("*.md"))
+    assert len(files) == 8
+    texts = [f.read_text(encoding="utf-8") for f in files]
+    assert texts == [f.read_text(encoding="utf-8") for f in sorted(second.rglob("*.md"))]
+    assert all(len(t) >= 1500 for t in texts)
+    assert sum("天内办理" in t for t in texts) == 2
+
+
+def test_every_measurement_runs_on_a_tiny_corpus(tmp_path):
+    config = perf.Config(
+        files=12,
+        synthetic_chunks=1200,
+        memory_chunks=200,
+        queries=8,
+        agent_turns=3,
+        cli_runs=1,
+        embed_delay=0.0,
+        embed_delay_per_text=0.0,
+        langchain=importlib.util.find_spec("langchain_qdrant") is not None,
+    )
+    results = perf.run(config, tmp_path, log=lambda message: None)
+    assert results["ingest"]["files"] == 12
+    assert results["ingest"]["chunks"] == results["retrieval_ingested"]["chunks"] > 12
+    assert results["ingest"]["embed_requests"] > 0
+    assert results["reingest"]["unchanged"] == 12 and results["reingest"]["embed_requests"] == 0
+    assert results["retrieval_synthetic"]["chunks"] == 1200
+    assert results["memory"]["chunks"] > 0 and results["memory"]["peak_rss_mb_ingest"] > 0
+    assert set(results["retrieval_synthetic"]["hybrid"]) == {"p50_ms", "p95_ms"}
+    rendered = perf.table(results)
+    assert "Embedding limit" in rendered and "`archivist chat` until its prompt" in rendered

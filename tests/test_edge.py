@@ -1,0 +1,326 @@
+"""Qdrant Edge behind EdgeClient: congruence with qdrant-client's local mode, persistence,
+locking, and moving stores made by release 0.1 (qdrant-client local mode) over."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT, SHOP
+from fake_ollama import embed_text
+from qdrant_client import QdrantClient, models
+
+from agent.service import Archivist
+from tools.edge import COLLECTION_FILE, MIGRATING_FILE, EdgeClient, migrate_legacy
+from tools.errors import StoreLocked
+from tools.sparse import document_vector, query_vector
+from tools.store import DENSE, SPARSE, Chunk, KnowledgeStore, connect
+
+# qdrant-client's local mode warns that it ignores the payload index the stores create.
+pytestmark = pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning")
+FINGERPRINT = {"embed_model": "hash", "dimension": 64, "document_prefix": "", "query_prefix": ""}
+DOCS = [
+    ("refund.md", "refunds are paid within 30 days of delivery", 1),
+    ("refund.md", "keep the receipt to ask for a refund", 2),
+    ("boots.md", "boots NW-TX-2290 need wax-free spray", 3),
+    ("boots.md", "boots are resoled for free in the first year", 4),
+    ("tents.md", "tents are refunded only when unused", 5),
+    ("退货.md", "退货须在三十天内申请", 6),
+]
+
+
+def _fill(client) -> list[str]:
+    client.create_collection(
+        "docs",
+        vectors_config={DENSE: models.VectorParams(size=64, distance=models.Distance.COSINE)},
+        sparse_vectors_config={SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)},
+        metadata={"archivist": {"description": "d"}},
+    )
+    client.create_payload_index("docs", "source", models.PayloadSchemaType.KEYWORD)
+    ids = [Chunk(text, source, n).id for source, text, n in DOCS]
+    points = []
+    for point_id, (source, text, n) in zip(ids, DOCS, strict=True):
+        indices, values = document_vector(text)
+        points.append(
+            models.PointStruct(
+                id=point_id,
+                vector={
+                    DENSE: embed_text(text, 64),
+                    SPARSE: models.SparseVector(indices=indices, values=values),
+                },
+                payload={"source": source, "text": text, "n": n},
+            )
+        )
+    client.upsert("docs", points=points, wait=True)
+    return ids
+
+
+@pytest.fixture
+def pair(tmp_path):
+    """The same collection in Qdrant Edge and in qdrant-client's local mode."""
+    edge, local = EdgeClient(tmp_path / "edge"), QdrantClient(":memory:")
+    ids = _fill(edge)
+    assert _fill(local) == ids
+    yield edge, local, ids
+    edge.close()
+    local.close()
+
+
+def _sparse(text: str) -> models.SparseVector:
+    indices, values = query_vector(text)
+    return models.SparseVector(indices=indices, values=values)
+
+
+def _ranked(response) -> list[tuple[str, float]]:
+    return [(str(p.id), round(p.score, 4)) for p in response.points]
+
+
+FILTERS = {
+    "must": models.Filter(
+        must=[models.FieldCondition(key="source", match=models.MatchValue(value="boots.md"))]
+    ),
+    "any": models.Filter(
+        must=[
+            models.FieldCondition(key="source", match=models.MatchAny(any=["refund.md", "退货.md"]))
+        ]
+    ),
+    "should_and_must_not": models.Filter(
+        should=[
+            models.FieldCondition(key="source", match=models.MatchValue(value="refund.md")),
+            models.FieldCondition(key="source", match=models.MatchValue(value="tents.md")),
+        ],
+        must_not=[models.FieldCondition(key="n", match=models.MatchValue(value=2))],
+    ),
+    "except": models.Filter(
+        must=[
+            models.FieldCondition(
+                key="source", match=models.MatchExcept(**{"except": ["boots.md"]})
+            )
+        ]
+    ),
+    "range": models.Filter(must=[models.FieldCondition(key="n", range=models.Range(gte=2, lt=5))]),
+    "nested": models.Filter(
+        must=[
+            models.Filter(should=[models.FieldCondition(key="n", match=models.MatchValue(value=6))])
+        ]
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FILTERS))
+def test_filters_select_the_same_points_on_both_engines(pair, name):
+    edge, local, _ = pair
+    wanted = FILTERS[name]
+    assert edge.count("docs", count_filter=wanted).count == (
+        local.count("docs", count_filter=wanted).count
+    )
+    query = embed_text("refund boots", 64)
+    found = [
+        # Engines order equal scores differently; either order is a right answer.
+        sorted(
+            _ranked(c.query_points("docs", query=query, using=DENSE, query_filter=wanted, limit=6)),
+            key=lambda hit: (-hit[1], hit[0]),
+        )
+        for c in (edge, local)
+    ]
+    assert found[0] == found[1]
+
+
+def test_has_id_conditions_and_deleting_by_ids(pair):
+    edge, local, ids = pair
+    by_id = models.Filter(must=[models.HasIdCondition(has_id=ids[:2])])
+    for client in (edge, local):
+        assert client.count("docs", count_filter=by_id).count == 2
+        client.delete("docs", points_selector=models.PointIdsList(points=[ids[0]]))
+        assert client.count("docs", count_filter=by_id).count == 1
+
+
+@pytest.mark.parametrize(
+    "fusion",
+    [
+        models.FusionQuery(fusion=models.Fusion.RRF),
+        models.FusionQuery(fusion=models.Fusion.DBSF),
+        models.RrfQuery(rrf=models.Rrf(k=60, weights=[3.0, 1.0])),
+    ],
+    ids=["rrf", "dbsf", "weighted-rrf"],
+)
+def test_fused_queries_rank_like_local_mode(pair, fusion):
+    edge, local, _ = pair
+    text = "receipt for boots spray"  # no ties in either ranking: engines break ties apart
+    kwargs = {
+        "prefetch": [
+            models.Prefetch(query=embed_text(text, 64), using=DENSE, limit=6),
+            models.Prefetch(query=_sparse(text), using=SPARSE, limit=6),
+        ],
+        "query": fusion,
+        "limit": 4,
+    }
+    edge_ranks = _ranked(edge.query_points("docs", **kwargs))
+    local_ranks = _ranked(local.query_points("docs", **kwargs))
+    assert [i for i, _ in edge_ranks] == [i for i, _ in local_ranks]
+    assert [s for _, s in edge_ranks] == pytest.approx([s for _, s in local_ranks], abs=1e-3)
+
+
+def test_sparse_scores_apply_idf_like_local_mode(pair):
+    edge, local, _ = pair
+    kwargs = {"query": _sparse("boots refund"), "using": SPARSE, "limit": 6}
+    edge_ranks = _ranked(edge.query_points("docs", **kwargs))
+    local_ranks = _ranked(local.query_points("docs", **kwargs))
+    assert [i for i, _ in edge_ranks] == [i for i, _ in local_ranks]
+    assert [s for _, s in edge_ranks] == pytest.approx([s for _, s in local_ranks], rel=1e-3)
+
+
+def test_scroll_pages_through_every_point_with_selected_fields(pair):
+    edge, _, ids = pair
+    seen, offset = [], None
+    while True:
+        records, offset = edge.scroll("docs", limit=4, offset=offset, with_payload=["source"])
+        seen += records
+        if offset is None:
+            break
+    assert sorted(str(r.id) for r in seen) == sorted(ids)
+    assert all(set(r.payload) == {"source"} and r.vector is None for r in seen)
+    [record], _ = edge.scroll("docs", limit=1, with_payload=False, with_vectors=True)
+    assert len(record.vector[DENSE]) == 64
+    assert isinstance(record.vector[SPARSE], models.SparseVector)
+
+
+def test_collection_info_and_metadata_updates(pair):
+    edge, local, _ = pair
+    for client in (edge, local):
+        client.update_collection("docs", metadata={"other": 1})
+        info = client.get_collection("docs")
+        assert info.config.metadata == {"archivist": {"description": "d"}, "other": 1}
+        assert info.config.params.vectors[DENSE].size == 64
+        assert info.config.params.sparse_vectors[SPARSE].modifier == models.Modifier.IDF
+        assert info.points_count == len(DOCS)
+    assert [c.name for c in edge.get_collections().collections] == ["docs"]
+
+
+def test_everything_survives_closing_and_reopening(tmp_path):
+    first = EdgeClient(tmp_path / "edge")
+    ids = _fill(first)
+    first.close()
+    again = EdgeClient(tmp_path / "edge")
+    try:
+        assert again.count("docs").count == len(DOCS)
+        assert again.get_collection("docs").config.metadata["archivist"]["description"] == "d"
+        hit = again.query_points("docs", query=embed_text(DOCS[2][1], 64), using=DENSE, limit=1)
+        assert str(hit.points[0].id) == ids[2]
+        assert hit.points[0].payload["source"] == "boots.md"
+    finally:
+        again.close()
+    # Nothing but the collection file and the shard: metadata is replaced atomically.
+    assert sorted(p.name for p in (tmp_path / "edge" / "docs").iterdir()) == [
+        COLLECTION_FILE,
+        "shard",
+    ]
+
+
+def test_a_dropped_store_is_gone_and_can_be_made_again(tmp_path):
+    client = EdgeClient(tmp_path / "edge")
+    try:
+        _fill(client)
+        assert client.delete_collection("docs")
+        assert not client.collection_exists("docs") and not (tmp_path / "edge" / "docs").exists()
+        _fill(client)
+        assert client.count("docs").count == len(DOCS)
+    finally:
+        client.close()
+
+
+def test_the_lock_is_held_while_open_and_released_on_close(tmp_path):
+    first = connect(tmp_path / "edge")
+    with pytest.raises(StoreLocked, match="in use by another Archivist process"):
+        connect(tmp_path / "edge")
+    first.close()
+    connect(tmp_path / "edge").close()
+
+
+def _legacy_store(home) -> list[str]:
+    """A store as release 0.1 made it: qdrant-client local mode in home/qdrant."""
+    legacy = QdrantClient(path=str(home / "qdrant"))
+    store = KnowledgeStore(legacy, "old_docs")
+    store.ensure(FINGERPRINT, "from the last release")
+    chunks = [Chunk(text, source, n) for source, text, n in DOCS]
+    store.upsert(chunks, [embed_text(c.text, 64) for c in chunks], ["h1"] * 6, [2, 2, 2, 2, 1, 1])
+    legacy.close()
+    return [c.id for c in chunks]
+
+
+def test_stores_of_the_last_release_are_moved_on_first_open_without_re_embedding(
+    settings, ollama, capsys
+):
+    ids = _legacy_store(settings.home)
+    app = Archivist(settings)
+    try:
+        store = app.store("old_docs", must_exist=False)
+        assert store.description == "from the last release"
+        assert store.fingerprint["embed_model"] == "hash"
+        assert store.count() == len(DOCS)
+        results = store.search(embed_text(DOCS[2][1], 64), "NW-TX-2290 spray", k=1)
+        assert results[0].chunk_id == ids[2] and results[0].source == "boots.md"
+        assert store.sources()["refund.md"].complete
+    finally:
+        app.close()
+    assert ollama.requests_to("/api/embed") == []
+    assert "Moved 1 store(s) (old_docs)" in capsys.readouterr().err
+    assert not (settings.home / "qdrant").exists()
+    assert (settings.home / "qdrant.migrated" / "meta.json").is_file()
+    # The next open finds nothing to move: a store deleted now stays deleted.
+    again = Archivist(settings)
+    again.store("old_docs", must_exist=False).drop()
+    again.close()
+    third = Archivist(settings)
+    assert not third.store("old_docs", must_exist=False).exists()
+    third.close()
+
+
+def test_an_interrupted_move_is_done_again(tmp_path):
+    _legacy_store(tmp_path)
+    target = EdgeClient(tmp_path / "edge")
+    try:
+        # What a crash halfway through leaves: the collection made, its marker still there.
+        target.create_collection(
+            "old_docs",
+            vectors_config={DENSE: models.VectorParams(size=64, distance=models.Distance.COSINE)},
+        )
+        (tmp_path / "edge" / "old_docs" / MIGRATING_FILE).touch()
+        assert migrate_legacy(tmp_path / "qdrant", target) == ["old_docs"]
+        assert target.count("old_docs").count == len(DOCS)
+        assert not (tmp_path / "edge" / "old_docs" / MIGRATING_FILE).exists()
+        stored = json.loads((tmp_path / "edge" / "old_docs" / COLLECTION_FILE).read_text())
+        assert stored["metadata"]["archivist"]["description"] == "from the last release"
+    finally:
+        target.close()
+
+
+def test_the_sample_store_ingests_into_edge_and_searches(archivist):
+    report = archivist.ingest([str(SHOP)], "shop_docs")
+    assert report["points"] > 0 and not report["failed"]
+    assert (archivist.settings.home / "edge" / "shop_docs" / COLLECTION_FILE).is_file()
+    assert archivist.search("refund days", "shop_docs")[0]["source"].startswith("refund")
+
+
+def test_writes_survive_a_process_that_dies_without_closing(tmp_path):
+    # The first write after opening is flushed; the delete right after it is only in the
+    # write-ahead log when the process dies.
+    script = f"""
+import os, sys
+sys.path[:0] = ["tests", "."]
+from pathlib import Path
+from qdrant_client import models
+from test_edge import _fill
+from tools.edge import EdgeClient
+client = EdgeClient(Path({str(tmp_path / "edge")!r}))
+_fill(client)
+below_3 = models.Filter(must=[models.FieldCondition(key="n", range=models.Range(lt=3))])
+client.delete("docs", points_selector=below_3)
+os._exit(0)
+"""
+    subprocess.run([sys.executable, "-c", script], check=True, cwd=ROOT)
+    client = EdgeClient(tmp_path / "edge")
+    try:
+        assert client.count("docs").count == len(DOCS) - 2
+    finally:
+        client.close()
