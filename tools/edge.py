@@ -299,6 +299,41 @@ class EdgeClient:
             ]
         )
 
+    def query_batch_points(
+        self, collection_name: str, requests: Sequence[models.QueryRequest]
+    ) -> list[QueryResponse]:
+        """Run several queries; in process, a batch is just one query after another."""
+        return [
+            self.query_points(
+                collection_name,
+                query=r.query,
+                using=r.using,
+                prefetch=r.prefetch,
+                query_filter=r.filter,
+                limit=r.limit or 10,
+                offset=r.offset,
+                with_payload=False if r.with_payload is None else r.with_payload,
+                with_vectors=False if r.with_vector is None else r.with_vector,
+                score_threshold=r.score_threshold,
+            )
+            for r in requests
+        ]
+
+    def facet(
+        self,
+        collection_name: str,
+        key: str,
+        facet_filter: models.Filter | None = None,
+        limit: int = 10,
+        exact: bool = False,
+    ) -> models.FacetResponse:
+        """Count the points per value of a keyword payload field."""
+        request = qe.FacetRequest(key=key, limit=limit, exact=exact, filter=_filter(facet_filter))
+        hits = self._shard(collection_name).facet(request).hits
+        return models.FacetResponse(
+            hits=[models.FacetValueHit(value=hit.value, count=hit.count) for hit in hits]
+        )
+
     # -- lifecycle ---------------------------------------------------------------------------
 
     def close(self) -> None:
