@@ -135,4 +135,23 @@ def explain(exc: BaseException, settings: Settings) -> ArchivistError | None:
             f"Ollama at {host} answered with an error: {exc.error}",
             "Check the Ollama server's log; `archivist doctor` checks the whole setup.",
         )
+    return _explain_qdrant(exc, settings)
+
+
+def _explain_qdrant(exc: BaseException, settings: Settings) -> ArchivistError | None:
+    """Turn a Qdrant server's failure into a message; the URL is masked, the key never shown."""
+    from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+
+    if not settings.qdrant_url:
+        return None
+    where = mask_url(settings.qdrant_url)
+    if isinstance(exc, ResponseHandlingException):
+        return ArchivistError(
+            f"Cannot reach the Qdrant server at {where}: {exc.source}.",
+            "Start it, or correct QDRANT_URL; unset QDRANT_URL to use the embedded store.",
+        )
+    if isinstance(exc, UnexpectedResponse):
+        status = f"{exc.status_code} {exc.reason_phrase}".strip()
+        fix = "Check QDRANT_API_KEY." if exc.status_code in (401, 403) else "Check its log."
+        return ArchivistError(f"The Qdrant server at {where} answered {status}.", fix)
     return None

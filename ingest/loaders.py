@@ -299,9 +299,16 @@ def load_csv(path: Path, options: LoaderOptions) -> list[Section]:
     except csv.Error:
         dialect = csv.excel
     try:
-        rows = list(csv.DictReader(io.StringIO(text), dialect=dialect))
+        reader = csv.DictReader(io.StringIO(text), dialect=dialect)
+        rows = list(reader)
     except csv.Error as exc:
         raise LoadError(f"invalid CSV: {exc}") from None
+    # A row longer than the header would lose values or pin them to the wrong column (often
+    # a delimiter inside an unquoted field); a shorter row simply leaves its last fields empty.
+    for number, row in enumerate(rows, start=2):
+        if None in row:
+            width = len(reader.fieldnames or [])
+            raise LoadError(f"row {number} has {width + len(row[None])} fields, the header {width}")
     records = (
         (n, {k: v for k, v in row.items() if k is not None and v not in (None, "")})
         for n, row in enumerate(rows, start=2)
@@ -417,20 +424,27 @@ def skip_reason(path: Path) -> str:
     return f"unsupported file type '{kind}' (text: rename it to .txt to ingest it)"
 
 
-def load(path: Path, options: LoaderOptions | None = None) -> list[Section]:
-    """Load a file with the loader for its format; raise LoadError with the reason."""
-    loader = LOADERS.get(path.suffix.lower())
-    if loader is None:
-        raise LoadError(skip_reason(path))
+def check_size(path: Path) -> None:
+    """Refuse an empty file or one over the size limit, from its size alone (nothing is read)."""
     size = path.stat().st_size
     if size > MAX_FILE_BYTES:
         raise LoadError(f"larger than the {MAX_FILE_BYTES // 2**20} MB limit ({size // 2**20} MB)")
     if size == 0:
         raise LoadError("empty file")
+
+
+def load(path: Path, options: LoaderOptions | None = None) -> list[Section]:
+    """Load a file with the loader for its format; raise LoadError with the reason."""
+    loader = LOADERS.get(path.suffix.lower())
+    if loader is None:
+        raise LoadError(skip_reason(path))
+    check_size(path)
     try:
         sections = loader(path, options or LoaderOptions())
     except OSError as exc:
         raise LoadError(f"cannot read: {exc.strerror or exc}") from None
+    except RecursionError:
+        raise LoadError("nested too deeply to read") from None
     if not any(s.text.strip() for s in sections):
         raise LoadError("no text in the file")
     return sections

@@ -1,9 +1,11 @@
 """Find source files, name them, hash them, and turn them into documents of chunks."""
 
+import errno
 import hashlib
 import json
 import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,6 +14,7 @@ from ingest.loaders import (
     LoaderOptions,
     LoadError,
     Section,
+    check_size,
     load,
     skip_reason,
     supported,
@@ -99,6 +102,9 @@ def discover(paths: list[Path]) -> tuple[list[SourceFile], list[Failure], list[F
 
     A file given directly is named by its file name; a file found in a folder by its path
     relative to that folder, with `/` separators. Hidden files and folders are left out.
+    Inside a folder, a symbolic link is followed only to a file in that same folder: a link
+    leading out of it (or nowhere, or in a loop) is reported, never read, and so are devices,
+    sockets and pipes (reading a pipe would wait forever).
     """
     files: dict[str, SourceFile] = {}
     failed: list[Failure] = []
@@ -110,20 +116,56 @@ def discover(paths: list[Path]) -> tuple[list[SourceFile], list[Failure], list[F
             else:
                 skipped.append(Failure(root.name, skip_reason(root)))
         elif root.is_dir():
+            inside = root.resolve()
             for folder, dirnames, filenames in os.walk(root):
                 dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+                for name in dirnames:
+                    path = Path(folder) / name
+                    # os.walk does not descend into linked folders; say so when it matters.
+                    if path.is_symlink() and (reason := _link_problem(path, inside)):
+                        failed.append(Failure(path.relative_to(root).as_posix(), reason))
                 for name in sorted(filenames):
                     if name.startswith("."):
                         continue
                     path = Path(folder) / name
                     source = path.relative_to(root).as_posix()
-                    if supported(path):
+                    if reason := _entry_problem(path, inside):
+                        failed.append(Failure(source, reason))
+                    elif supported(path):
                         files.setdefault(source, SourceFile(path, source))
                     else:
                         skipped.append(Failure(source, skip_reason(path)))
         else:
             failed.append(Failure(str(root), "no such file or folder"))
     return list(files.values()), failed, skipped
+
+
+def _link_problem(path: Path, inside: Path) -> str | None:
+    """Why a symbolic link is not followed: it leads nowhere, in a loop, or out of `inside`."""
+    try:
+        target = path.resolve(strict=True)
+    except RuntimeError:
+        return "symbolic link loop"
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "symbolic link loop"
+        return "broken symbolic link (its target does not exist)"
+    if not target.is_relative_to(inside):
+        return "symbolic link to outside the folder, not followed (ingest its target directly)"
+    return None
+
+
+def _entry_problem(path: Path, inside: Path) -> str | None:
+    """Why a file found in a folder is not read, or None if it is a regular file to read."""
+    if path.is_symlink() and (reason := _link_problem(path, inside)):
+        return reason
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        return f"cannot read: {exc.strerror or exc}"
+    if not stat.S_ISREG(mode):
+        return "not a regular file (a pipe, socket or device)"
+    return None
 
 
 def _settings_digest(splitter: SplitterSettings, options: LoaderOptions | None) -> "hashlib._Hash":
@@ -138,6 +180,7 @@ def content_hash(
 ) -> str:
     """Hash a file's bytes with the settings that shape its chunks: a change of either means
     re-chunking."""
+    check_size(path)  # before reading: a huge file is refused without hashing it
     digest = _settings_digest(splitter, options)
     with path.open("rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):

@@ -5,7 +5,7 @@ from typing import Any
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tools.store import KnowledgeStore, SearchMode
 
@@ -15,7 +15,13 @@ LISTED_SOURCES = 12
 
 
 class SearchArgs(BaseModel):
-    """Arguments a model gives the retrieval tool."""
+    """Arguments a model gives the retrieval tool.
+
+    Unknown arguments (`k`, a filter) are refused, not ignored: the model then reads that
+    its search was not what it asked for, instead of believing it filtered or widened it.
+    """
+
+    model_config = ConfigDict(extra="forbid")
 
     query: str = Field(
         description="What to look for, in the words the documents would use.",
