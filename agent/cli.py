@@ -504,16 +504,21 @@ def migrate(
     source = target = None
     try:
         if source_home is not None:
-            if not (source_home / "qdrant").is_dir():
+            source_settings = settings.with_overrides(home=source_home.expanduser())
+            if not (
+                source_settings.store_path.is_dir() or source_settings.legacy_store_path.is_dir()
+            ):
                 raise ArchivistError(
                     f"There is no embedded store in {source_home}.",
-                    "Give the folder ARCHIVIST_HOME pointed at (it holds a `qdrant` folder).",
+                    "Give the folder ARCHIVIST_HOME pointed at (it holds an `edge` folder).",
                 )
-            source = connect(source_home / "qdrant")
+            source = connect(
+                source_settings.store_path, legacy_path=source_settings.legacy_store_path
+            )
         else:
             source = connect(url=from_url, api_key=from_api_key, prefer_grpc=grpc, timeout=60)
         if to_home is not None:
-            target = connect(to_home.expanduser() / "qdrant")
+            target = connect(settings.with_overrides(home=to_home.expanduser()).store_path)
             layout = None
         else:
             key = api_key or settings.qdrant_api_key

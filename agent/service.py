@@ -313,6 +313,7 @@ class Archivist:
             reasoning = True if think is None else think
         elif think:
             notices.append(f"{model} has no thinking mode; it answers without one.")
+
         def chat_model(reasoning: bool | None):
             return models.chat_model(
                 self.settings,

@@ -53,7 +53,7 @@ def wait_for(condition, what: str, limit: float = 60) -> None:
 
 def stored_chunks(home: Path, store: str) -> tuple[int, set[tuple[str, int, str]]]:
     """Open the store as any later process would: its count and its (source, index, text)."""
-    client = connect(home / "qdrant")
+    client = connect(home / "edge")
     try:
         store = KnowledgeStore(client, store)
         chunks = {(c["source"], c["chunk_index"], c["text"]) for c in store.chunks()}

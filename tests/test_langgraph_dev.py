@@ -86,4 +86,4 @@ def test_langgraph_dev_serves_ingest_and_agent_with_the_run_context(server, olla
     assert state["mode"] == "agent"
     assert [c["name"] for c in state["calls"]] == ["search_shop_docs"]
     assert state["messages"][-1]["type"] == "ai" and state["messages"][-1]["content"]
-    assert not (tmp_path / "env-home" / "qdrant").exists()
+    assert not (tmp_path / "env-home" / "edge").exists()

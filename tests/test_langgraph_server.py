@@ -72,8 +72,8 @@ def test_the_served_graphs_ingest_and_answer_with_settings_from_the_run_context(
     )
     report = done["report"]
     assert report["store"] == "shop_docs" and len(report["stored"]) == 10
-    assert (tmp_path / "served" / "qdrant").is_dir()
-    assert not (home / "qdrant").exists(), "ARCHIVIST_HOME from the environment is not used"
+    assert (tmp_path / "served" / "edge").is_dir()
+    assert not (home / "edge").exists(), "ARCHIVIST_HOME from the environment is not used"
     assert ollama.requests_to("/api/embed"), "the context's Ollama embedded the chunks"
 
     agent = graphs["agent"].copy(update={"checkpointer": InMemorySaver()})  # as the server does
@@ -131,7 +131,7 @@ def test_without_a_context_the_environment_applies(graphs, ollama, home, monkeyp
     monkeypatch.setenv("OLLAMA_HOST", ollama.url)
     done = graphs["ingest"].invoke({"paths": [str(SHOP / "refund.md")], "store": "docs"})
     assert [s["source"] for s in done["report"]["stored"]] == ["refund.md"]
-    assert (home / "qdrant").is_dir()
+    assert (home / "edge").is_dir()
 
 
 def test_a_run_with_the_wrong_ollama_fails_with_the_fix(graphs, tmp_path, no_env_ollama):

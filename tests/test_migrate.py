@@ -23,7 +23,7 @@ DEAD_OLLAMA = "http://127.0.0.1:9"  # nothing listens: a migration must not need
 
 def everything(home, store):
     """Every point of a store in a home, with its vectors, and the store's metadata."""
-    client = connect(home / "qdrant")
+    client = connect(home / "edge")
     try:
         found, offset = {}, None
         while True:
@@ -108,7 +108,7 @@ def test_a_target_store_with_chunks_is_kept_unless_forced(two_stores, tmp_path, 
     assert refused.returncode == 1 and "Traceback" not in refused.stderr
     assert "The target already has a store 'hr_docs' with 1 chunks." in refused.stderr
     assert "--force" in refused.stderr
-    client = connect(backup / "qdrant")
+    client = connect(backup / "edge")
     assert not KnowledgeStore(client, "shop_docs").exists(), "nothing copied after a refusal"
     client.close()
 

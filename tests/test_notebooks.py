@@ -53,7 +53,7 @@ def run_notebook(name: str) -> Run:
             notebook,
             embedded=len(fake.requests_to("/api/embed")),
             chat_models={request["model"] for request in fake.requests_to("/api/chat")},
-            home_used=(Path(home) / "qdrant").is_dir(),
+            home_used=(Path(home) / "edge").is_dir(),
         )
 
 

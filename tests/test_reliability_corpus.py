@@ -94,7 +94,7 @@ def test_a_hostile_folder_stores_the_good_files_and_reports_each_bad_one(ollama,
     assert not any(SECRET in text or "Locked page" in text for text in embedded)
     assert any("lantern" in text for text in embedded)
 
-    client = connect(home / "qdrant")
+    client = connect(home / "edge")
     try:
         sources = KnowledgeStore(client, "kb").sources()
         assert sorted(sources) == ["alias.md", "good.md", "long-line.txt", "utf16.txt"]

@@ -97,7 +97,7 @@ def test_a_second_process_on_the_embedded_store_works_or_is_told_why(tmp_path):
 
 
 def _sources(home: Path) -> dict:
-    client = connect(home / "qdrant")
+    client = connect(home / "edge")
     try:
         return KnowledgeStore(client, "kb").sources()
     finally:

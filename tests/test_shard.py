@@ -141,7 +141,7 @@ def test_the_cli_refuses_a_bad_shard_before_any_work(home, tmp_path):
     assert done.returncode == 1
     assert "Error: '4/3' is not a shard." in done.stderr
     assert "--shard 1/3" in done.stderr and "Traceback" not in done.stderr
-    assert not (home / "qdrant").exists()
+    assert not (home / "edge").exists()
 
 
 def test_the_cli_ingests_one_shard_and_says_so(ollama, home, tmp_path):
