@@ -36,9 +36,23 @@ def client(settings: Settings) -> ollama.Client:
     return ollama.Client(host=settings.ollama_host, timeout=settings.timeout)
 
 
+class CompleteChatOllama(ChatOllama):
+    """ChatOllama that refuses an answer whose stream ended before Ollama's closing line.
+
+    When Ollama dies mid-answer the stream just stops; without this check the half-written
+    answer would pass for a whole one.
+    """
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        result = super()._generate(messages, stop, run_manager, **kwargs)
+        if not (result.generations[0].generation_info or {}).get("done"):
+            raise httpx.RemoteProtocolError("Ollama stopped before the answer was complete.")
+        return result
+
+
 def chat_model(settings: Settings, model: str | None = None, **options) -> ChatOllama:
     """Build the chat model (no request is made until it is used)."""
-    return ChatOllama(
+    return CompleteChatOllama(
         model=model or settings.chat_model,
         base_url=settings.ollama_host,
         client_kwargs={"timeout": settings.timeout},

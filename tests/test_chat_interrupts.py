@@ -51,3 +51,25 @@ def test_ollama_failing_mid_chat_prints_the_reason_and_the_chat_goes_on(ollama, 
     out = ask(child, REFUND_Q)
     assert TOOL_LINE.search(out) and "Sources: [1]" in out
     assert leave(child) == 0
+
+
+def test_ollama_dying_mid_answer_prints_the_reason_and_the_chat_goes_on(ollama, home, store):
+    words = " ".join(f"word{i}" for i in range(60))
+    ollama.script(
+        "qwen2.5:3b",
+        {"tool_calls": [{"name": "search_shop_docs", "arguments": {"query": "refund"}}]},
+        {"content": f"Refunds are simple. {words} [1]"},
+    )
+    ollama.token_delay = 0.25
+    child = spawn_chat("--store", store, ollama_url=ollama.url, home=home)
+    child.sendline(REFUND_Q)
+    child.expect_exact("Refunds are simple.")
+    ollama.stop()  # Ollama goes away mid-answer: the stream's connection is cut.
+    ready(child)
+    assert "word59" not in child.before
+    assert "Cannot reach Ollama at" in child.before and "Traceback" not in child.before
+    ollama.token_delay = 0.0
+    ollama.start()  # back on the same port: the chat, still running, answers again
+    out = ask(child, REFUND_Q)
+    assert TOOL_LINE.search(out) and "Sources: [1]" in out
+    assert leave(child) == 0
