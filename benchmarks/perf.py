@@ -478,6 +478,8 @@ def cli_times(url: str, home: Path, runs: int) -> dict[str, float]:
     """Median wall time of `archivist --help`, and of `archivist chat` until its prompt shows."""
     import pexpect
 
+    from agent.chat import PROMPT
+
     env = {**os.environ, "OLLAMA_HOST": url, "ARCHIVIST_HOME": str(home)}
     exe = str(Path(sys.executable).with_name("archivist"))
     subprocess.run(
@@ -493,7 +495,8 @@ def cli_times(url: str, home: Path, runs: int) -> dict[str, float]:
         helps.append(time.perf_counter() - started)
         started = time.perf_counter()
         child = pexpect.spawn(exe, ["chat"], env=env, encoding="utf-8", timeout=60)
-        child.expect_exact("> ")
+        # The prompt's glyph; a terminal renders the space after it as a cursor move.
+        child.expect_exact(PROMPT.strip())
         chats.append(time.perf_counter() - started)
         child.sendline("/exit")
         child.expect(pexpect.EOF)
