@@ -9,10 +9,10 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from qdrant_client import QdrantClient, models
+from qdrant_client import QdrantClient
 
 from tools.errors import ArchivistError
-from tools.store import KnowledgeStore, ServerLayout, list_stores
+from tools.store import KnowledgeStore, ServerLayout, copy_points, list_stores
 
 ProgressFn = Callable[[int, int], None]
 
@@ -74,24 +74,9 @@ def copy_store(
         target.drop()
     target.ensure(info["fingerprint"], info.get("description", ""))
     target.client.update_collection(target.name, metadata={"archivist": info})
-    copied, offset = 0, None
-    while True:
-        points, offset = source.client.scroll(
-            source.name, limit=batch, offset=offset, with_payload=True, with_vectors=True
-        )
-        if points:
-            target.client.upsert(
-                target.name,
-                points=[
-                    models.PointStruct(id=p.id, vector=p.vector, payload=p.payload) for p in points
-                ],
-                wait=True,
-            )
-            copied += len(points)
-            if on_progress:
-                on_progress(copied, total)
-        if offset is None:
-            break
+    copied = copy_points(
+        source, target, batch, (lambda copied: on_progress(copied, total)) if on_progress else None
+    )
     stored = target.count()
     if stored != total:
         raise ArchivistError(

@@ -9,7 +9,7 @@ import re
 import time
 import uuid
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -144,6 +144,36 @@ def connect(
 REBUILD_SUFFIX = "__rebuild"
 
 
+def copy_points(
+    source: "KnowledgeStore",
+    target: "KnowledgeStore",
+    batch: int = 256,
+    on_progress: Callable[[int], None] | None = None,
+) -> int:
+    """Copy every point of `source` into `target` (vectors and payloads; nothing re-embedded).
+
+    The two stores may live on different Qdrants; returns how many points were copied.
+    """
+    copied, offset = 0, None
+    while True:
+        points, offset = source.client.scroll(
+            source.name, limit=batch, offset=offset, with_payload=True, with_vectors=True
+        )
+        if points:
+            target.client.upsert(
+                target.name,
+                points=[
+                    models.PointStruct(id=p.id, vector=p.vector, payload=p.payload) for p in points
+                ],
+                wait=True,
+            )
+            copied += len(points)
+            if on_progress:
+                on_progress(copied)
+        if offset is None:
+            return copied
+
+
 def list_stores(client: QdrantClient) -> list[str]:
     """Return the names of the stores (collections) this Qdrant holds, without rebuilds."""
     names = (c.name for c in client.get_collections().collections)
@@ -268,22 +298,7 @@ class KnowledgeStore:
         if self.exists():
             self.drop()
         self.ensure(info["fingerprint"], info.get("description", ""))
-        offset = None
-        while True:
-            points, offset = self.client.scroll(
-                other.name, limit=batch, offset=offset, with_payload=True, with_vectors=True
-            )
-            if points:
-                self.client.upsert(
-                    self.name,
-                    points=[
-                        models.PointStruct(id=p.id, vector=p.vector, payload=p.payload)
-                        for p in points
-                    ],
-                    wait=True,
-                )
-            if offset is None:
-                break
+        copy_points(other, self, batch)
         other.drop()
 
     def count(self) -> int:
