@@ -5,17 +5,26 @@ from chat_terminal import TOOL_LINE, ask, chat_requests, leave, ready, spawn_cha
 REFUND_Q = "How many days do I have to ask for a refund?"
 
 
-def test_ctrl_c_stops_a_slow_answer_and_returns_to_the_prompt(ollama, home, store):
+def start_slow_answer(ollama, home, store):
+    """Start a chat and ask a question whose answer streams slowly; return once it has begun.
+
+    The 60 words take 15 s, so whatever ends the answer early comes from the test.
+    """
     words = " ".join(f"word{i}" for i in range(60))
     ollama.script(
         "qwen2.5:3b",
         {"tool_calls": [{"name": "search_shop_docs", "arguments": {"query": "refund"}}]},
         {"content": f"Refunds are simple. {words} [1]"},
     )
-    ollama.token_delay = 0.25  # 60 words take 15 s: the stop must come from Ctrl-C
+    ollama.token_delay = 0.25
     child = spawn_chat("--store", store, ollama_url=ollama.url, home=home)
     child.sendline(REFUND_Q)
     child.expect_exact("Refunds are simple.")
+    return child
+
+
+def test_ctrl_c_stops_a_slow_answer_and_returns_to_the_prompt(ollama, home, store):
+    child = start_slow_answer(ollama, home, store)
     child.sendintr()
     child.expect_exact("(stopped)")
     assert "word59" not in child.before
@@ -54,16 +63,7 @@ def test_ollama_failing_mid_chat_prints_the_reason_and_the_chat_goes_on(ollama, 
 
 
 def test_ollama_dying_mid_answer_prints_the_reason_and_the_chat_goes_on(ollama, home, store):
-    words = " ".join(f"word{i}" for i in range(60))
-    ollama.script(
-        "qwen2.5:3b",
-        {"tool_calls": [{"name": "search_shop_docs", "arguments": {"query": "refund"}}]},
-        {"content": f"Refunds are simple. {words} [1]"},
-    )
-    ollama.token_delay = 0.25
-    child = spawn_chat("--store", store, ollama_url=ollama.url, home=home)
-    child.sendline(REFUND_Q)
-    child.expect_exact("Refunds are simple.")
+    child = start_slow_answer(ollama, home, store)
     ollama.stop()  # Ollama goes away mid-answer: the stream's connection is cut.
     ready(child)
     assert "word59" not in child.before
