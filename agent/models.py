@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import httpx
 import ollama
+import orjson
 from langchain_ollama import ChatOllama, OllamaEmbeddings
 
 from agent.settings import Settings, mask_url
@@ -66,17 +67,30 @@ OLLAMA_DEFAULT_NUM_CTX = 2048
 
 class StrictOllamaEmbeddings(OllamaEmbeddings):
     """OllamaEmbeddings that sends `truncate: false`: Ollama then refuses an input longer
-    than the model's context instead of silently embedding only its beginning."""
+    than the model's context instead of silently embedding only its beginning.
+
+    The request goes through the ollama client's own connection, headers and error mapping,
+    but its body is written and the answer read with orjson: the client's pydantic models
+    check each of an answer's floats one by one, which costs more CPU than a fast embedder
+    spends computing them (see the Performance section of the README)."""
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        return self._client.embed(
-            self.model,
-            texts,
-            truncate=False,
-            dimensions=self.dimensions,
-            options=self._default_params,
-            keep_alive=self.keep_alive,
-        )["embeddings"]
+        body: dict[str, object] = {"model": self.model, "input": texts, "truncate": False}
+        options = {k: v for k, v in (self._default_params or {}).items() if v is not None}
+        if options:
+            body["options"] = options
+        if self.keep_alive is not None:
+            body["keep_alive"] = self.keep_alive
+        if self.dimensions is not None:
+            body["dimensions"] = self.dimensions
+        response = self._client._request_raw("POST", "/api/embed", content=orjson.dumps(body))
+        vectors = orjson.loads(response.content).get("embeddings")
+        if not isinstance(vectors, list) or len(vectors) != len(texts):
+            raise ollama.ResponseError(
+                f"/api/embed answered {len(vectors or [])} embeddings for {len(texts)} inputs",
+                response.status_code,
+            )
+        return vectors
 
 
 def embeddings(settings: Settings, model: str | None = None) -> PrefixedEmbeddings:

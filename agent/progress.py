@@ -32,8 +32,9 @@ class EtaColumn(TimeRemainingColumn):
 
 
 class IngestProgress:
-    """Receive the ingest graph's events and show them: files done, chunks embedded, rates,
-    and the time left (from the files' rate: chunk totals are only known batch by batch).
+    """Receive the ingest graph's events and show them: files read, chunks embedded, rates,
+    and the time left (from the files' rate: chunk totals are only known batch by batch;
+    reading runs only a few requests ahead of the embedder).
 
     `enabled=False` (for `--json`) shows only retry notices; `live=False` (stderr is not a
     terminal) prints one line per stored or failed source instead of a bar.
@@ -55,7 +56,6 @@ class IngestProgress:
                 transient=True,
             )
             self.files = self.progress.add_task("files", total=None, eta=True)
-            self.waiting = 0  # files read whose chunks are being embedded
             self.chunks = self.progress.add_task("chunks", total=0)
 
     def __enter__(self) -> "IngestProgress":
@@ -91,15 +91,9 @@ class IngestProgress:
         if event == "discovered":
             self.progress.update(self.files, total=data["files"])
         elif event == "loaded":
-            if data["chunks"]:
-                self.waiting = data["files"]
-            else:
-                self.progress.advance(self.files, data["files"])
+            self.progress.advance(self.files, data["files"])
             task = self.progress.tasks[self.chunks]
             self.progress.update(self.chunks, total=(task.total or 0) + data["chunks"])
-        elif event == "batch_stored":
-            self.progress.advance(self.files, self.waiting)
-            self.waiting = 0
         elif event == "embedded":
             self.progress.advance(self.chunks, data["chunks"])
         elif event == "failed":

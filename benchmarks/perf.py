@@ -7,7 +7,8 @@ serves the fake Ollama in another process with a GPU-class embedding cost (10 ms
 plus 1 ms a text, 2 requests at a time) and measures:
 
 * the embedding limit: the stored chunks posted straight to /api/embed, 64 a request, 2 at a
-  time — no pipeline can ingest faster against this embedder;
+  time (the issue's definition), and 4 at a time (as many as our ingest keeps in flight, so
+  Ollama always has the next request queued); our ingest is compared with the faster;
 * our ingest (`Archivist.ingest`), a re-ingest of the unchanged corpus (and its embed
   requests), and the plain LangChain pipeline side by side (RecursiveCharacterTextSplitter
   1000/200 + OllamaEmbeddings + langchain-qdrant on qdrant-client's embedded local path);
@@ -539,7 +540,22 @@ def run(config: Config, work: Path, log: Callable[[str], None] = print) -> dict[
         }
         log("measuring the embedding limit…")
         texts = stored_texts(fake.url, work / "home", "bench")
-        results["limit"] = {"seconds": round(embedding_limit(fake.url, texts), 2)}
+        results["limit"] = {
+            "seconds_2": round(embedding_limit(fake.url, texts, parallel=2), 2),
+            "seconds_4": round(embedding_limit(fake.url, texts, parallel=4), 2),
+            "requests": -(-len(texts) // 64),
+            "cost_model_seconds": round(
+                (
+                    len(texts) * config.embed_delay_per_text
+                    + -(-len(texts) // 64) * config.embed_delay
+                )
+                / config.embed_concurrency,
+                2,
+            ),
+        }
+        results["limit"]["seconds"] = min(
+            results["limit"]["seconds_2"], results["limit"]["seconds_4"]
+        )
         if config.langchain:
             log("ingesting with plain LangChain…")
             seconds, chunks = langchain_ingest(fake.url, corpus, work / "langchain")
@@ -602,15 +618,15 @@ def table(r: dict[str, Any]) -> str:
     ing, lim, re_ = r["ingest"], r["limit"], r["reingest"]
     rows = [
         (
-            "Embedding limit (chunks straight to /api/embed, 64 × 2)",
-            f"{lim['seconds']:.1f} s",
-            "",
+            "Embedding limit: the chunks straight to /api/embed, 64 a request, 2 | 4 at a time",
+            f"{lim['seconds_2']:.1f} s | {lim['seconds_4']:.1f} s",
+            f"cost model alone: {lim['cost_model_seconds']:.1f} s",
             "",
         ),
         (
             f"Our ingest ({ing['files']} files, {ing['chunks']} chunks)",
             f"{ing['seconds']:.1f} s",
-            "≤ 1.25× limit",
+            "≤ 1.25× the faster limit",
             f"{r['ratios']['ingest_vs_limit']:.2f}× — {ok(r['ratios']['ingest_vs_limit'] <= 1.25)}",
         ),
     ]

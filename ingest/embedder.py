@@ -1,7 +1,8 @@
 """Embed chunks in batches, a few requests at a time, retrying what a busy server may fix."""
 
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,10 +16,12 @@ from tenacity.wait import wait_exponential
 class EmbedSettings:
     """How chunks are sent to the embedding model."""
 
-    batch_size: int = 32
+    batch_size: int = 64
     """Chunks per embedding request."""
-    concurrency: int = 2
-    """Requests in flight at once (Ollama serves OLLAMA_NUM_PARALLEL at a time, often 2)."""
+    concurrency: int = 4
+    """Requests in flight at once. Ollama serves OLLAMA_NUM_PARALLEL of them at a time (1 to
+    4 by default) and queues the others, so with more in flight than it serves, the next one
+    is already waiting whenever one finishes."""
     attempts: int = 4
     """Tries per request before the ingest stops, for server errors, timeouts and drops."""
     backoff: float = 1.0
@@ -66,37 +69,49 @@ def embed_with_retry(
     return retrying(embeddings.embed_documents, texts)
 
 
-def embed_jobs(
-    embeddings: Embeddings,
-    jobs: Sequence[tuple[Any, list[str]]],
-    settings: EmbedSettings,
-    on_retry: RetryFn | None = None,
-) -> Iterator[tuple[Any, list[list[float]] | BaseException]]:
-    """Embed each job's texts with at most `concurrency` requests in flight, yielding
-    (job key, vectors) as requests finish, or (job key, error) for input the server refused.
+class EmbedQueue:
+    """Embedding requests kept in flight for one ingest, across the graph's steps.
 
-    Any other failure (after its retries) cancels the jobs not yet started and is raised, so
-    the caller can stop cleanly; the caller stores each result as it arrives.
+    Requests run `concurrency` at a time in worker threads, in the order submitted; results
+    are taken in that order too, so what is stored does not depend on timing. Taking results
+    can leave `keep` requests running: the model keeps working while the next files are read.
     """
-    pool = ThreadPoolExecutor(max_workers=max(1, settings.concurrency), thread_name_prefix="embed")
-    queue = list(reversed(jobs))
-    running: dict[Future, Any] = {}
-    try:
-        while queue or running:
-            while queue and len(running) < max(1, settings.concurrency):
-                key, texts = queue.pop()
-                running[pool.submit(embed_with_retry, embeddings, texts, settings, on_retry)] = key
-            done, _ = wait(running, return_when=FIRST_COMPLETED)
-            # Finish in submission order among those done, so results are deterministic.
-            for future in sorted(done, key=lambda f: list(running).index(f)):
-                key = running.pop(future)
-                error = future.exception()
-                if error is None:
-                    yield key, future.result()
-                elif is_rejected(error):
-                    yield key, error
-                else:
-                    raise error
-    finally:
-        # On an error or Ctrl-C, do not wait for requests still in flight.
-        pool.shutdown(wait=False, cancel_futures=True)
+
+    def __init__(
+        self, embeddings: Embeddings, settings: EmbedSettings, on_retry: RetryFn | None = None
+    ) -> None:
+        self.embeddings, self.settings, self.on_retry = embeddings, settings, on_retry
+        self._pool = ThreadPoolExecutor(
+            max_workers=max(1, settings.concurrency), thread_name_prefix="embed"
+        )
+        self._jobs: deque[tuple[Any, Future]] = deque()
+
+    def __len__(self) -> int:
+        return len(self._jobs)
+
+    def submit(self, key: Any, texts: list[str]) -> None:
+        """Queue one request; its result comes back with `key`."""
+        future = self._pool.submit(
+            embed_with_retry, self.embeddings, texts, self.settings, self.on_retry
+        )
+        self._jobs.append((key, future))
+
+    def results(self, keep: int = 0) -> Iterator[tuple[Any, list[list[float]] | BaseException]]:
+        """Yield (key, vectors) in submission order, or (key, error) for input the server
+        refused: every request already answered, then more, waiting, until at most `keep`
+        are left. Any other failure (after its retries) is raised; `close` then stops the
+        requests not yet started, so the caller can stop cleanly."""
+        while self._jobs and (len(self._jobs) > keep or self._jobs[0][1].done()):
+            key, future = self._jobs.popleft()
+            error = future.exception()
+            if error is None:
+                yield key, future.result()
+            elif is_rejected(error):
+                yield key, error
+            else:
+                raise error
+
+    def close(self) -> None:
+        """Stop: requests not started are cancelled, those in flight are not waited for."""
+        self._jobs.clear()
+        self._pool.shutdown(wait=False, cancel_futures=True)

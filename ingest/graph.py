@@ -6,8 +6,16 @@ question asked during an update always finds one complete version of the documen
 stored as their embedding requests finish; a source counts as complete only once all of its
 chunks are stored, so an interrupted run leaves no half-document that looks complete, and
 the next run finishes it (point ids are derived from the chunks, so nothing is duplicated).
+
+Embedding runs ahead of the graph's steps: a step sends the full requests its loaded chunks
+make and stores the answers that are back, waiting only while more requests are queued than
+keep the model busy; then the next files are read while Ollama works. The requests in flight
+belong to the run (`EmbedQueue`); the state holds every document not yet stored, so a run
+resumed in another process sends again whatever was in flight.
 """
 
+import functools
+import uuid
 from collections.abc import Callable
 from operator import add
 from pathlib import Path
@@ -15,7 +23,7 @@ from typing import Annotated, Any, TypedDict
 
 from langgraph.graph import END, START, StateGraph
 
-from ingest.embedder import EmbedSettings, embed_jobs, embed_with_retry
+from ingest.embedder import EmbedQueue, EmbedSettings, embed_with_retry
 from ingest.loaders import LoaderOptions, LoadError
 from ingest.splitter import SplitterSettings
 from ingest.sync import Shard, SourceFile, content_hash, discover, make_documents
@@ -24,6 +32,8 @@ from tools.store import Chunk, KnowledgeStore
 
 ProgressFn = Callable[[str, dict[str, Any]], None]
 DIMENSION_PROBE = "dimension probe"
+LOOKAHEAD = 2
+"""Requests left queued, per request in flight, when a step returns to read more files."""
 
 
 class PendingDoc(TypedDict):
@@ -31,6 +41,11 @@ class PendingDoc(TypedDict):
     doc_hash: str
     chunks: list[Chunk]
     status: str
+    sent: int
+    """Chunks sent to the embedder so far (the first `sent`), by this run's queue."""
+    stored: int
+    """Chunks stored so far."""
+    failed: bool
 
 
 class IngestInput(TypedDict, total=False):
@@ -46,6 +61,8 @@ class IngestInput(TypedDict, total=False):
 
 
 class IngestState(IngestInput, total=False):
+    run: str
+    """This run's id: which requests in flight are its own."""
     files: list[SourceFile]
     """Every discovered file (paths only; contents are read one batch at a time)."""
     known: dict[str, str]
@@ -53,7 +70,7 @@ class IngestState(IngestInput, total=False):
     position: int
     """How many of `files` have been loaded so far."""
     pending: list[PendingDoc]
-    """The current batch: documents loaded and split, waiting to be embedded."""
+    """Documents loaded and split, not yet completely stored."""
     settled: Annotated[list[str], add]
     """Files read this run (loaded, or unchanged): their sources are exactly `present`."""
     present: Annotated[list[str], add]
@@ -105,6 +122,7 @@ def build_ingest_graph(
         for failure in failed:
             notify("failed", failure.to_dict())
         return {
+            "run": uuid.uuid4().hex,
             "files": files,
             "known": known,
             "position": 0,
@@ -148,9 +166,17 @@ def build_ingest_graph(
                 status = "updated" if doc.source in known else "new"
                 pending.append(
                     PendingDoc(
-                        source=doc.source, doc_hash=doc.doc_hash, chunks=doc.chunks, status=status
+                        source=doc.source,
+                        doc_hash=doc.doc_hash,
+                        chunks=doc.chunks,
+                        status=status,
+                        sent=0,
+                        stored=0,
+                        failed=False,
                     )
                 )
+        if start + len(batch) >= len(state["files"]) and not state.get("pending") and not pending:
+            close_queue(state)  # nothing left to store; requests of failed documents may be
         notify(
             "loaded",
             {
@@ -161,49 +187,72 @@ def build_ingest_graph(
         )
         return {
             "position": start + len(batch),
-            "pending": pending,
+            "pending": state.get("pending", []) + pending,
             "unchanged": unchanged,
             "failed": failed,
             "settled": settled,
             "present": present,
         }
 
+    queues: dict[str, EmbedQueue] = {}  # each run's requests in flight
+
+    def close_queue(state: IngestState) -> None:
+        queue = queues.pop(state.get("run", ""), None)
+        if queue is not None:
+            queue.close()
+
     def embed_and_store(state: IngestState) -> dict[str, Any]:
-        docs = state["pending"]
-        jobs = _pack_batches(docs, embed.batch_size)
-        remaining = [0] * len(docs)
-        for segments, _ in jobs:
-            for d, _, _ in segments:
-                remaining[d] += 1
+        docs = [PendingDoc(**d) for d in state["pending"]]
+        queue = queues.get(state["run"])
+        if queue is None:
+            # A new run, or one resumed in another process: what was in flight is sent again.
+            queue = queues[state["run"]] = EmbedQueue(embeddings, embed, on_retry)
+            for doc in docs:
+                doc["sent"] = doc["stored"] = 0
+        by_source = {doc["source"]: doc for doc in docs}
+        last = state["position"] >= len(state["files"])
+        for job in _pack_batches(docs, embed.batch_size, flush=last):
+            queue.submit(*job)
         stored, failed = [], []
-        for segments, result in embed_jobs(embeddings, jobs, embed, on_retry):
-            offset = 0
-            for d, i, j in segments:
-                doc, vectors = docs[d], result
-                if not isinstance(result, BaseException):
-                    vectors, offset = result[offset : offset + j - i], offset + j - i
-                if remaining[d] < 0:
-                    continue  # an earlier batch of this document was refused
-                if isinstance(vectors, BaseException):
-                    remaining[d] = -1
-                    reason = f"embedding refused: {vectors}"
-                    failed.append({"source": doc["source"], "reason": reason})
-                    notify("failed", failed[-1])
+        keep = 0 if last else LOOKAHEAD * max(1, embed.concurrency)
+        for segments, result in queue.results(keep):
+            if isinstance(result, BaseException):
+                if len(segments) > 1:
+                    # Refused input fails only its own document: send each part alone.
+                    for source, i, j in segments:
+                        if source in by_source:
+                            chunks = by_source[source]["chunks"][i:j]
+                            queue.submit([(source, i, j)], [c.text for c in chunks])
                     continue
+                doc = by_source.get(segments[0][0])
+                if doc is not None and not doc["failed"]:
+                    doc["failed"] = True
+                    failed.append(
+                        {"source": doc["source"], "reason": f"embedding refused: {result}"}
+                    )
+                    notify("failed", failed[-1])
+                continue
+            offset = 0
+            for source, i, j in segments:
+                vectors, offset = result[offset : offset + j - i], offset + j - i
+                doc = by_source.get(source)
+                if doc is None or doc["failed"]:
+                    continue  # a document another request failed
                 chunks, total = doc["chunks"][i:j], len(doc["chunks"])
                 store.upsert(
                     chunks, vectors, [doc["doc_hash"]] * len(chunks), [total] * len(chunks)
                 )
-                notify("embedded", {"source": doc["source"], "chunks": len(chunks)})
-                remaining[d] -= 1
-                if remaining[d] == 0:
-                    store.delete_stale(doc["source"], doc["doc_hash"])
-                    stored.append(
-                        {"source": doc["source"], "status": doc["status"], "chunks": total}
-                    )
-                    notify("stored", {"source": doc["source"], "chunks": total})
-        notify("batch_stored", {"documents": len(docs)})
-        return {"pending": [], "stored": stored, "failed": failed}
+                notify("embedded", {"source": source, "chunks": len(chunks)})
+                doc["stored"] += len(chunks)
+                if doc["stored"] == total:
+                    store.delete_stale(source, doc["doc_hash"])
+                    stored.append({"source": source, "status": doc["status"], "chunks": total})
+                    notify("stored", {"source": source, "chunks": total})
+        if last:
+            close_queue(state)
+        notify("batch_stored", {"documents": len(stored)})
+        pending = [d for d in docs if not d["failed"] and d["stored"] < len(d["chunks"])]
+        return {"pending": pending, "stored": stored, "failed": failed}
 
     def prune(state: IngestState) -> dict[str, Any]:
         present = set(state.get("present", []))
@@ -228,19 +277,38 @@ def build_ingest_graph(
     def after_store(state: IngestState) -> str:
         if state["position"] < len(state["files"]):
             return "load_batch"
+        if state.get("pending"):
+            return "embed_and_store"
         return "prune" if state.get("prune") else END
+
+    def closing_on_error(node: Callable[[IngestState], dict[str, Any]]):
+        """Stop the run's requests in flight when a step fails or is interrupted."""
+
+        @functools.wraps(node)
+        def run(state: IngestState) -> dict[str, Any]:
+            try:
+                return node(state)
+            except BaseException:
+                close_queue(state)
+                raise
+
+        return run
 
     builder = StateGraph(IngestState, input_schema=IngestInput)
     builder.add_node(prepare)
-    builder.add_node(load_batch)
-    builder.add_node(embed_and_store)
+    builder.add_node("load_batch", closing_on_error(load_batch))
+    builder.add_node("embed_and_store", closing_on_error(embed_and_store))
     builder.add_node(prune)
     builder.add_edge(START, "prepare")
-    builder.add_conditional_edges("prepare", after_store, ["load_batch", "prune", END])
+    builder.add_conditional_edges(
+        "prepare", after_store, ["load_batch", "embed_and_store", "prune", END]
+    )
     builder.add_conditional_edges(
         "load_batch", after_load, ["embed_and_store", "load_batch", "prune", END]
     )
-    builder.add_conditional_edges("embed_and_store", after_store, ["load_batch", "prune", END])
+    builder.add_conditional_edges(
+        "embed_and_store", after_store, ["load_batch", "embed_and_store", "prune", END]
+    )
     builder.add_edge("prune", END)
     return builder.compile(name="ingest")
 
@@ -249,28 +317,42 @@ def _shard(state: IngestState) -> Shard | None:
     return Shard.parse(state["shard"]) if state.get("shard") else None
 
 
-Segment = tuple[int, int, int]
+Segment = tuple[str, int, int]
 
 
-def _pack_batches(docs: list[PendingDoc], batch_size: int) -> list[tuple[list[Segment], list[str]]]:
-    """Pack the documents' chunks into requests of `batch_size` texts, across documents, so
-    many small documents (records, short pages) still make full batches. Each request lists
-    its segments: (document index, first chunk, end chunk)."""
+def _pack_batches(
+    docs: list[PendingDoc], batch_size: int, flush: bool = True
+) -> list[tuple[list[Segment], list[str]]]:
+    """Pack the chunks not yet sent into requests of `batch_size` texts, across documents, so
+    many small documents (records, short pages) still make full requests. Each request lists
+    its segments: (source, first chunk, end chunk). A last, partial request is made only with
+    `flush`; otherwise its chunks wait for the next documents. Packed chunks count as sent."""
     jobs: list[tuple[list[Segment], list[str]]] = []
     segments: list[Segment] = []
     texts: list[str] = []
-    for d, doc in enumerate(docs):
-        i = 0
-        while i < len(doc["chunks"]):
-            j = min(len(doc["chunks"]), i + batch_size - len(texts))
-            segments.append((d, i, j))
+    parts: list[tuple[PendingDoc, int]] = []
+
+    def close() -> None:
+        nonlocal segments, texts, parts
+        jobs.append((segments, texts))
+        for doc, end in parts:
+            doc["sent"] = end
+        segments, texts, parts = [], [], []
+
+    for doc in docs:
+        if doc["failed"]:
+            continue
+        i, n = doc["sent"], len(doc["chunks"])
+        while i < n:
+            j = min(n, i + batch_size - len(texts))
+            segments.append((doc["source"], i, j))
             texts.extend(c.text for c in doc["chunks"][i:j])
+            parts.append((doc, j))
             i = j
             if len(texts) == batch_size:
-                jobs.append((segments, texts))
-                segments, texts = [], []
-    if texts:
-        jobs.append((segments, texts))
+                close()
+    if texts and flush:
+        close()
     return jobs
 
 

@@ -24,18 +24,22 @@ import hashlib
 import html
 import json
 import math
+import operator
 import re
 import signal
 import sys
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import lru_cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+import orjson
 
 VERSION = "0.12.6"
 MODIFIED_AT = "2025-06-01T12:00:00.000000000Z"
@@ -45,7 +49,7 @@ UNKNOWN_REPLY = "I don't know."
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
 _UNIT = re.compile(rf"[{_CJK}]|[^\W{_CJK}]+")
-_CJK_CHAR = re.compile(rf"[{_CJK}]")
+_CJK_RUN = re.compile(rf"[{_CJK}]+")
 _STREAM_PIECE = re.compile(rf"[{_CJK}]|\s*[^\s{_CJK}]+|\s+")
 _TASK_PREFIX = re.compile(
     r"^\s*(?:search_document|search_query|clustering|classification)\s*:\s*", re.IGNORECASE
@@ -129,23 +133,38 @@ def count_tokens(text: str) -> int:
 
 
 def embed_text(text: str, dimensions: int, max_tokens: int | None = None) -> list[float]:
-    """Embed text as a unit vector with the hashing trick, ignoring a nomic task prefix."""
-    units = list(_UNIT.finditer(_TASK_PREFIX.sub("", text, count=1).lower()))[:max_tokens]
-    features = [unit.group() for unit in units]
-    features += [
-        a.group() + b.group()
-        for a, b in zip(units, units[1:], strict=False)
-        if a.end() == b.start() and _CJK_CHAR.match(a.group()) and _CJK_CHAR.match(b.group())
-    ]
+    """Embed text as a unit vector with the hashing trick, ignoring a nomic task prefix.
+
+    The features are the text's units (words, numbers, single CJK characters) and the
+    bigrams of adjacent CJK characters; each adds ±1 to one dimension."""
+    text = _TASK_PREFIX.sub("", text, count=1).lower()
+    features = _UNIT.findall(text)
+    if max_tokens is not None and len(features) > max_tokens:
+        features = features[:max_tokens]
+        text = text[: list(_UNIT.finditer(text))[max_tokens - 1].end()]
+    for run in _CJK_RUN.findall(text):
+        features.extend(map(operator.add, run, run[1:]))
+    # The sums are small whole numbers, so counting first gives exactly the same floats.
+    sums: dict[int, float] = {}
+    for feature, count in Counter(features).items():
+        index, sign = _bucket(feature, dimensions)
+        sums[index] = sums.get(index, 0.0) + sign * count
     vector = [0.0] * dimensions
-    for feature in features:
-        h = int.from_bytes(hashlib.blake2b(feature.encode(), digest_size=8).digest(), "big")
-        vector[(h >> 1) % dimensions] += 1.0 if h & 1 else -1.0
-    norm = math.sqrt(sum(v * v for v in vector))
+    norm = math.sqrt(sum(v * v for v in sums.values()))
     if norm == 0:
         vector[0] = 1.0
         return vector
-    return [v / norm for v in vector]
+    for index, value in sums.items():
+        vector[index] = value / norm
+    return vector
+
+
+@lru_cache(maxsize=1 << 16)
+def _bucket(feature: str, dimensions: int) -> tuple[int, float]:
+    """Where a feature lands in the hashed vector, and with which sign (cached: the fake's
+    CPU time is not part of the embedding cost it models)."""
+    h = int.from_bytes(hashlib.blake2b(feature.encode(), digest_size=8).digest(), "big")
+    return (h >> 1) % dimensions, 1.0 if h & 1 else -1.0
 
 
 def _content(message: dict[str, Any]) -> str:
@@ -337,11 +356,12 @@ class FakeOllama:
         self._lock = threading.Lock()
         self._models: dict[str, ModelSpec] = {}
         self._scripts: dict[str, deque[dict]] = {}
-        self._failures: dict[str, deque[tuple[int, str]]] = {}
+        self._failures: dict[str, deque[tuple[int, str] | None]] = {}
         self._embed_slots = (
             threading.BoundedSemaphore(embed_concurrency) if embed_concurrency else None
         )
         self._embeds_in_flight = 0
+        self._refused_inputs: list[str] = []
         self._stopped = threading.Event()
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -392,10 +412,24 @@ class FakeOllama:
         with self._lock:
             self._scripts.setdefault(full_name(model), deque()).extend(turns)
 
-    def fail(self, path: str, status: int, error: str, times: int = 1) -> None:
-        """Answer the next `times` requests to a path with an HTTP error."""
+    def fail(self, path: str, status: int, error: str, times: int = 1, after: int = 0) -> None:
+        """Answer `times` requests to a path with an HTTP error, once `after` more were
+        answered as usual (a client that runs requests ahead fails at a known one)."""
         with self._lock:
-            self._failures.setdefault(path, deque()).extend([(status, error)] * times)
+            queue = self._failures.setdefault(path, deque())
+            queue.extend([None] * after + [(status, error)] * times)
+
+    def refuse_inputs_containing(self, fragment: str) -> None:
+        """Refuse (400) every /api/embed request with an input containing `fragment`, as
+        Ollama refuses one input it cannot embed: the whole request fails."""
+        with self._lock:
+            self._refused_inputs.append(fragment)
+
+    def stop_after(self, path: str, requests: int) -> None:
+        """Die as a killed Ollama does once `requests` more requests to a path were answered:
+        the next one gets no answer, and the server stops."""
+        with self._lock:
+            self._failures.setdefault(path, deque()).extend([None] * requests + [(0, "")])
 
     def add_model(self, spec: ModelSpec) -> None:
         """Serve a model (replacing one of the same name)."""
@@ -483,8 +517,14 @@ class _Handler(BaseHTTPRequestHandler):
         body = self._parse(raw)
         fake._record(self.command, path, body, raw)
         try:
-            if failure := fake._next_failure(path):
-                self._send_json(failure[0], {"error": failure[1]})
+            if fake._stopped.is_set():
+                self.close_connection = True  # a kept-alive connection to a stopped server
+            elif failure := fake._next_failure(path):
+                if failure[0] == 0:  # stop_after: no answer, and the server goes away
+                    self.close_connection = True
+                    fake.stop()
+                else:
+                    self._send_json(failure[0], {"error": failure[1]})
             elif (route := _ROUTES.get((self.command, path))) is None:
                 self._send(404, b"404 page not found", "text/plain")
             elif self.command == "POST" and not isinstance(body, dict):
@@ -512,7 +552,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(payload)
 
     def _send_json(self, status: int, obj: Any) -> None:
-        self._send(status, json.dumps(obj).encode(), "application/json; charset=utf-8")
+        # Compact, as Ollama (Go) writes it; orjson keeps the fake's CPU out of the timings.
+        self._send(status, orjson.dumps(obj), "application/json; charset=utf-8")
 
     def _stream(self, lines: Iterable[dict]) -> None:
         """Send NDJSON lines, flushing each one."""
@@ -583,9 +624,15 @@ class _Handler(BaseHTTPRequestHandler):
         ):
             error = "the input length exceeds the context length"
             return self._send_json(400, {"error": error})
+        with fake._lock:
+            refused = any(f in text for f in fake._refused_inputs for text in texts)
+        if refused:
+            return self._send_json(400, {"error": "failed to process inputs"})
+        # The vectors are worked out before a slot is taken: the slot's time is the cost
+        # model's alone (a real model's work), not the fake's own Python.
+        vectors = [embed_text(t, spec.embedding_length, spec.context_length) for t in texts]
         with fake._embed_slot():
             time.sleep(fake.embed_delay + fake.embed_delay_per_text * len(texts))
-            vectors = [embed_text(t, spec.embedding_length, spec.context_length) for t in texts]
         self._send_json(
             200,
             {

@@ -266,27 +266,55 @@ def test_chunks_are_sent_in_batches_asking_ollama_not_to_truncate(tmp_path, home
     assert 1 <= fake.peak_embed_concurrency <= 2
 
 
+def test_input_the_embedder_refuses_fails_only_its_own_document(archivist, ollama, tmp_path):
+    docs = {f"{name}.md": f"# {name}\n\nThe {name} page." for name in ("a", "b", "c", "d")}
+    docs["c.md"] = "# c\n\nThe c page holds UNEMBEDDABLE text."
+    root = write_files(tmp_path / "kb", docs)
+    ollama.refuse_inputs_containing("UNEMBEDDABLE")
+    report = ingest(archivist, [root], embed=EmbedSettings(batch_size=4, concurrency=1))
+    assert [f["source"] for f in report["failed"]] == ["c.md"]
+    assert report["failed"][0]["reason"].startswith("embedding refused: failed to process inputs")
+    assert sorted(s["source"] for s in report["stored"]) == ["a.md", "b.md", "d.md"]
+    # One request held all four; refused, each document was sent again on its own.
+    inputs = [len(b["input"]) for b in ollama.requests_to("/api/embed")[1:]]
+    assert inputs == [4, 1, 1, 1, 1]
+    assert KnowledgeStore(archivist.client, "docs").count() == 3
+
+
 def test_small_documents_share_embedding_requests():
     from ingest.graph import _pack_batches
     from tools.store import Chunk
 
-    docs = [
-        {
-            "source": f"d{d}",
-            "doc_hash": "h",
-            "status": "new",
-            "chunks": [Chunk(f"d{d}c{i}", f"d{d}", i) for i in range(n)],
-        }
-        for d, n in enumerate([1, 1, 4, 1, 2])
-    ]
-    jobs = _pack_batches(docs, 3)
+    def docs(sizes):
+        return [
+            {
+                "source": f"d{d}",
+                "doc_hash": "h",
+                "status": "new",
+                "chunks": [Chunk(f"d{d}c{i}", f"d{d}", i) for i in range(n)],
+                "sent": 0,
+                "stored": 0,
+                "failed": False,
+            }
+            for d, n in enumerate(sizes)
+        ]
+
+    pending = docs([1, 1, 4, 1, 2])
+    jobs = _pack_batches(pending, 3)
     assert [texts for _, texts in jobs] == [
         ["d0c0", "d1c0", "d2c0"],
         ["d2c1", "d2c2", "d2c3"],
         ["d3c0", "d4c0", "d4c1"],
     ]
     assert [segments for segments, _ in jobs] == [
-        [(0, 0, 1), (1, 0, 1), (2, 0, 1)],
-        [(2, 1, 4)],
-        [(3, 0, 1), (4, 0, 2)],
+        [("d0", 0, 1), ("d1", 0, 1), ("d2", 0, 1)],
+        [("d2", 1, 4)],
+        [("d3", 0, 1), ("d4", 0, 2)],
     ]
+    # Until the last files are read, a partial request waits for the next documents' chunks.
+    pending = docs([2, 2])
+    jobs = _pack_batches(pending, 3, flush=False)
+    assert [texts for _, texts in jobs] == [["d0c0", "d0c1", "d1c0"]]
+    assert [d["sent"] for d in pending] == [2, 1]
+    assert [texts for _, texts in _pack_batches(pending, 3)] == [["d1c1"]]
+    assert [d["sent"] for d in pending] == [2, 2]

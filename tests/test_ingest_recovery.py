@@ -55,15 +55,10 @@ def test_retries_give_up_with_a_message_that_says_how_to_finish(archivist, ollam
     assert "run the same command again to finish" in message
 
 
-def _interrupt_after_first_batch_of(source, kill):
-    state = {"done": False}
-
-    def on_progress(event, data):
-        if event == "embedded" and data["source"] == source and not state["done"]:
-            state["done"] = True
-            kill()
-
-    return on_progress
+# Requests go out ahead of storing, so an interruption is set at a known request: the dimension
+# probe, then [a0, b0] and [b1, b2] are answered (FAST sends two chunks a request, one at a
+# time); the fourth request fails, with b.md half stored.
+ANSWERED_BEFORE_FAILING = 3
 
 
 @pytest.mark.parametrize("how", ["server error", "ollama dies"])
@@ -72,20 +67,13 @@ def test_an_interrupted_ingest_leaves_no_duplicates_and_a_rerun_finishes(
 ):
     root = write_files(tmp_path / "kb", CORPUS)
     if how == "server error":
-
-        def kill():
-            ollama.fail("/api/embed", 500, "llama runner process has terminated", times=3)
-    else:
-        kill = ollama.stop
-    with pytest.raises(ArchivistError, match="run the same command again"):
-        archivist.ingest(
-            [str(root)],
-            "docs",
-            on_progress=_interrupt_after_first_batch_of("b.md", kill),
-            embed=FAST,
-            chunk_size=200,
-            chunk_overlap=0,
+        ollama.fail(
+            "/api/embed", 500, "llama runner process has terminated", 3, ANSWERED_BEFORE_FAILING
         )
+    else:
+        ollama.stop_after("/api/embed", ANSWERED_BEFORE_FAILING)
+    with pytest.raises(ArchivistError, match="run the same command again"):
+        archivist.ingest([str(root)], "docs", embed=FAST, chunk_size=200, chunk_overlap=0)
     ollama.start()
     store = KnowledgeStore(archivist.client, "docs")
     sources = store.sources()
@@ -118,17 +106,10 @@ def test_reindex_rebuilds_for_a_new_model_and_keeps_the_old_store_until_done(
     before = store.count()
     other = _minilm(archivist, settings)
 
-    def kill():
-        ollama.fail("/api/embed", 503, "server busy", times=3)
-
+    # The probe and [a0, b0] are answered; b.md's next request fails.
+    ollama.fail("/api/embed", 503, "server busy", times=3, after=2)
     with pytest.raises(ArchivistError, match="Store 'docs' is untouched"):
-        other.ingest(
-            [str(root)],
-            "docs",
-            reindex=True,
-            on_progress=_interrupt_after_first_batch_of("b.md", kill),
-            embed=FAST,
-        )
+        other.ingest([str(root)], "docs", reindex=True, embed=FAST)
     # The old store still answers with the old model; the half-built one is not listed.
     assert store.fingerprint["embed_model"] == "nomic-embed-text" and store.count() == before
     assert archivist.search("alpha", "docs")[0]["source"] == "a.md"

@@ -4,10 +4,10 @@ Qdrant applies the IDF part itself (the collection's sparse vector has the IDF m
 document vector holds only BM25's saturated term frequencies and a query vector holds ones.
 """
 
+import operator
 import re
 import zlib
 from collections import Counter
-from functools import lru_cache
 
 K1 = 1.2
 B = 0.75
@@ -17,7 +17,9 @@ _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
 _CJK_RUN = re.compile(f"[{_CJK}]+")
 _WORD = re.compile(f"[^\\W_{_CJK}]+")
 # Product codes and identifiers ("NW-TX-2290", "v1.2.3") also count as one token each.
-_CODE = re.compile(r"[^\W_]+(?:[-_./][^\W_]+)+")
+# A code starts where a word does and never gives back characters (possessive), so finding
+# them takes one pass instead of backtracking through every long word or CJK run.
+_CODE = re.compile(r"(?<![^\W_])[^\W_]++(?:[-_./][^\W_]++)+")
 # Function words carry no topic; left in, they let long chunks outrank the right one.
 STOP_WORDS = frozenset(
     "a an and are as at be been but by can could did do does for from had has have how i if in "
@@ -27,8 +29,15 @@ STOP_WORDS = frozenset(
 )
 
 
-# A corpus repeats its words: caching the per-word work halves the cost of a chunk's vector.
-@lru_cache(maxsize=1 << 16)
+# A corpus repeats its words, so each word's term (stem, or "" for a stop word) and each
+# token's index are computed once and looked up after; the caches are emptied when they grow
+# past CACHE_LIMIT entries, so memory stays bounded on any vocabulary.
+CACHE_LIMIT = 1 << 18
+_TERMS: dict[str, str] = {}
+_IDS: dict[str, int] = {}
+_CODE_MARK = re.compile(r"[^\W_][-_./][^\W_]")
+
+
 def _stem(word: str) -> str:
     """Fold plain English plurals ("refunds" → "refund"), leaving "class" and "status" alone."""
     if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
@@ -36,29 +45,50 @@ def _stem(word: str) -> str:
     return word
 
 
+def _terms(words: list[str]) -> list[str]:
+    terms = _TERMS
+    missing = set(words).difference(terms)
+    if missing:
+        if len(terms) + len(missing) > CACHE_LIMIT:
+            terms.clear()
+            missing = set(words)
+        for word in missing:
+            terms[word] = "" if word in STOP_WORDS else _stem(word)
+    return [term for term in map(terms.__getitem__, words) if term]
+
+
 def tokenize(text: str) -> list[str]:
     """Split text into lowercase word stems, whole codes, and CJK character bigrams."""
     lowered = text.lower()
-    tokens = [_stem(w) for w in _WORD.findall(lowered) if w not in STOP_WORDS]
-    tokens.extend(code for code in _CODE.findall(lowered) if not _CJK_RUN.search(code))
+    tokens = _terms(_WORD.findall(lowered))
+    if _CODE_MARK.search(lowered):
+        tokens.extend(code for code in _CODE.findall(lowered) if not _CJK_RUN.search(code))
     for run in _CJK_RUN.findall(lowered):
         if len(run) == 1:
             tokens.append(run)
         else:
-            tokens.extend(run[i : i + 2] for i in range(len(run) - 1))
+            tokens.extend(map(operator.add, run, run[1:]))  # its character bigrams
     return tokens
 
 
-@lru_cache(maxsize=1 << 16)
 def token_id(token: str) -> int:
     """Map a token to a stable sparse index (the same in every process and release)."""
-    return zlib.crc32(token.encode("utf-8")) & 0x7FFFFFFF
+    found = _IDS.get(token)
+    if found is None:
+        if len(_IDS) >= CACHE_LIMIT:
+            _IDS.clear()
+        found = _IDS[token] = zlib.crc32(token.encode("utf-8")) & 0x7FFFFFFF
+    return found
 
 
 def document_vector(text: str) -> tuple[list[int], list[float]]:
     """Return the sparse vector of a stored chunk: BM25 term-frequency weights."""
-    counts = Counter(token_id(t) for t in tokenize(text))
-    length_norm = 1 - B + B * sum(counts.values()) / AVG_DOC_TOKENS
+    tokens = Counter(tokenize(text))
+    counts: dict[int, int] = {}
+    for token, n in tokens.items():
+        index = token_id(token)
+        counts[index] = counts.get(index, 0) + n  # two tokens may share an index
+    length_norm = 1 - B + B * tokens.total() / AVG_DOC_TOKENS
     indices = sorted(counts)
     values = [counts[i] * (K1 + 1) / (counts[i] + K1 * length_norm) for i in indices]
     return indices, values

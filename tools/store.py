@@ -315,16 +315,18 @@ class KnowledgeStore:
         """Store chunks with their dense vectors; each records its source version."""
         now = time.time()
         points = []
+        # Built without validation (the fields are ours and well-typed): checking each of a
+        # point's 768 floats through pydantic costs more than the engine's whole upsert.
         for chunk, vector, doc_hash, total in zip(
             chunks, vectors, doc_hashes, doc_chunks, strict=True
         ):
             indices, values = sparse.document_vector(chunk.text)
             points.append(
-                models.PointStruct(
+                models.PointStruct.model_construct(
                     id=chunk.id,
                     vector={
-                        DENSE: list(vector),
-                        SPARSE: models.SparseVector(indices=indices, values=values),
+                        DENSE: vector if isinstance(vector, list) else [float(x) for x in vector],
+                        SPARSE: models.SparseVector.model_construct(indices=indices, values=values),
                     },
                     payload={
                         "text": chunk.text,
