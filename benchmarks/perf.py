@@ -618,8 +618,8 @@ def table(r: dict[str, Any]) -> str:
     ing, lim, re_ = r["ingest"], r["limit"], r["reingest"]
     rows = [
         (
-            "Embedding limit: the chunks straight to /api/embed, 64 a request, 2 | 4 at a time",
-            f"{lim['seconds_2']:.1f} s | {lim['seconds_4']:.1f} s",
+            "Embedding limit: the chunks straight to /api/embed, 64 a request, 2 / 4 at a time",
+            f"{lim['seconds_2']:.1f} s / {lim['seconds_4']:.1f} s",
             f"cost model alone: {lim['cost_model_seconds']:.1f} s",
             "",
         ),

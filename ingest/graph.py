@@ -34,6 +34,7 @@ ProgressFn = Callable[[str, dict[str, Any]], None]
 DIMENSION_PROBE = "dimension probe"
 LOOKAHEAD = 2
 """Requests left queued, per request in flight, when a step returns to read more files."""
+UNCHANGED_PER_LOADED = 16
 
 
 class PendingDoc(TypedDict):
@@ -133,11 +134,17 @@ def build_ingest_graph(
 
     def load_batch(state: IngestState) -> dict[str, Any]:
         start = state["position"]
-        batch = state["files"][start : start + batch_files]
+        # A batch is `batch_files` files to load; unchanged files, only hashed, are cheap, so
+        # a step passes over up to UNCHANGED_PER_LOADED times as many.
+        batch = state["files"][start : start + batch_files * UNCHANGED_PER_LOADED]
         known = state["known"]
         shard = _shard(state)
         pending, unchanged, failed, settled, present = [], [], [], [], []
-        for file in batch:
+        loaded = 0
+        for count, file in enumerate(batch, 1):
+            if loaded == batch_files:
+                batch = batch[: count - 1]
+                break
             file_options = options if file.has_records else None
             try:
                 file_hash = content_hash(file.path, splitter, file_options)
@@ -146,6 +153,7 @@ def build_ingest_graph(
                     present.append(file.source)
                     settled.append(file.source)
                     continue
+                loaded += 1
                 documents = make_documents(file, splitter, options, file_hash)
             except LoadError as exc:
                 failed.append({"source": file.source, "reason": str(exc)})

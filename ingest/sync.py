@@ -1,6 +1,7 @@
 """Find source files, name them, hash them, and turn them into documents of chunks."""
 
 import errno
+import functools
 import hashlib
 import json
 import os
@@ -169,6 +170,13 @@ def _entry_problem(path: Path, inside: Path) -> str | None:
 
 
 def _settings_digest(splitter: SplitterSettings, options: LoaderOptions | None) -> "hashlib._Hash":
+    return _digest_of_settings(splitter, options).copy()
+
+
+@functools.lru_cache(maxsize=16)
+def _digest_of_settings(
+    splitter: SplitterSettings, options: LoaderOptions | None
+) -> "hashlib._Hash":
     settings = {"splitter": splitter.as_dict()}
     if options is not None:
         settings["loader"] = options.as_dict()

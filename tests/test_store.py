@@ -122,6 +122,30 @@ def test_an_incomplete_version_is_not_reported_as_complete(client):
     assert (info.chunks, info.expected_chunks, info.complete) == (2, 3, False)
 
 
+def test_sources_are_counted_right_when_counts_alone_cannot_tell(client):
+    store = KnowledgeStore(client, "docs")
+    store.ensure(FINGERPRINT)
+    # Two files with the same content share a content hash.
+    add(store, "copy1.md", ["same one", "same two"], "same")
+    add(store, "copy2.md", ["same one", "same two"], "same")
+    # A complete version, and a newer one whose first chunk has not arrived.
+    add(store, "a.md", ["a one", "a two"], "v1")
+    newer = [Chunk(f"new a {i}", "a.md", i) for i in range(3)]
+    store.upsert(newer[1:], [vec(c.text) for c in newer[1:]], ["v2"] * 2, [3] * 2)
+    # Only chunks after the first, of the only version.
+    part = [Chunk(f"p {i}", "p.md", i) for i in range(4)]
+    store.upsert(part[2:], [vec(c.text) for c in part[2:]], ["v1"] * 2, [4] * 2)
+    add(store, "b.md", ["b"], "v1")
+    found = {s: (i.doc_hash, i.chunks, i.complete) for s, i in store.sources().items()}
+    assert found == {
+        "a.md": ("v1", 2, True),
+        "b.md": ("v1", 1, True),
+        "copy1.md": ("same", 2, True),
+        "copy2.md": ("same", 2, True),
+        "p.md": ("v1", 2, False),
+    }
+
+
 def test_a_second_process_gets_a_clear_message_for_a_locked_store(tmp_path):
     first = connect(tmp_path / "q")
     try:

@@ -9,8 +9,8 @@ import re
 import time
 import uuid
 import warnings
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -26,11 +26,13 @@ SCHEMA_VERSION = 1
 VECTOR_KEYS = ("embed_model", "dimension", "document_prefix", "query_prefix", "sparse")
 SPARSE_SCHEME = "bm25-crc32-cjkbigram-v1"
 STORE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,62}$")
-# Payload fields the store filters by; a server indexes them (the embedded store scans).
+# Payload fields the store filters and counts by (first chunks: `sources`).
 PAYLOAD_INDEXES = {
     "source": models.PayloadSchemaType.KEYWORD,
     "doc_hash": models.PayloadSchemaType.KEYWORD,
+    "chunk_index": models.PayloadSchemaType.INTEGER,
 }
+SOURCE_FIELDS = ("source", "doc_hash", "doc_chunks", "ingested_at")
 _ID_NAMESPACE = uuid.UUID("5b0c6f0e-3d0a-4d8e-9b7a-6a1c2f4e8d21")
 
 SearchMode = Literal["hybrid", "dense", "sparse"]
@@ -231,6 +233,8 @@ class KnowledgeStore:
                 self._index_payload()
                 return
         self.check(fingerprint)
+        # Stores made before a field was indexed get its index now.
+        self._index_payload(self.client.get_collection(self.name).payload_schema or {})
         info = self.info()
         # Settings outside VECTOR_KEYS (the splitter's) are recorded as they are now.
         updated = {
@@ -261,12 +265,14 @@ class KnowledgeStore:
             **self.layout.create_options(),
         )
 
-    def _index_payload(self) -> None:
+    def _index_payload(self, indexed: Iterable[str] = ()) -> None:
+        """Index the payload fields the store filters and counts by (those not in `indexed`)."""
         with warnings.catch_warnings():
-            # The embedded store ignores payload indexes; a server uses them to filter.
+            # qdrant-client's local mode ignores payload indexes (and says so).
             warnings.simplefilter("ignore", UserWarning)
             for field_name, schema in PAYLOAD_INDEXES.items():
-                self.client.create_payload_index(self.name, field_name, schema, wait=True)
+                if field_name not in indexed:
+                    self.client.create_payload_index(self.name, field_name, schema, wait=True)
 
     def check(self, fingerprint: dict[str, Any]) -> None:
         """Refuse to mix vectors from another embedding model or prefix policy."""
@@ -361,33 +367,84 @@ class KnowledgeStore:
         return removed
 
     def sources(self) -> dict[str, SourceInfo]:
-        """Return each source's newest complete version (else its newest), from the payloads."""
-        versions: dict[tuple[str, str], SourceInfo] = {}
-        fields = ["source", "doc_hash", "doc_chunks", "ingested_at"]
+        """Return each source's newest complete version (else its newest), from the payloads.
+
+        Counted, not read: the number of chunks per source and per content hash (facets of
+        the payload index), and each version's first chunk, which says how many chunks the
+        version has. A source whose counts these do not explain exactly (a version missing
+        its first chunk, or content shared with another source) is read chunk by chunk.
+        """
+        totals = self._facet("source")
+        per_hash = self._facet("doc_hash")
+        first_chunks: dict[str, list[SourceInfo]] = {}
+        owners: dict[str, int] = {}
+        for p in self._payloads(models.Filter(must=[_match_int("chunk_index", 0)])):
+            info = SourceInfo(p["source"], p["doc_hash"], 0, p["doc_chunks"], p["ingested_at"])
+            first_chunks.setdefault(info.source, []).append(info)
+            owners[info.doc_hash] = owners.get(info.doc_hash, 0) + 1
+        versions: dict[str, list[SourceInfo]] = {}
+        read: set[str] = set()
+        while True:
+            unexplained = set()
+            for source, total in totals.items():
+                if source in read:
+                    continue
+                infos = first_chunks.get(source, [])
+                if infos and all(owners[i.doc_hash] == 1 for i in infos):
+                    counted = [replace(i, chunks=per_hash.get(i.doc_hash, 0)) for i in infos]
+                    if sum(i.chunks for i in counted) == total:
+                        versions[source] = counted
+                        continue
+                unexplained.add(source)
+            if not unexplained:
+                break
+            # Read those chunk by chunk; their chunks then leave the content-hash counts,
+            # and the other sources are checked again.
+            for source in unexplained:
+                versions[source] = self._versions_of(source)
+                read.add(source)
+                for info in versions[source]:
+                    per_hash[info.doc_hash] = per_hash.get(info.doc_hash, 0) - info.chunks
+        result: dict[str, SourceInfo] = {}
+        for source, infos in versions.items():
+            if infos:
+                result[source] = max(infos, key=lambda i: (i.complete, i.ingested_at))
+        return dict(sorted(result.items()))
+
+    def _facet(self, key: str) -> dict[str, int]:
+        response = self.client.facet(self.name, key=key, limit=1_000_000_000, exact=True)
+        return {str(hit.value): hit.count for hit in response.hits}
+
+    def _payloads(
+        self, selector: models.Filter, fields: Sequence[str] = SOURCE_FIELDS
+    ) -> Iterator[dict[str, Any]]:
         offset = None
         while True:
             points, offset = self.client.scroll(
-                self.name, limit=2048, offset=offset, with_payload=fields, with_vectors=False
+                self.name,
+                scroll_filter=selector,
+                limit=2048,
+                offset=offset,
+                with_payload=list(fields),
+                with_vectors=False,
             )
             for point in points:
-                p = point.payload or {}
-                key = (p["source"], p["doc_hash"])
-                info = versions.get(key)
-                if info is None:
-                    info = versions[key] = SourceInfo(*key, 0, p["doc_chunks"], 0.0)
-                info.chunks += 1
-                info.ingested_at = max(info.ingested_at, p["ingested_at"])
+                yield point.payload or {}
             if offset is None:
-                break
-        found: dict[str, SourceInfo] = {}
-        for info in versions.values():
-            best = found.get(info.source)
-            if best is None or (info.complete, info.ingested_at) > (
-                best.complete,
-                best.ingested_at,
-            ):
-                found[info.source] = info
-        return dict(sorted(found.items()))
+                return
+
+    def _versions_of(self, source: str) -> list[SourceInfo]:
+        """A source's versions, read from every one of its chunks."""
+        versions: dict[str, SourceInfo] = {}
+        for p in self._payloads(models.Filter(must=[_match("source", source)])):
+            info = versions.get(p["doc_hash"])
+            if info is None:
+                info = versions[p["doc_hash"]] = SourceInfo(
+                    source, p["doc_hash"], 0, p["doc_chunks"], 0.0
+                )
+            info.chunks += 1
+            info.ingested_at = max(info.ingested_at, p["ingested_at"])
+        return list(versions.values())
 
     def chunks(self, sources: Iterable[str] | None = None) -> list[dict[str, Any]]:
         """Return the stored chunks (of `sources`, else all) as flat records for a table,
@@ -694,6 +751,10 @@ def _cosine(a: _Passage, b: _Passage) -> float:
     dot = sum(x * y for x, y in zip(a.vector, b.vector, strict=False))
     norm = (sum(x * x for x in a.vector) * sum(y * y for y in b.vector)) ** 0.5
     return dot / norm if norm else 0.0
+
+
+def _match_int(key: str, value: int) -> models.FieldCondition:
+    return models.FieldCondition(key=key, match=models.MatchValue(value=value))
 
 
 def _match(key: str, value: str | list[str]) -> models.FieldCondition:
