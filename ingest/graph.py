@@ -15,6 +15,7 @@ resumed in another process sends again whatever was in flight.
 """
 
 import functools
+import time
 import uuid
 from collections.abc import Callable
 from operator import add
@@ -47,6 +48,8 @@ class PendingDoc(TypedDict):
     stored: int
     """Chunks stored so far."""
     failed: bool
+    loaded_at: float
+    """When it was read: the time every chunk of this version records."""
 
 
 class IngestInput(TypedDict, total=False):
@@ -181,6 +184,7 @@ def build_ingest_graph(
                         sent=0,
                         stored=0,
                         failed=False,
+                        loaded_at=time.time(),
                     )
                 )
         if start + len(batch) >= len(state["files"]) and not state.get("pending") and not pending:
@@ -248,7 +252,11 @@ def build_ingest_graph(
                     continue  # a document another request failed
                 chunks, total = doc["chunks"][i:j], len(doc["chunks"])
                 store.upsert(
-                    chunks, vectors, [doc["doc_hash"]] * len(chunks), [total] * len(chunks)
+                    chunks,
+                    vectors,
+                    [doc["doc_hash"]] * len(chunks),
+                    [total] * len(chunks),
+                    doc["loaded_at"],
                 )
                 notify("embedded", {"source": source, "chunks": len(chunks)})
                 doc["stored"] += len(chunks)

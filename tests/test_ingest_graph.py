@@ -295,6 +295,7 @@ def test_small_documents_share_embedding_requests():
                 "sent": 0,
                 "stored": 0,
                 "failed": False,
+                "loaded_at": 0.0,
             }
             for d, n in enumerate(sizes)
         ]

@@ -32,7 +32,9 @@ def points(archivist, store):
     while True:
         batch, offset = archivist.client.scroll(store, limit=256, offset=offset)
         for p in batch:
-            found[str(p.id)] = {k: v for k, v in p.payload.items() if k != "ingested_at"}
+            found[str(p.id)] = {
+                k: v for k, v in p.payload.items() if k not in ("ingested_at", "version")
+            }  # "version" holds the time too
         if offset is None:
             return found
 

@@ -330,8 +330,9 @@ class EdgeClient:
         """Count the points per value of a keyword payload field."""
         request = qe.FacetRequest(key=key, limit=limit, exact=exact, filter=_filter(facet_filter))
         hits = self._shard(collection_name).facet(request).hits
-        return models.FacetResponse(
-            hits=[models.FacetValueHit(value=hit.value, count=hit.count) for hit in hits]
+        # Unvalidated: a store's facet can have a hit per source (thousands).
+        return models.FacetResponse.model_construct(
+            hits=[models.FacetValueHit.model_construct(value=h.value, count=h.count) for h in hits]
         )
 
     # -- lifecycle ---------------------------------------------------------------------------

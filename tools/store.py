@@ -5,12 +5,13 @@ to keep it in sync with its sources lives in the collection itself: the index fi
 the collection's metadata, and each source's content hash in its chunks' payloads.
 """
 
+import json
 import re
 import time
 import uuid
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -26,11 +27,11 @@ SCHEMA_VERSION = 1
 VECTOR_KEYS = ("embed_model", "dimension", "document_prefix", "query_prefix", "sparse")
 SPARSE_SCHEME = "bm25-crc32-cjkbigram-v1"
 STORE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,62}$")
-# Payload fields the store filters and counts by (first chunks: `sources`).
+# Payload fields the store filters and counts by.
 PAYLOAD_INDEXES = {
     "source": models.PayloadSchemaType.KEYWORD,
     "doc_hash": models.PayloadSchemaType.KEYWORD,
-    "chunk_index": models.PayloadSchemaType.INTEGER,
+    "version": models.PayloadSchemaType.KEYWORD,
 }
 SOURCE_FIELDS = ("source", "doc_hash", "doc_chunks", "ingested_at")
 _ID_NAMESPACE = uuid.UUID("5b0c6f0e-3d0a-4d8e-9b7a-6a1c2f4e8d21")
@@ -317,9 +318,11 @@ class KnowledgeStore:
         vectors: Sequence[Sequence[float]],
         doc_hashes: Sequence[str],
         doc_chunks: Sequence[int],
+        ingested_at: float | None = None,
     ) -> None:
-        """Store chunks with their dense vectors; each records its source version."""
-        now = time.time()
+        """Store chunks with their dense vectors; each records its source version (and, in
+        `version`, all of it in one indexed value that `sources` counts)."""
+        now = time.time() if ingested_at is None else ingested_at
         points = []
         # Built without validation (the fields are ours and well-typed): checking each of a
         # point's 768 floats through pydantic costs more than the engine's whole upsert.
@@ -341,6 +344,7 @@ class KnowledgeStore:
                         "doc_hash": doc_hash,
                         "doc_chunks": total,
                         "ingested_at": now,
+                        "version": version_key(chunk.source, doc_hash, total, now),
                         "metadata": chunk.metadata,
                     },
                 )
@@ -369,54 +373,50 @@ class KnowledgeStore:
     def sources(self) -> dict[str, SourceInfo]:
         """Return each source's newest complete version (else its newest), from the payloads.
 
-        Counted, not read: the number of chunks per source and per content hash (facets of
-        the payload index), and each version's first chunk, which says how many chunks the
-        version has. A source whose counts these do not explain exactly (a version missing
-        its first chunk, or content shared with another source) is read chunk by chunk.
+        Counted, not read: every chunk carries its version (source, content hash, chunk
+        count, time) in one indexed payload value, and a facet counts the chunks per value.
+        A store with chunks from before that field (or without its index) is read chunk by
+        chunk instead.
         """
-        totals = self._facet("source")
-        per_hash = self._facet("doc_hash")
-        first_chunks: dict[str, list[SourceInfo]] = {}
-        owners: dict[str, int] = {}
-        for p in self._payloads(models.Filter(must=[_match_int("chunk_index", 0)])):
-            info = SourceInfo(p["source"], p["doc_hash"], 0, p["doc_chunks"], p["ingested_at"])
-            first_chunks.setdefault(info.source, []).append(info)
-            owners[info.doc_hash] = owners.get(info.doc_hash, 0) + 1
-        versions: dict[str, list[SourceInfo]] = {}
-        read: set[str] = set()
-        while True:
-            unexplained = set()
-            for source, total in totals.items():
-                if source in read:
-                    continue
-                infos = first_chunks.get(source, [])
-                if infos and all(owners[i.doc_hash] == 1 for i in infos):
-                    counted = [replace(i, chunks=per_hash.get(i.doc_hash, 0)) for i in infos]
-                    if sum(i.chunks for i in counted) == total:
-                        versions[source] = counted
-                        continue
-                unexplained.add(source)
-            if not unexplained:
-                break
-            # Read those chunk by chunk; their chunks then leave the content-hash counts,
-            # and the other sources are checked again.
-            for source in unexplained:
-                versions[source] = self._versions_of(source)
-                read.add(source)
-                for info in versions[source]:
-                    per_hash[info.doc_hash] = per_hash.get(info.doc_hash, 0) - info.chunks
-        result: dict[str, SourceInfo] = {}
-        for source, infos in versions.items():
-            if infos:
-                result[source] = max(infos, key=lambda i: (i.complete, i.ingested_at))
-        return dict(sorted(result.items()))
+        versions: dict[tuple[str, str], SourceInfo] = {}
+        indexed = self.client.get_collection(self.name).payload_schema or {}
+        counted = self._facet("version") if "version" in indexed else {}
+        if counted and sum(counted.values()) == self.count():
+            for key, chunks in counted.items():
+                source, doc_hash, expected, ingested_at = json.loads(key)
+                info = versions.get((source, doc_hash))
+                if info is None:
+                    info = versions[source, doc_hash] = SourceInfo(
+                        source, doc_hash, 0, expected, ingested_at
+                    )
+                info.chunks += chunks
+                info.ingested_at = max(info.ingested_at, ingested_at)
+        else:
+            for p in self._payloads(None):
+                info = versions.get((p["source"], p["doc_hash"]))
+                if info is None:
+                    info = versions[p["source"], p["doc_hash"]] = SourceInfo(
+                        p["source"], p["doc_hash"], 0, p["doc_chunks"], 0.0
+                    )
+                info.chunks += 1
+                info.ingested_at = max(info.ingested_at, p["ingested_at"])
+        found: dict[str, SourceInfo] = {}
+        for info in versions.values():
+            best = found.get(info.source)
+            if best is None or (info.complete, info.ingested_at) > (
+                best.complete,
+                best.ingested_at,
+            ):
+                found[info.source] = info
+        return dict(sorted(found.items()))
 
     def _facet(self, key: str) -> dict[str, int]:
         response = self.client.facet(self.name, key=key, limit=1_000_000_000, exact=True)
-        return {str(hit.value): hit.count for hit in response.hits}
+        # Edge can still list a value whose points were all deleted, with a count of 0.
+        return {str(hit.value): hit.count for hit in response.hits if hit.count}
 
     def _payloads(
-        self, selector: models.Filter, fields: Sequence[str] = SOURCE_FIELDS
+        self, selector: models.Filter | None, fields: Sequence[str] = SOURCE_FIELDS
     ) -> Iterator[dict[str, Any]]:
         offset = None
         while True:
@@ -432,19 +432,6 @@ class KnowledgeStore:
                 yield point.payload or {}
             if offset is None:
                 return
-
-    def _versions_of(self, source: str) -> list[SourceInfo]:
-        """A source's versions, read from every one of its chunks."""
-        versions: dict[str, SourceInfo] = {}
-        for p in self._payloads(models.Filter(must=[_match("source", source)])):
-            info = versions.get(p["doc_hash"])
-            if info is None:
-                info = versions[p["doc_hash"]] = SourceInfo(
-                    source, p["doc_hash"], 0, p["doc_chunks"], 0.0
-                )
-            info.chunks += 1
-            info.ingested_at = max(info.ingested_at, p["ingested_at"])
-        return list(versions.values())
 
     def chunks(self, sources: Iterable[str] | None = None) -> list[dict[str, Any]]:
         """Return the stored chunks (of `sources`, else all) as flat records for a table,
@@ -753,8 +740,9 @@ def _cosine(a: _Passage, b: _Passage) -> float:
     return dot / norm if norm else 0.0
 
 
-def _match_int(key: str, value: int) -> models.FieldCondition:
-    return models.FieldCondition(key=key, match=models.MatchValue(value=value))
+def version_key(source: str, doc_hash: str, doc_chunks: int, ingested_at: float) -> str:
+    """One payload value naming a chunk's source version (JSON: any source name is safe)."""
+    return json.dumps([source, doc_hash, doc_chunks, ingested_at], ensure_ascii=False)
 
 
 def _match(key: str, value: str | list[str]) -> models.FieldCondition:
