@@ -324,3 +324,44 @@ os._exit(0)
         assert client.count("docs").count == len(DOCS) - 2
     finally:
         client.close()
+
+
+def test_a_growing_store_is_indexed_one_segment_at_a_time(tmp_path, monkeypatch, capfd):
+    import numpy as np
+
+    from tools import edge
+
+    # Thresholds for 64-d vectors (256 bytes each): index every ~240 unindexed vectors.
+    monkeypatch.setattr(edge, "INDEXING_THRESHOLD_KB", 60)
+    monkeypatch.setattr(edge, "SEGMENT_KB", 70)
+    monkeypatch.setattr(edge, "TAIL_INDEX_KB", 20)
+    monkeypatch.setattr(edge, "INDEX_CHECK_POINTS", 50)
+    rng = np.random.default_rng(5)
+    vectors = rng.standard_normal((650, 64)).astype(np.float32)
+    client = EdgeClient(tmp_path / "edge")
+    client.create_collection(
+        "docs", {DENSE: models.VectorParams(size=64, distance=models.Distance.COSINE)}
+    )
+
+    def indexed() -> tuple[int, int]:
+        info = client.get_collection("docs")
+        return info.indexed_vectors_count, info.segments_count
+
+    for start in range(0, 650, 50):
+        points = [
+            models.PointStruct(id=i, vector={DENSE: vectors[i].tolist()})
+            for i in range(start, start + 50)
+        ]
+        client.upsert("docs", points)
+        if start + 50 == 300:
+            assert indexed()[0] >= 240  # indexed while it grew, before any close
+    during = indexed()
+    assert 480 <= during[0] < 650 and during[1] >= 2  # several segments, a tail unindexed
+    client.close()
+    assert capfd.readouterr().err.count("Indexing store 'docs'") == 3  # two while writing
+    client = EdgeClient(tmp_path / "edge")
+    assert indexed()[0] == 650  # the tail at close
+    for i in (0, 333, 649):  # each vector still finds itself first
+        hits = client.query_points("docs", query=vectors[i].tolist(), using=DENSE, limit=1)
+        assert hits.points[0].id == i
+    client.close()

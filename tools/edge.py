@@ -8,7 +8,8 @@ collection's vector configuration, its metadata and payload indexes) is in
 
 A lock file keeps other processes out of `<root>` while a client is open, as qdrant-client's
 local mode does. Small shards are searched exactly (~5 ms at 33,000 768-d chunks on 2 cores);
-when a client closes after writes, shards too large for that get their HNSW index built.
+a larger one gets HNSW indexes one segment at a time as it grows, and its last part when the
+client closes (see INDEXING_THRESHOLD_KB).
 """
 
 import atexit
@@ -36,10 +37,19 @@ MIGRATING_FILE = "migrating"
 FORMAT = 1
 # Qdrant's default RRF constant; the server and qdrant-client's local mode use it too.
 RRF_K = 2
-# Vectors (KB) a segment may hold before it gets an HNSW index: about 33,000 768-d vectors,
-# which an exact search scans in ~5 ms on 2 cores. Building the index costs ~1.5 ms a vector
-# there, so stores below this size are never made to pay for it.
+# Unindexed vectors (KB) a store may hold before they get an HNSW index: about 33,000 768-d
+# vectors, which an exact search scans in ~5 ms on 2 cores. Building the index costs ~1 ms a
+# vector there, so stores below this size are never made to pay for it.
 INDEXING_THRESHOLD_KB = 100_000
+# A larger store is indexed as it grows, one segment of about that size at a time: building
+# one index for 100,000 chunks at the end held ~2.3 GB (Edge maps the old segment and writes
+# the new one); segment by segment the peak stays near the store's own size. Segments are
+# never merged past SEGMENT_KB (a merge would index everything again), and the store's last,
+# smaller part is indexed when it closes if it holds at least TAIL_INDEX_KB.
+SEGMENT_KB = 110_000
+TAIL_INDEX_KB = 20_000
+# Points written between checks of how much of a shard is unindexed.
+INDEX_CHECK_POINTS = 2_000
 # Seconds between flushes of a shard's segments (a Qdrant server's flush_interval_sec).
 FLUSH_INTERVAL = 5.0
 
@@ -70,6 +80,7 @@ class EdgeClient:
         self._shards: dict[str, qe.EdgeShard] = {}
         self._written: set[str] = set()
         self._flushed: dict[str, float] = {}
+        self._unchecked: dict[str, int] = {}  # points written since the last index check
         self._closed = False
         # The CLI never closes explicitly; flushing and indexing must still happen at exit.
         atexit.register(self.close)
@@ -150,6 +161,8 @@ class EdgeClient:
                 "sparse_vectors": {n: p.model_dump(mode="json") for n, p in sparse_vectors.items()},
                 "metadata": _jsonable(metadata),
                 "payload_schema": {},
+                # Indexed segment by segment as it grows (stores made before: at close).
+                "segment_indexing": True,
             },
         )
         return True
@@ -213,6 +226,13 @@ class EdgeClient:
             qe.Point(_point_id(p.id), _vectors_to_edge(p.vector), p.payload) for p in points
         ]
         self._write(collection_name, qe.UpdateOperation.upsert_points(edge_points), wait)
+        unchecked = self._unchecked.get(collection_name, 0) + len(edge_points)
+        self._unchecked[collection_name] = unchecked
+        if unchecked >= INDEX_CHECK_POINTS:
+            self._unchecked[collection_name] = 0
+            config = self._read_config(collection_name)
+            if config.get("segment_indexing"):
+                _build_index(collection_name, self._shards[collection_name], config)
         return _completed()
 
     def delete(
@@ -345,7 +365,7 @@ class EdgeClient:
         try:
             for name, shard in self._shards.items():
                 if name in self._written:
-                    _build_index(name, shard, self._read_config(name))
+                    _build_index(name, shard, self._read_config(name), closing=True)
                 shard.flush()
                 shard.close()
         finally:
@@ -486,13 +506,20 @@ def _acquire_lock(path: Path) -> portalocker.Lock:
     return lock
 
 
-def _build_index(name: str, shard: qe.EdgeShard, config: dict[str, Any]) -> None:
+def _build_index(
+    name: str, shard: qe.EdgeShard, config: dict[str, Any], closing: bool = False
+) -> None:
+    """Index what of the shard is unindexed, if it is enough to be worth it (see
+    INDEXING_THRESHOLD_KB); closing, also the last part of a store that has an index."""
     info = shard.info()
     per_point = len(config["vectors"]) + len(config["sparse_vectors"])
     # Sparse vectors count as indexed as soon as they are stored; what is left is dense.
     unindexed = info.points_count * per_point - info.indexed_vectors_count
     dimension = max((v["size"] for v in config["vectors"].values()), default=0)
-    if unindexed * dimension * 4 / 1024 < INDEXING_THRESHOLD_KB:
+    unindexed_kb = unindexed * dimension * 4 / 1024
+    indexed = info.indexed_vectors_count > info.points_count * len(config["sparse_vectors"])
+    tail = closing and config.get("segment_indexing") and indexed
+    if unindexed_kb < INDEXING_THRESHOLD_KB and not (tail and unindexed_kb >= TAIL_INDEX_KB):
         return
     sys.stderr.write(f"Indexing store '{name}' ({info.points_count} chunks) for fast search…\n")
     started = time.perf_counter()
@@ -518,7 +545,11 @@ def _edge_config(
             )
             for name, p in sparse_vectors.items()
         },
-        optimizers=qe.EdgeOptimizersConfig(indexing_threshold=INDEXING_THRESHOLD_KB),
+        optimizers=qe.EdgeOptimizersConfig(
+            indexing_threshold=TAIL_INDEX_KB,
+            max_segment_size=SEGMENT_KB,
+            default_segment_number=4,
+        ),
     )
 
 
