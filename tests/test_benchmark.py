@@ -23,7 +23,7 @@ def test_the_corpus_is_deterministic_and_mixes_english_and_chinese(tmp_path):
 def test_every_measurement_runs_on_a_tiny_corpus(tmp_path):
     config = perf.Config(
         files=12,
-        synthetic_chunks=1200,
+        synthetic_chunks=(300, 1200),
         memory_chunks=200,
         queries=8,
         agent_turns=3,
@@ -37,8 +37,13 @@ def test_every_measurement_runs_on_a_tiny_corpus(tmp_path):
     assert results["ingest"]["chunks"] == results["retrieval_ingested"]["chunks"] > 12
     assert results["ingest"]["embed_requests"] > 0
     assert results["reingest"]["unchanged"] == 12 and results["reingest"]["embed_requests"] == 0
-    assert results["retrieval_synthetic"]["chunks"] == 1200
+    synthetic = [found["retrieval"] for found in results["synthetic"]]
+    assert [found["chunks"] for found in synthetic] == [300, 1200]
     assert results["memory"]["chunks"] > 0 and results["memory"]["peak_rss_mb_ingest"] > 0
-    assert set(results["retrieval_synthetic"]["hybrid"]) == {"p50_ms", "p95_ms"}
+    assert all(set(found["hybrid"]) == {"p50_ms", "p95_ms"} for found in synthetic)
+    assert results["limit"]["seconds"] == min(
+        results["limit"]["seconds_2"], results["limit"]["seconds_4"]
+    )
     rendered = perf.table(results)
     assert "Embedding limit" in rendered and "`archivist chat` until its prompt" in rendered
+    assert "hybrid, synthetic store of 1200 chunks" in rendered
