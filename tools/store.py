@@ -416,8 +416,9 @@ class KnowledgeStore:
         return {str(hit.value): hit.count for hit in response.hits if hit.count}
 
     def _payloads(
-        self, selector: models.Filter | None, fields: Sequence[str] = SOURCE_FIELDS
+        self, selector: models.Filter | None, fields: Sequence[str] | bool = SOURCE_FIELDS
     ) -> Iterator[dict[str, Any]]:
+        """The payloads of the chunks `selector` picks (all: None), with `fields` (all: True)."""
         offset = None
         while True:
             points, offset = self.client.scroll(
@@ -425,7 +426,7 @@ class KnowledgeStore:
                 scroll_filter=selector,
                 limit=2048,
                 offset=offset,
-                with_payload=list(fields),
+                with_payload=fields if isinstance(fields, bool) else list(fields),
                 with_vectors=False,
             )
             for point in points:
@@ -438,32 +439,19 @@ class KnowledgeStore:
         ordered by source and position: source, chunk_index, heading, start, end, size, text."""
         selector = models.Filter(must=[_match("source", list(sources))]) if sources else None
         records = []
-        offset = None
-        while True:
-            points, offset = self.client.scroll(
-                self.name,
-                scroll_filter=selector,
-                limit=1024,
-                offset=offset,
-                with_payload=True,
-                with_vectors=False,
+        for p in self._payloads(selector, True):
+            metadata = p.get("metadata", {})
+            records.append(
+                {
+                    "source": p["source"],
+                    "chunk_index": p["chunk_index"],
+                    "heading": heading_path(metadata),
+                    "start": metadata.get("start"),
+                    "end": metadata.get("end"),
+                    "size": len(p["text"]),
+                    "text": p["text"],
+                }
             )
-            for point in points:
-                p = point.payload or {}
-                metadata = p.get("metadata", {})
-                records.append(
-                    {
-                        "source": p["source"],
-                        "chunk_index": p["chunk_index"],
-                        "heading": heading_path(metadata),
-                        "start": metadata.get("start"),
-                        "end": metadata.get("end"),
-                        "size": len(p["text"]),
-                        "text": p["text"],
-                    }
-                )
-            if offset is None:
-                break
         return sorted(records, key=lambda r: (r["source"], r["chunk_index"]))
 
     def source_names(self) -> list[str]:
