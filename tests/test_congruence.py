@@ -152,7 +152,9 @@ def test_dense_search_ranks_as_brute_force_cosine_does(engine):
         results = store.search(vec(query), query, k=4, mode="dense")
         brute = cosines(query)
         assert [r.rank for r in results] == [1, 2, 3, 4]
-        assert [r.score for r in results] == pytest.approx([brute[r.chunk_id] for r in results])
+        # Within float16 storage's precision (the embedded store's; a server keeps float32).
+        expected = [brute[r.chunk_id] for r in results]
+        assert [r.score for r in results] == pytest.approx(expected, abs=1e-3)
         assert all(a.score >= b.score for a, b in zip(results, results[1:], strict=False))
         left_out = [c for i, c in brute.items() if i not in {r.chunk_id for r in results}]
         assert results[-1].score >= max(left_out) - 1e-6, query
