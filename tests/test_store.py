@@ -168,3 +168,35 @@ def _open_and_report(path: str) -> str:
     except ArchivistError as exc:
         return str(exc)
     return "opened"
+
+
+def test_chunks_stored_by_an_older_release_without_a_version_are_still_counted(client):
+    from qdrant_client import models
+
+    from tools.store import DENSE, SPARSE
+
+    store = KnowledgeStore(client, "docs")
+    store.ensure(FINGERPRINT)
+    old = Chunk("written by release 0.1", "old.md", 0)
+    # As release 0.1 stored a chunk: no `version` field in its payload.
+    client.upsert(
+        "docs",
+        [
+            models.PointStruct(
+                id=old.id,
+                vector={DENSE: vec(old.text), SPARSE: models.SparseVector(indices=[], values=[])},
+                payload={
+                    "text": old.text,
+                    "source": "old.md",
+                    "chunk_index": 0,
+                    "doc_hash": "h0",
+                    "doc_chunks": 1,
+                    "ingested_at": 1.0,
+                    "metadata": {},
+                },
+            )
+        ],
+    )
+    add(store, "new.md", ["one", "two"], "h1")
+    found = {s: (i.doc_hash, i.chunks, i.complete) for s, i in store.sources().items()}
+    assert found == {"new.md": ("h1", 2, True), "old.md": ("h0", 1, True)}
