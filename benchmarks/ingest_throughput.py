@@ -38,7 +38,7 @@ def main() -> None:
             f"{args.parallel} requests in parallel"
         )
         print("batch  concurrency  chunks  seconds  chunks/s")
-        for batch, concurrency in [(1, 1), (8, 1), (32, 1), (32, 2), (32, 4)]:
+        for batch, concurrency in [(1, 1), (8, 1), (32, 1), (32, 2), (64, 2), (64, 4)]:
             with FakeOllama(
                 embed_delay=0.01,
                 embed_delay_per_text=args.per_text,

@@ -679,7 +679,8 @@ def table(r: dict[str, Any]) -> str:
         build = found["build"]
         rows.append(
             (
-                f"Synthetic store of {found['retrieval']['chunks']} chunks: upsert; index at close",
+                f"Synthetic store of {found['retrieval']['chunks']} chunks: "
+                "upsert (indexed as it grows); rest at close",
                 f"{build['upsert_s']:.1f} s; {build['index_s']:.1f} s",
                 "",
                 "",
