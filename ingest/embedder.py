@@ -86,9 +86,6 @@ class EmbedQueue:
         )
         self._jobs: deque[tuple[Any, Future]] = deque()
 
-    def __len__(self) -> int:
-        return len(self._jobs)
-
     def submit(self, key: Any, texts: list[str]) -> None:
         """Queue one request; its result comes back with `key`."""
         future = self._pool.submit(

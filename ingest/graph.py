@@ -187,8 +187,6 @@ def build_ingest_graph(
                         loaded_at=time.time(),
                     )
                 )
-        if start + len(batch) >= len(state["files"]) and not state.get("pending") and not pending:
-            close_queue(state)  # nothing left to store; requests of failed documents may be
         notify(
             "loaded",
             {
@@ -288,13 +286,14 @@ def build_ingest_graph(
         return {"removed": removed}
 
     def after_load(state: IngestState) -> str:
-        return "embed_and_store" if state["pending"] else after_store(state)
+        # Documents to store, or requests still in flight (the last step closes the queue).
+        if state["pending"] or state.get("run") in queues:
+            return "embed_and_store"
+        return after_store(state)
 
     def after_store(state: IngestState) -> str:
         if state["position"] < len(state["files"]):
             return "load_batch"
-        if state.get("pending"):
-            return "embed_and_store"
         return "prune" if state.get("prune") else END
 
     def closing_on_error(node: Callable[[IngestState], dict[str, Any]]):
@@ -316,15 +315,11 @@ def build_ingest_graph(
     builder.add_node("embed_and_store", closing_on_error(embed_and_store))
     builder.add_node(prune)
     builder.add_edge(START, "prepare")
-    builder.add_conditional_edges(
-        "prepare", after_store, ["load_batch", "embed_and_store", "prune", END]
-    )
+    builder.add_conditional_edges("prepare", after_store, ["load_batch", "prune", END])
     builder.add_conditional_edges(
         "load_batch", after_load, ["embed_and_store", "load_batch", "prune", END]
     )
-    builder.add_conditional_edges(
-        "embed_and_store", after_store, ["load_batch", "embed_and_store", "prune", END]
-    )
+    builder.add_conditional_edges("embed_and_store", after_store, ["load_batch", "prune", END])
     builder.add_edge("prune", END)
     return builder.compile(name="ingest")
 

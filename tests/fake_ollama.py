@@ -428,8 +428,7 @@ class FakeOllama:
     def stop_after(self, path: str, requests: int) -> None:
         """Die as a killed Ollama does once `requests` more requests to a path were answered:
         the next one gets no answer, and the server stops."""
-        with self._lock:
-            self._failures.setdefault(path, deque()).extend([None] * requests + [(0, "")])
+        self.fail(path, 0, "", after=requests)
 
     def add_model(self, spec: ModelSpec) -> None:
         """Serve a model (replacing one of the same name)."""

@@ -379,27 +379,12 @@ class KnowledgeStore:
         chunk instead.
         """
         versions: dict[tuple[str, str], SourceInfo] = {}
-        indexed = self.client.get_collection(self.name).payload_schema or {}
-        counted = self._facet("version") if "version" in indexed else {}
-        if counted and sum(counted.values()) == self.count():
-            for key, chunks in counted.items():
-                source, doc_hash, expected, ingested_at = json.loads(key)
-                info = versions.get((source, doc_hash))
-                if info is None:
-                    info = versions[source, doc_hash] = SourceInfo(
-                        source, doc_hash, 0, expected, ingested_at
-                    )
-                info.chunks += chunks
-                info.ingested_at = max(info.ingested_at, ingested_at)
-        else:
-            for p in self._payloads(None):
-                info = versions.get((p["source"], p["doc_hash"]))
-                if info is None:
-                    info = versions[p["source"], p["doc_hash"]] = SourceInfo(
-                        p["source"], p["doc_hash"], 0, p["doc_chunks"], 0.0
-                    )
-                info.chunks += 1
-                info.ingested_at = max(info.ingested_at, p["ingested_at"])
+        for source, doc_hash, expected, ingested_at, chunks in self._version_counts():
+            info = versions.get((source, doc_hash))
+            if info is None:
+                info = versions[source, doc_hash] = SourceInfo(source, doc_hash, 0, expected, 0.0)
+            info.chunks += chunks
+            info.ingested_at = max(info.ingested_at, ingested_at)
         found: dict[str, SourceInfo] = {}
         for info in versions.values():
             best = found.get(info.source)
@@ -409,6 +394,18 @@ class KnowledgeStore:
             ):
                 found[info.source] = info
         return dict(sorted(found.items()))
+
+    def _version_counts(self) -> Iterator[tuple[str, str, int, float, int]]:
+        """(source, content hash, chunk count, time, chunks stored) per version value: from
+        the facet when every chunk carries one, else a chunk at a time."""
+        indexed = self.client.get_collection(self.name).payload_schema or {}
+        counted = self._facet("version") if "version" in indexed else {}
+        if counted and sum(counted.values()) == self.count():
+            for key, chunks in counted.items():
+                yield (*json.loads(key), chunks)
+        else:
+            for p in self._payloads(None):
+                yield p["source"], p["doc_hash"], p["doc_chunks"], p["ingested_at"], 1
 
     def _facet(self, key: str) -> dict[str, int]:
         response = self.client.facet(self.name, key=key, limit=1_000_000_000, exact=True)
@@ -456,8 +453,7 @@ class KnowledgeStore:
 
     def source_names(self) -> list[str]:
         """Return the names of every source in the store (from the payload index)."""
-        response = self.client.facet(self.name, key="source", limit=1_000_000, exact=True)
-        return sorted(str(hit.value) for hit in response.hits)
+        return sorted(self._facet("source"))
 
     def match_sources(self, pattern: str) -> list[str]:
         """Return the sources a file name, path, folder or name prefix refers to.
