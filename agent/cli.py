@@ -114,10 +114,10 @@ def ingest(
         int | None, typer.Option(help="Characters shared by neighbouring chunks. Default: 150.")
     ] = None,
     batch_size: Annotated[
-        int | None, typer.Option(min=1, help="Chunks per embedding request. Default: 32.")
+        int | None, typer.Option(min=1, help="Chunks per embedding request. Default: 64.")
     ] = None,
     concurrency: Annotated[
-        int | None, typer.Option(min=1, help="Embedding requests in flight at once. Default: 2.")
+        int | None, typer.Option(min=1, help="Embedding requests in flight at once. Default: 4.")
     ] = None,
     text_field: Annotated[
         str | None,
