@@ -1,1 +1,1 @@
-"""The read path and the application: settings, models, the agent graph, CLI, chat, evals."""
+"""The query engine: the agent graphs, the retrieval tool, context, grading, citations, prompts."""

@@ -27,7 +27,7 @@ from langchain_core.messages import (
     trim_messages,
 )
 
-from tools.errors import ArchivistError
+from archivist.tools.errors import ArchivistError
 
 MESSAGE_OVERHEAD = 4
 """Tokens the chat template adds around each message (role markers, separators)."""

@@ -17,9 +17,9 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
-from agent import prompts
-from agent.context import estimate_tokens
-from tools.retrieval import format_results
+from archivist.agent import prompts
+from archivist.agent.context import estimate_tokens
+from archivist.agent.retrieval import format_results
 
 STRUCTURED_TAG = "archivist:structured"
 """Tag on the grader's model calls: their JSON is bookkeeping, not part of the answer."""

@@ -19,11 +19,11 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.types import Checkpointer
 from pydantic import ValidationError
 
-from agent import prompts
-from agent.context import Window, fit_messages, message_tokens, tools_tokens
-from agent.grading import Grader, assemble
-from tools.errors import ArchivistError
-from tools.retrieval import format_results
+from archivist.agent import prompts
+from archivist.agent.context import Window, fit_messages, message_tokens, tools_tokens
+from archivist.agent.grading import Grader, assemble
+from archivist.agent.retrieval import format_results
+from archivist.tools.errors import ArchivistError
 
 TOOL_EVENT = "archivist_tool"
 """Custom callback event sent as each tool call finishes, with its record."""

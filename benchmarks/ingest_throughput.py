@@ -18,9 +18,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from fake_ollama import FakeOllama  # noqa: E402
 
-from agent.service import Archivist  # noqa: E402
-from agent.settings import Settings  # noqa: E402
-from ingest.embedder import EmbedSettings  # noqa: E402
+from archivist.app import Archivist  # noqa: E402
+from archivist.ingest.embedder import EmbedSettings  # noqa: E402
+from archivist.settings import Settings  # noqa: E402
 
 
 def main() -> None:

@@ -9,8 +9,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from tools.migrate import copy_store
-from tools.store import Chunk, KnowledgeStore, connect
+from archivist.tools.migrate import copy_store
+from archivist.tools.store import Chunk, KnowledgeStore, connect
 
 FINGERPRINT = {
     "embed_model": "synthetic",

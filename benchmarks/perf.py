@@ -208,7 +208,7 @@ def fake_ollama(config: Config) -> Iterator[FakeOllamaProcess]:
 
 
 def _settings(url: str, home: Path):
-    from agent.settings import Settings
+    from archivist.settings import Settings
 
     return Settings(ollama_host=url, home=home, embed_model=EMBED_MODEL)
 
@@ -233,7 +233,7 @@ def embedding_limit(url: str, texts: list[str], batch: int = 64, parallel: int =
 
 def our_ingest(url: str, home: Path, corpus: Path, store: str = "bench") -> tuple[float, dict]:
     """Seconds for `Archivist.ingest` of the corpus (store closed, so flushed and indexed)."""
-    from agent.service import Archivist
+    from archivist.app import Archivist
 
     started = time.perf_counter()
     app = Archivist(_settings(url, home))
@@ -244,7 +244,7 @@ def our_ingest(url: str, home: Path, corpus: Path, store: str = "bench") -> tupl
 
 def stored_texts(url: str, home: Path, store: str, prefix: str = "search_document: ") -> list[str]:
     """The chunk texts a store holds, as they were sent to the embedder."""
-    from agent.service import Archivist
+    from archivist.app import Archivist
 
     app = Archivist(_settings(url, home))
     texts, offset = [], None
@@ -306,8 +306,8 @@ def _percentiles(samples: list[float]) -> dict[str, float]:
 
 def retrieval_latency(client, store_name: str, queries: list[str]) -> dict[str, Any]:
     """p50/p95 of the retrieval tool, dense and hybrid, query embedding excluded."""
-    from tools.retrieval import make_retrieval_tool
-    from tools.store import KnowledgeStore
+    from archivist.agent.retrieval import make_retrieval_tool
+    from archivist.tools.store import KnowledgeStore
 
     store = KnowledgeStore(client, store_name)
     embeddings = CachedQueryEmbeddings(queries, store.fingerprint["dimension"])
@@ -330,7 +330,7 @@ def synthetic_store(home: Path, chunks: int, seed: int = 3) -> dict[str, Any]:
     """Fill a store with `chunks` random 768-d chunks through KnowledgeStore.upsert; time it."""
     import numpy as np
 
-    from tools.store import Chunk, KnowledgeStore, connect
+    from archivist.tools.store import Chunk, KnowledgeStore, connect
 
     rng, texts = np.random.default_rng(seed), random.Random(seed)
     client = connect(home / "edge")
@@ -389,7 +389,7 @@ def _rss_anon_mb() -> float | None:
 def _memory_child_main(corpus: str, home: str, url: str) -> None:
     import threading
 
-    from agent.service import Archivist
+    from archivist.app import Archivist
 
     # Max RSS counts the store's memory-mapped segment files too (page cache the kernel can
     # drop); the anonymous part is what the process itself holds, sampled as it runs.
@@ -428,10 +428,10 @@ def agent_overhead(client, store_name: str, queries: list[str], turns: int = 100
     from langchain_core.messages import AIMessage, HumanMessage
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from agent.graph import build_agent
-    from agent.service import run_turn
-    from tools.retrieval import make_retrieval_tool
-    from tools.store import KnowledgeStore
+    from archivist.agent.graph import build_agent
+    from archivist.agent.retrieval import make_retrieval_tool
+    from archivist.app import run_turn
+    from archivist.tools.store import KnowledgeStore
 
     store = KnowledgeStore(client, store_name)
     tool = make_retrieval_tool(
@@ -482,7 +482,7 @@ def cli_times(url: str, home: Path, runs: int) -> dict[str, float]:
     """Median wall time of `archivist --help`, and of `archivist chat` until its prompt shows."""
     import pexpect
 
-    from agent.chat import PROMPT
+    from archivist.chat import PROMPT
 
     env = {**os.environ, "OLLAMA_HOST": url, "ARCHIVIST_HOME": str(home)}
     exe = str(Path(sys.executable).with_name("archivist"))
@@ -517,9 +517,9 @@ def run(config: Config, work: Path, log: Callable[[str], None] = print) -> dict[
     """Run every measurement in `work`; return the results."""
     import langchain_ollama  # noqa: F401
 
-    import agent.service  # noqa: F401 - imports are start-up time, measured on their own below
-    import ingest.graph  # noqa: F401
-    from tools.store import connect
+    import archivist.app  # noqa: F401 - imports are start-up time, measured on their own below
+    import archivist.ingest.graph  # noqa: F401
+    from archivist.tools.store import connect
 
     results: dict[str, Any] = {"config": asdict(config), "machine": machine()}
     corpus = make_corpus(work / "corpus", config.files, config.file_chars)

@@ -35,10 +35,10 @@ sys.path.insert(0, str(ROOT))
 from langchain_core.embeddings import Embeddings  # noqa: E402
 from qdrant_client import QdrantClient  # noqa: E402
 
-from ingest.graph import build_ingest_graph, run_ingest  # noqa: E402
-from tools.embedding import PrefixedEmbeddings  # noqa: E402
-from tools.retrieval import make_retrieval_tool  # noqa: E402
-from tools.store import KnowledgeStore  # noqa: E402
+from archivist.agent.retrieval import make_retrieval_tool  # noqa: E402
+from archivist.ingest.graph import build_ingest_graph, run_ingest  # noqa: E402
+from archivist.tools.embedding import PrefixedEmbeddings  # noqa: E402
+from archivist.tools.store import KnowledgeStore  # noqa: E402
 
 # The data folder sits next to the checkout (../shared), or next to the worktrees' folder.
 CMRC = (

@@ -24,12 +24,12 @@ from typing import Annotated, Any, TypedDict
 
 from langgraph.graph import END, START, StateGraph
 
-from ingest.embedder import EmbedQueue, EmbedSettings, embed_with_retry
-from ingest.loaders import LoaderOptions, LoadError
-from ingest.splitter import SplitterSettings
-from ingest.sync import Shard, SourceFile, content_hash, discover, make_documents
-from tools.embedding import PrefixedEmbeddings
-from tools.store import Chunk, KnowledgeStore
+from archivist.ingest.embedder import EmbedQueue, EmbedSettings, embed_with_retry
+from archivist.ingest.loaders import LoaderOptions, LoadError
+from archivist.ingest.splitter import SplitterSettings
+from archivist.ingest.sync import Shard, SourceFile, content_hash, discover, make_documents
+from archivist.tools.embedding import PrefixedEmbeddings
+from archivist.tools.store import Chunk, KnowledgeStore
 
 ProgressFn = Callable[[str, dict[str, Any]], None]
 DIMENSION_PROBE = "dimension probe"

@@ -10,7 +10,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from ingest.loaders import (
+from archivist.ingest.loaders import (
     RECORD_FORMATS,
     LoaderOptions,
     LoadError,
@@ -20,9 +20,9 @@ from ingest.loaders import (
     skip_reason,
     supported,
 )
-from ingest.splitter import SplitterSettings, split_text
-from tools.errors import ArchivistError
-from tools.store import Chunk
+from archivist.ingest.splitter import SplitterSettings, split_text
+from archivist.tools.errors import ArchivistError
+from archivist.tools.store import Chunk
 
 SHARD_FORMAT = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pexpect
 from conftest import ROOT
 
-from agent.chat import PROMPT
+from archivist.chat import PROMPT
 
 TIMEOUT = 90  # generous: a loaded 2-core machine imports LangChain slowly
 # The prompt at the start of a line (after any terminal control codes), not a `›` in a passage.
@@ -31,7 +31,7 @@ def spawn_chat(*args: str, ollama_url: str, home: Path) -> pexpect.spawn:
     }
     child = pexpect.spawn(
         sys.executable,
-        ["-m", "agent", "chat", *args],
+        ["-m", "archivist", "chat", *args],
         env=env,
         cwd=str(ROOT),
         encoding="utf-8",

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from fake_ollama import FakeOllama
 
-from agent.service import Archivist
-from agent.settings import Settings, mask_url
+from archivist.app import Archivist
+from archivist.settings import Settings, mask_url
 
 ROOT = Path(__file__).resolve().parents[1]
 SHOP = ROOT / "examples" / "shop"
@@ -73,18 +73,23 @@ def write_files(root: Path, files: dict[str, str | bytes]) -> Path:
 
 
 def run_cli(
-    *args: str, ollama_url: str, home: Path, stdin: str | None = None, timeout: float = 120
+    *args: str,
+    ollama_url: str,
+    home: Path,
+    stdin: str | None = None,
+    timeout: float = 120,
+    cwd: Path = ROOT,
 ) -> subprocess.CompletedProcess:
-    """Run `python -m agent ARGS` as a user would, against the given Ollama and home."""
+    """Run `python -m archivist ARGS` as a user would, against the given Ollama and home."""
     env = {**os.environ, "OLLAMA_HOST": ollama_url, "ARCHIVIST_HOME": str(home)}
     return subprocess.run(
-        [sys.executable, "-m", "agent", *args],
+        [sys.executable, "-m", "archivist", *args],
         input=stdin,
         capture_output=True,
         text=True,
         env=env,
         timeout=timeout,
-        cwd=ROOT,
+        cwd=cwd,
     )
 
 

@@ -1,6 +1,6 @@
 """Processes for the reliability tests: the CLI and the fake Ollama as subprocesses, and the
 store opened through its public interface (`connect(path)`, KnowledgeStore) as any later
-process would, so the tests hold whatever engine sits behind `tools.store.connect()`."""
+process would, so the tests hold whatever engine sits behind `archivist.tools.store.connect()`."""
 
 import os
 import subprocess
@@ -10,7 +10,7 @@ from pathlib import Path
 
 from conftest import ROOT, run_cli, write_files
 
-from tools.store import KnowledgeStore, connect
+from archivist.tools.store import KnowledgeStore, connect
 
 FAKE = ROOT / "tests" / "fake_ollama.py"
 
@@ -34,7 +34,7 @@ INGEST = ("--chunk-size", "200", "--chunk-overlap", "0", "--batch-size", "4")
 def start_ingest(root: Path, store: str, url: str, home: Path) -> subprocess.Popen:
     env = {**os.environ, "OLLAMA_HOST": url, "ARCHIVIST_HOME": str(home)}
     return subprocess.Popen(
-        [sys.executable, "-m", "agent", "ingest", str(root), "--store", store, *INGEST],
+        [sys.executable, "-m", "archivist", "ingest", str(root), "--store", store, *INGEST],
         env=env,
         cwd=ROOT,
         stdout=subprocess.PIPE,

@@ -1,11 +1,11 @@
 from conftest import write_files
 from langchain_core.messages import ToolMessage
 
-from agent import models
-from agent.graph import build_agent, turn_input
-from agent.service import run_turn
-from tools.retrieval import make_retrieval_tool
-from tools.store import KnowledgeStore
+from archivist import models
+from archivist.agent.graph import build_agent, turn_input
+from archivist.agent.retrieval import make_retrieval_tool
+from archivist.app import run_turn
+from archivist.tools.store import KnowledgeStore
 
 REFUND_Q = "How many days do I have to ask for a refund?"
 

@@ -2,8 +2,8 @@
 
 import io
 
-from agent.chat import PlainView, chat_loop
-from tools.errors import ArchivistError
+from archivist.chat import PlainView, chat_loop
+from archivist.tools.errors import ArchivistError
 
 CALL = {
     "name": "search_docs",

@@ -17,11 +17,11 @@ import pytest
 from conftest import SHOP, write_files
 from fake_ollama import embed_text
 
-from ingest.graph import DIMENSION_PROBE, build_ingest_graph, run_ingest
-from tools.errors import StoreMismatch
-from tools.migrate import copy_store
-from tools.sparse import tokenize
-from tools.store import PAYLOAD_INDEXES, Chunk, KnowledgeStore, ServerLayout, connect
+from archivist.ingest.graph import DIMENSION_PROBE, build_ingest_graph, run_ingest
+from archivist.tools.errors import StoreMismatch
+from archivist.tools.migrate import copy_store
+from archivist.tools.sparse import tokenize
+from archivist.tools.store import PAYLOAD_INDEXES, Chunk, KnowledgeStore, ServerLayout, connect
 
 # Read when the module is imported: the autouse `home` fixture unsets QDRANT_URL in each test.
 SERVER_URL = os.environ.get("QDRANT_URL")

@@ -8,7 +8,7 @@ from conftest import write_files
 from fake_ollama import ModelSpec
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from agent.context import (
+from archivist.agent.context import (
     complete_tool_calls,
     estimate_tokens,
     fit_messages,
@@ -16,7 +16,7 @@ from agent.context import (
     tools_tokens,
     window_for,
 )
-from tools.errors import ArchivistError
+from archivist.tools.errors import ArchivistError
 
 
 def user_turns(request: dict) -> list[str]:

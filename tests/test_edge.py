@@ -10,11 +10,11 @@ from conftest import ROOT, SHOP
 from fake_ollama import embed_text
 from qdrant_client import QdrantClient, models
 
-from agent.service import Archivist
-from tools.edge import COLLECTION_FILE, MIGRATING_FILE, EdgeClient, migrate_legacy
-from tools.errors import StoreLocked
-from tools.sparse import document_vector, query_vector
-from tools.store import DENSE, SPARSE, Chunk, KnowledgeStore, connect
+from archivist.app import Archivist
+from archivist.tools.edge import COLLECTION_FILE, MIGRATING_FILE, EdgeClient, migrate_legacy
+from archivist.tools.errors import StoreLocked
+from archivist.tools.sparse import document_vector, query_vector
+from archivist.tools.store import DENSE, SPARSE, Chunk, KnowledgeStore, connect
 
 # qdrant-client's local mode warns that it ignores the payload index the stores create.
 pytestmark = pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning")
@@ -312,7 +312,7 @@ sys.path[:0] = ["tests", "."]
 from pathlib import Path
 from qdrant_client import models
 from test_edge import _fill
-from tools.edge import EdgeClient
+from archivist.tools.edge import EdgeClient
 client = EdgeClient(Path({str(tmp_path / "edge")!r}))
 _fill(client)
 below_3 = models.Filter(must=[models.FieldCondition(key="n", range=models.Range(lt=3))])
@@ -330,7 +330,7 @@ os._exit(0)
 def test_a_growing_store_is_indexed_one_segment_at_a_time(tmp_path, monkeypatch, capfd):
     import numpy as np
 
-    from tools import edge
+    from archivist.tools import edge
 
     # Thresholds for 64-d vectors (256 bytes each): index every ~240 unindexed vectors.
     monkeypatch.setattr(edge, "INDEXING_THRESHOLD_KB", 60)

@@ -16,7 +16,8 @@ import pytest
 from conftest import ROOT, SHOP, run_cli
 from fake_ollama import GREETING_REPLY, UNKNOWN_REPLY, FakeOllama, ModelSpec, count_tokens
 
-from agent.evaluation import (
+from archivist.app import Archivist
+from archivist.evaluation.run import (
     Case,
     check_tools,
     load_dataset,
@@ -25,9 +26,8 @@ from agent.evaluation import (
     score_turn,
     source_matches,
 )
-from agent.service import Archivist
-from agent.settings import Settings
-from tools.errors import ArchivistError
+from archivist.settings import Settings
+from archivist.tools.errors import ArchivistError
 
 HR = ROOT / "examples" / "hr"
 SHOP_ABOUT = "Northwind Outfitters shop policies for customers: refunds, returns, shipping"

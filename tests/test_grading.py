@@ -12,14 +12,14 @@ import pytest
 from conftest import run_cli
 from fake_ollama import NOT_FOUND_REPLY, structured_policy
 
-from agent import models
-from agent.chat import tool_line
-from agent.grading import Grader, assemble, edges_first
-from agent.graph import build_agent, build_retrieve_then_answer
-from agent.service import Archivist, run_turn
-from agent.turnlog import details
-from tools.retrieval import make_retrieval_tool
-from tools.store import KnowledgeStore
+from archivist import models
+from archivist.agent.grading import Grader, assemble, edges_first
+from archivist.agent.graph import build_agent, build_retrieve_then_answer
+from archivist.agent.retrieval import make_retrieval_tool
+from archivist.app import Archivist, run_turn
+from archivist.chat import tool_line
+from archivist.tools.store import KnowledgeStore
+from archivist.turnlog import details
 
 MODEL = "qwen2.5:3b"
 NO_TOOLS = "gemma-notools:1b"
@@ -423,7 +423,7 @@ def test_eval_compares_each_model_with_and_without_grading(ollama, archivist, sh
 
 
 def test_passages_over_the_context_budget_lose_the_least_relevant(settings, tool, ollama):
-    from agent.context import Window
+    from archivist.agent.context import Window
 
     ollama.script(MODEL, search("refund"), grades(1, 2, 3, 4, 5, among=range(1, 6)))
     chat = models.chat_model(settings, MODEL, temperature=0)

@@ -6,7 +6,7 @@ import os
 from conftest import run_cli, write_files
 from samples import make_docx, make_pdf
 
-from ingest.loaders import MAX_FILE_BYTES
+from archivist.ingest.loaders import MAX_FILE_BYTES
 
 
 def broken_corpus(root):

@@ -5,14 +5,14 @@ from conftest import SHOP, write_files
 from fake_ollama import FakeOllama
 from samples import HTML_PAGE, make_docx, make_pdf
 
-from agent import models
-from agent.service import Archivist
-from ingest.embedder import EmbedSettings
-from ingest.graph import build_ingest_graph, run_ingest
-from ingest.loaders import load
-from ingest.splitter import SplitterSettings
-from tools.errors import StoreMismatch
-from tools.store import KnowledgeStore
+from archivist import models
+from archivist.app import Archivist
+from archivist.ingest.embedder import EmbedSettings
+from archivist.ingest.graph import build_ingest_graph, run_ingest
+from archivist.ingest.loaders import load
+from archivist.ingest.splitter import SplitterSettings
+from archivist.tools.errors import StoreMismatch
+from archivist.tools.store import KnowledgeStore
 
 DOCS = {
     "guide/refunds.md": "---\ntitle: Refunds\n---\n# Refunds\n\nRefunds are paid within 30 days.",
@@ -134,7 +134,7 @@ def test_the_store_is_created_with_the_models_real_dimension(archivist, ollama):
 
 def test_querying_with_another_embedding_model_is_refused(archivist, settings, tmp_path):
     ingest(archivist, [write_files(tmp_path / "kb", DOCS)])
-    from agent.service import Archivist
+    from archivist.app import Archivist
 
     other = Archivist(settings.with_overrides(embed_model="all-minilm"))
     other.__dict__["client"] = archivist.client
@@ -282,8 +282,8 @@ def test_input_the_embedder_refuses_fails_only_its_own_document(archivist, ollam
 
 
 def test_small_documents_share_embedding_requests():
-    from ingest.graph import _pack_batches
-    from tools.store import Chunk
+    from archivist.ingest.graph import _pack_batches
+    from archivist.tools.store import Chunk
 
     def docs(sizes):
         return [

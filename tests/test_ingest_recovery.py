@@ -3,11 +3,11 @@
 import pytest
 from conftest import write_files
 
-from agent.service import Archivist
-from ingest.embedder import EmbedSettings
-from ingest.splitter import SplitterSettings
-from tools.errors import ArchivistError
-from tools.store import KnowledgeStore, list_stores
+from archivist.app import Archivist
+from archivist.ingest.embedder import EmbedSettings
+from archivist.ingest.splitter import SplitterSettings
+from archivist.tools.errors import ArchivistError
+from archivist.tools.store import KnowledgeStore, list_stores
 
 FAST = EmbedSettings(batch_size=2, concurrency=1, attempts=3, backoff=0.01, max_backoff=0.02)
 LONG = "\n\n".join(f"Section {i}. " + "Tents and boots and lamps. " * 12 for i in range(5))

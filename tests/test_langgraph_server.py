@@ -11,9 +11,9 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.pregel import Pregel
 
-from agent.service import Archivist
-from agent.settings import Settings
-from tools.errors import ArchivistError
+from archivist.app import Archivist
+from archivist.settings import Settings
+from archivist.tools.errors import ArchivistError
 
 DEAD = "http://127.0.0.1:9"  # nothing listens here: settings must come from the context
 

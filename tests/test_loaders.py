@@ -6,7 +6,7 @@ import pytest
 from conftest import write_files
 from samples import HTML_PAGE, make_docx, make_pdf
 
-from ingest.loaders import (
+from archivist.ingest.loaders import (
     MAX_FILE_BYTES,
     LoaderOptions,
     LoadError,
@@ -14,8 +14,8 @@ from ingest.loaders import (
     skip_reason,
     strip_repeated_lines,
 )
-from ingest.splitter import SplitterSettings
-from ingest.sync import SourceFile, make_documents
+from archivist.ingest.splitter import SplitterSettings
+from archivist.ingest.sync import SourceFile, make_documents
 
 
 def test_markdown_yaml_front_matter_becomes_metadata(tmp_path):

@@ -13,10 +13,10 @@ import pytest
 from conftest import SHOP, run_cli
 from fake_ollama import FakeOllama
 
-from agent import cli
-from agent.service import Archivist
-from agent.settings import Settings
-from tools.store import KnowledgeStore, connect
+from archivist import cli
+from archivist.app import Archivist
+from archivist.settings import Settings
+from archivist.tools.store import KnowledgeStore, connect
 
 DEAD_OLLAMA = "http://127.0.0.1:9"  # nothing listens: a migration must not need Ollama
 

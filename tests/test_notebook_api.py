@@ -5,9 +5,9 @@ import pytest
 from conftest import SHOP
 from fake_ollama import FakeOllama
 
-from agent.eval_report import chart
-from agent.evaluation import Case, hit_rates, retrieval_ranks
-from agent.service import Archivist, turn_passages
+from archivist.app import Archivist, turn_passages
+from archivist.evaluation.report import chart
+from archivist.evaluation.run import Case, hit_rates, retrieval_ranks
 
 
 def test_chunks_are_records_of_what_the_store_holds(archivist: Archivist, shop_store: str) -> None:

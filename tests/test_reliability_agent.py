@@ -4,10 +4,10 @@ ignored, so a model never believes it filtered or widened a search it did not.""
 
 from langchain_core.messages import ToolMessage
 
-from agent import models
-from agent.graph import build_agent, turn_input
-from tools.retrieval import make_retrieval_tool
-from tools.store import KnowledgeStore
+from archivist import models
+from archivist.agent.graph import build_agent, turn_input
+from archivist.agent.retrieval import make_retrieval_tool
+from archivist.tools.store import KnowledgeStore
 
 BAD_ARGUMENTS = [
     ({"query": "refund", "k": 1_000_000}, "k\n  Extra inputs are not permitted"),

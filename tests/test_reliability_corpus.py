@@ -12,7 +12,7 @@ from conftest import run_cli, write_files
 from pypdf import PdfReader, PdfWriter
 from samples import make_pdf
 
-from tools.store import KnowledgeStore, connect
+from archivist.tools.store import KnowledgeStore, connect
 
 SECRET = "Outside text that must never be read"
 

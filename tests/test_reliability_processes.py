@@ -2,7 +2,7 @@
 process opening the embedded store while an ingest runs.
 
 Everything goes through the public interface (the CLI as subprocesses, `connect(path)` and
-KnowledgeStore), so these tests hold whatever engine sits behind `tools.store.connect()`.
+KnowledgeStore), so these tests hold whatever engine sits behind `archivist.tools.store.connect()`.
 """
 
 import os
@@ -15,7 +15,7 @@ from conftest import ROOT, run_cli
 from fake_ollama import FakeOllama
 from processes import INGEST, clean_ingest, corpus, start_ingest, stored_chunks, wait_for
 
-from tools.store import KnowledgeStore, connect
+from archivist.tools.store import KnowledgeStore, connect
 
 
 def test_an_ingest_killed_with_sigkill_leaves_a_store_that_opens_and_finishes(tmp_path):
@@ -67,7 +67,7 @@ def test_a_second_process_on_the_embedded_store_works_or_is_told_why(tmp_path):
             ):
                 others.append(
                     subprocess.Popen(
-                        [sys.executable, "-m", "agent", *args],
+                        [sys.executable, "-m", "archivist", *args],
                         env=env,
                         cwd=ROOT,
                         stdout=subprocess.PIPE,

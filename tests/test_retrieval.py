@@ -13,13 +13,13 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import ToolException
 from pydantic import ValidationError
 
-from agent import models
-from agent.graph import build_agent, turn_input
-from agent.service import Archivist, run_turn
-from agent.settings import load_settings
-from tools.errors import ArchivistError
-from tools.retrieval import make_retrieval_tool
-from tools.store import Chunk, KnowledgeStore, connect
+from archivist import models
+from archivist.agent.graph import build_agent, turn_input
+from archivist.agent.retrieval import make_retrieval_tool
+from archivist.app import Archivist, run_turn
+from archivist.settings import load_settings
+from archivist.tools.errors import ArchivistError
+from archivist.tools.store import Chunk, KnowledgeStore, connect
 
 DIM = 64
 FINGERPRINT = {"embed_model": "hash", "dimension": DIM, "document_prefix": "", "query_prefix": ""}

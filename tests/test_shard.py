@@ -9,9 +9,9 @@ from collections import Counter
 import pytest
 from conftest import SHOP, run_cli, write_files
 
-from ingest.graph import DIMENSION_PROBE
-from ingest.sync import Shard
-from tools.errors import ArchivistError
+from archivist.ingest.graph import DIMENSION_PROBE
+from archivist.ingest.sync import Shard
+from archivist.tools.errors import ArchivistError
 
 RECORDS = "\n".join(
     json.dumps({"id": f"P{i}", "text": f"Product {i}: a tent for {i + 1} people, very light."})
@@ -102,7 +102,7 @@ def test_shards_are_the_same_in_every_process_and_evenly_spread():
     names = [f"folder/file-{i}.md" for i in range(2000)]
     here = [next(i for i in range(1, 5) if Shard(i, 4).owns(n)) for n in names]
     script = (
-        "import json, sys; from ingest.sync import Shard; names = json.load(sys.stdin); "
+        "import json, sys; from archivist.ingest.sync import Shard; names = json.load(sys.stdin); "
         "print(json.dumps([next(i for i in range(1, 5) if Shard(i, 4).owns(n)) for n in names]))"
     )
     for seed in ("1", "2"):

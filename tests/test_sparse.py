@@ -1,4 +1,4 @@
-from tools.sparse import document_vector, query_vector, token_id, tokenize
+from archivist.tools.sparse import document_vector, query_vector, token_id, tokenize
 
 
 def test_words_are_lowercased_stemmed_and_stop_words_dropped():

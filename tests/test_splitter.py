@@ -1,4 +1,4 @@
-from ingest.splitter import SplitterSettings, is_cjk, split_text
+from archivist.ingest.splitter import SplitterSettings, is_cjk, split_text
 
 SMALL = SplitterSettings(chunk_size=300, chunk_overlap=60, cjk_chunk_size=120, cjk_chunk_overlap=20)
 

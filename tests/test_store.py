@@ -2,8 +2,8 @@ import pytest
 from fake_ollama import embed_text
 from qdrant_client import QdrantClient
 
-from tools.errors import ArchivistError, StoreMismatch, StoreNotFound
-from tools.store import Chunk, KnowledgeStore, connect
+from archivist.tools.errors import ArchivistError, StoreMismatch, StoreNotFound
+from archivist.tools.store import Chunk, KnowledgeStore, connect
 
 FINGERPRINT = {"embed_model": "hash", "dimension": 64, "document_prefix": "", "query_prefix": ""}
 
@@ -173,7 +173,7 @@ def _open_and_report(path: str) -> str:
 def test_chunks_stored_by_an_older_release_without_a_version_are_still_counted(client):
     from qdrant_client import models
 
-    from tools.store import DENSE, SPARSE
+    from archivist.tools.store import DENSE, SPARSE
 
     store = KnowledgeStore(client, "docs")
     store.ensure(FINGERPRINT)

@@ -1,1 +1,1 @@
-"""The foundation: knowledge stores on Qdrant and the retrieval tools built on them."""
+"""Storage: knowledge stores on Qdrant (embedded Edge or a server), sparse vectors, migration."""

@@ -28,7 +28,7 @@ import qdrant_edge as qe
 from qdrant_client import QdrantClient, models
 from qdrant_client.http.models import QueryResponse
 
-from tools.errors import StoreLocked
+from archivist.tools.errors import StoreLocked
 
 COLLECTION_FILE = "collection.json"
 SHARD_DIR = "shard"

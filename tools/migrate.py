@@ -11,8 +11,8 @@ from typing import Any
 
 from qdrant_client import QdrantClient
 
-from tools.errors import ArchivistError
-from tools.store import KnowledgeStore, ServerLayout, copy_points, list_stores
+from archivist.tools.errors import ArchivistError
+from archivist.tools.store import KnowledgeStore, ServerLayout, copy_points, list_stores
 
 ProgressFn = Callable[[int, int], None]
 

@@ -17,8 +17,8 @@ from typing import Any, Literal
 
 from qdrant_client import QdrantClient, models
 
-from tools import sparse
-from tools.errors import ArchivistError, StoreMismatch, StoreNotFound
+from archivist.tools import sparse
+from archivist.tools.errors import ArchivistError, StoreMismatch, StoreNotFound
 
 DENSE = "dense"
 SPARSE = "bm25"
@@ -136,7 +136,7 @@ def connect(
     if url:
         return QdrantClient(url=url, api_key=api_key, prefer_grpc=prefer_grpc, timeout=timeout)
     assert path is not None, "connect() needs a path or a url"
-    from tools.edge import EdgeClient, migrate_legacy
+    from archivist.tools.edge import EdgeClient, migrate_legacy
 
     client = EdgeClient(path)
     if legacy_path is not None:

@@ -7,7 +7,7 @@ asks the conversation, and tells the view what happened. Tests script all three.
 from collections.abc import Callable
 from typing import Any, Protocol, TextIO
 
-from tools.errors import ArchivistError
+from archivist.tools.errors import ArchivistError
 
 PROMPT = "› "
 HELP = """Ask a question, or use a command:

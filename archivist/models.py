@@ -1,7 +1,8 @@
 """The model factory: the one module that talks to Ollama through its client libraries."""
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import httpx
@@ -9,9 +10,9 @@ import ollama
 import orjson
 from langchain_ollama import ChatOllama, OllamaEmbeddings
 
-from agent.settings import Settings, mask_url
-from tools.embedding import PrefixedEmbeddings
-from tools.errors import ArchivistError
+from archivist.settings import Settings, mask_url
+from archivist.tools.embedding import PrefixedEmbeddings
+from archivist.tools.errors import ArchivistError
 
 
 @dataclass(frozen=True)
@@ -164,6 +165,26 @@ def explain(exc: BaseException, settings: Settings) -> ArchivistError | None:
             "Check the Ollama server's log; `archivist doctor` checks the whole setup.",
         )
     return _explain_qdrant(exc, settings)
+
+
+@contextmanager
+def explained(settings: Settings, doing: str = "", then: str = "") -> Iterator[None]:
+    """Re-raise an expected Ollama or Qdrant failure inside the block as an ArchivistError.
+
+    `doing` prefixes the message ("Ingest stopped: …"), `then` is added to the fix (what was
+    kept, how to resume). Archivist's own errors pass as they are; unexpected ones too.
+    """
+    try:
+        yield
+    except ArchivistError:
+        raise
+    except Exception as exc:
+        error = explain(exc, settings)
+        if error is None:
+            raise
+        message = f"{doing}: {error.message}" if doing else error.message
+        fix = "\n".join(part for part in (error.fix, then) if part) or None
+        raise ArchivistError(message, fix) from None
 
 
 def _explain_qdrant(exc: BaseException, settings: Settings) -> ArchivistError | None:

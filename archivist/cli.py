@@ -7,8 +7,8 @@ from typing import Annotated, Any
 
 import typer
 
-from agent.settings import DEFAULT_STORE, Settings, load_settings
-from tools.errors import ArchivistError
+from archivist.settings import DEFAULT_STORE, Settings, load_settings
+from archivist.tools.errors import ArchivistError
 
 app = typer.Typer(
     name="archivist",
@@ -78,7 +78,7 @@ def _settings(**overrides: Any) -> Settings:
 
 
 def _app(**overrides: Any):
-    from agent.service import Archivist
+    from archivist.app import Archivist
 
     return Archivist(_settings(**overrides))
 
@@ -136,8 +136,8 @@ def ingest(
     as_json: JsonOpt = False,
 ) -> None:
     """Ingest files and folders into a store; unchanged files are skipped."""
-    from agent.progress import IngestProgress
-    from ingest.sync import Shard
+    from archivist.ingest.sync import Shard
+    from archivist.progress import IngestProgress
 
     if shard is not None:
         shard = str(Shard.parse(shard))
@@ -188,7 +188,7 @@ def ask(
     as_json: JsonOpt = False,
 ) -> None:
     """Answer one question with the agent and print it (the turn is logged)."""
-    from agent.chat import render_answer
+    from archivist.chat import render_answer
 
     archivist = _app(max_steps=max_steps, num_ctx=num_ctx, grade=grade, max_rewrites=max_rewrites)
     result = archivist.ask(question, stores or [DEFAULT_STORE], model, think)
@@ -258,8 +258,8 @@ def chat(
 
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    from agent.chat import PlainView, chat_loop, stdin_reader
-    from agent.service import Conversation
+    from archivist.app import Conversation
+    from archivist.chat import PlainView, chat_loop, stdin_reader
 
     if resume and thread:
         raise ArchivistError("--resume and --thread both name a conversation.", "Give one.")
@@ -291,7 +291,7 @@ def chat(
         if sys.stdin.isatty() and sys.stdout.isatty():
             from rich.console import Console
 
-            from agent.terminal import RichView, prompt_reader
+            from archivist.terminal import RichView, prompt_reader
 
             view = RichView(Console(highlight=False), show_thinking)
             read = prompt_reader(settings.input_history_path)
@@ -351,9 +351,9 @@ def evaluate(
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from agent.eval_report import table, write_report
-    from agent.evaluation import evaluate as run_evaluation
-    from agent.evaluation import load_dataset
+    from archivist.evaluation.report import table, write_report
+    from archivist.evaluation.run import evaluate as run_evaluation
+    from archivist.evaluation.run import load_dataset
 
     if grade not in (None, "off", "on", "both"):
         raise ArchivistError(f"Unknown --grade '{grade}'.", "Use --grade off, on or both.")
@@ -480,9 +480,9 @@ def migrate(
     from grpc import RpcError
     from qdrant_client.http.exceptions import ApiException
 
-    from agent.settings import mask_url
-    from tools.migrate import copy_stores
-    from tools.store import connect
+    from archivist.settings import mask_url
+    from archivist.tools.migrate import copy_stores
+    from archivist.tools.store import connect
 
     settings = _ctx.settings
     if (to_url is None) == (to_home is None):
@@ -551,7 +551,7 @@ def migrate(
 @app.command()
 def doctor(model: ModelOpt = None, embed_model: EmbedOpt = None) -> None:
     """Check Ollama, the two models and the stores, and say how to fix each problem."""
-    from agent.doctor import run_checks
+    from archivist.doctor import run_checks
 
     checks = run_checks(_settings(chat_model=model, embed_model=embed_model))
     for check in checks:
@@ -580,7 +580,7 @@ def logs(
     if turn_id is not None:
         _show_turn(turn_id, as_json)
         return
-    from agent.turnlog import TurnLog, summary
+    from archivist.turnlog import TurnLog, summary
 
     turns = TurnLog(_settings().log_path).recent(limit)
     if as_json:
@@ -602,7 +602,7 @@ def logs_show(
 
 
 def _show_turn(turn_id: int, as_json: bool) -> None:
-    from agent.turnlog import TurnLog, details
+    from archivist.turnlog import TurnLog, details
 
     turn = TurnLog(_settings().log_path).get(turn_id)
     if turn is None:
@@ -625,7 +625,7 @@ def main() -> None:
         _notice("Interrupted.")
         sys.exit(130)
     except Exception as exc:
-        from agent.models import explain
+        from archivist.models import explain
 
         explained = explain(exc, _ctx.settings)
         if explained is None:

@@ -4,7 +4,7 @@ Both graphs take their settings from the run's context (`context_schema=ServerCo
 what a run's context leaves out comes from the environment, as for the command line. Each
 run opens the stores for its own duration, so one server can serve runs for different Ollama
 hosts, models and Qdrant servers, and the embedded store is not held between runs. The work
-itself is done by the same application code as the CLI's (`agent.service.Archivist`), so a
+itself is done by the same application code as the CLI's (`archivist.app.Archivist`), so a
 served answer or ingest is the one `archivist ask` or `archivist ingest` would give.
 """
 
@@ -17,11 +17,11 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict  # pydantic reads its schema on Python 3.11 too
 
-from agent import models
-from agent.graph import turn_input
-from agent.service import Archivist
-from agent.settings import DEFAULT_STORE, Settings, load_settings, normalize_host
-from tools.errors import ArchivistError
+from archivist import models
+from archivist.agent.graph import turn_input
+from archivist.app import Archivist
+from archivist.settings import DEFAULT_STORE, Settings, load_settings, normalize_host
+from archivist.tools.errors import ArchivistError
 
 
 @dataclass

@@ -12,7 +12,7 @@ from rich.segment import Segment
 from rich.spinner import Spinner
 from rich.text import Text
 
-from agent.chat import invalid_line, sources_line, tool_line
+from archivist.chat import invalid_line, sources_line, tool_line
 
 
 class _Tail:

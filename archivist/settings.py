@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
-from tools.errors import ArchivistError
+from archivist.tools.errors import ArchivistError
 
 if TYPE_CHECKING:
-    from tools.store import ServerLayout
+    from archivist.tools.store import ServerLayout
 
 DEFAULT_OLLAMA_HOST = "http://127.0.0.1:11434"
 # Small enough for a laptop CPU, reliable at tool calling, and fluent in English and Chinese.
@@ -87,7 +87,7 @@ class Settings:
     @property
     def server_layout(self) -> "ServerLayout | None":
         """How new stores are laid out on a Qdrant server; None for the embedded store."""
-        from tools.store import ServerLayout
+        from archivist.tools.store import ServerLayout
 
         if not self.qdrant_url:
             return None

@@ -2,10 +2,10 @@
 
 from dataclasses import dataclass
 
-from agent import models
-from agent.settings import Settings, mask_url
-from tools.errors import ArchivistError
-from tools.store import connect, list_stores
+from archivist import models
+from archivist.settings import Settings, mask_url
+from archivist.tools.errors import ArchivistError
+from archivist.tools.store import connect, list_stores
 
 
 @dataclass

@@ -12,11 +12,11 @@ from typing import Any
 
 import httpx
 
-from agent import models
-from agent.service import AGENT, Archivist, run_turn
-from tools.errors import ArchivistError
-from tools.retrieval import format_results, tool_name
-from tools.store import SearchMode
+from archivist import models
+from archivist.agent.retrieval import format_results, tool_name
+from archivist.app import AGENT, Archivist, run_turn
+from archivist.tools.errors import ArchivistError
+from archivist.tools.store import SearchMode
 
 RATE_METRICS = (
     "tool_decision_accuracy",

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from agent.chat import tool_line
+from archivist.chat import tool_line
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS turns (

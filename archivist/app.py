@@ -10,22 +10,22 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
-from agent import models, prompts
-from agent.citations import check_citations
-from agent.context import Window, window_for
-from agent.grading import STRUCTURED_TAG, Grader
-from agent.graph import (
+from archivist import models
+from archivist.agent import prompts
+from archivist.agent.citations import check_citations
+from archivist.agent.context import Window, window_for
+from archivist.agent.grading import STRUCTURED_TAG, Grader
+from archivist.agent.graph import (
     NOTE_EVENT,
     TOOL_EVENT,
     build_agent,
     build_retrieve_then_answer,
     turn_input,
 )
-from agent.settings import Settings
-from agent.turnlog import TurnLog
-from tools.errors import ArchivistError
-from tools.retrieval import make_retrieval_tool, tool_name
-from tools.store import (
+from archivist.agent.retrieval import make_retrieval_tool, tool_name
+from archivist.settings import Settings
+from archivist.tools.errors import ArchivistError
+from archivist.tools.store import (
     SPARSE_SCHEME,
     KnowledgeStore,
     SearchMode,
@@ -34,9 +34,10 @@ from tools.store import (
     heading_path,
     list_stores,
 )
+from archivist.turnlog import TurnLog
 
 if TYPE_CHECKING:
-    from ingest.embedder import EmbedSettings
+    from archivist.ingest.embedder import EmbedSettings
 
 AGENT = "agent"
 RETRIEVE_THEN_ANSWER = "retrieve-then-answer"
@@ -120,10 +121,10 @@ class Archivist:
         until then, and an interrupted rebuild resumes on the next `reindex` run. With
         `shard` ("i/N"), only that part of the sources is ingested (and pruned).
         """
-        from ingest.embedder import EmbedSettings
-        from ingest.graph import build_ingest_graph, run_ingest
-        from ingest.loaders import LoaderOptions
-        from ingest.sync import Shard
+        from archivist.ingest.embedder import EmbedSettings
+        from archivist.ingest.graph import build_ingest_graph, run_ingest
+        from archivist.ingest.loaders import LoaderOptions
+        from archivist.ingest.sync import Shard
 
         if shard is not None:
             shard = str(Shard.parse(shard))
@@ -199,7 +200,7 @@ class Archivist:
     def _splitter(self, chunk_size: int | None, chunk_overlap: int | None):
         """Chunk sizes that fit the embedding model's context: defaults shrink to fit it,
         sizes asked for that cannot fit are refused rather than silently truncated."""
-        from ingest.splitter import SplitterSettings
+        from archivist.ingest.splitter import SplitterSettings
 
         try:
             splitter = SplitterSettings().resized(chunk_size, chunk_overlap)
@@ -594,7 +595,7 @@ class Conversation:
 
         Otherwise the next question would resume them (a search half done) instead of
         starting a turn of its own. What was said stays; a tool call left without its result
-        is skipped when the history is sent (agent.context.complete_tool_calls).
+        is skipped when the history is sent (archivist.agent.context.complete_tool_calls).
         """
         state = self.setup.graph.get_state(self.config)
         if state.next:

@@ -7,7 +7,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from tools.store import KnowledgeStore, SearchMode
+from archivist.tools.store import KnowledgeStore, SearchMode
 
 NO_RESULTS = "No matching passages were found."
 # Up to this many sources are named in the tool's description, so a model can filter by one.

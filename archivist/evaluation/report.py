@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from agent.evaluation import GRADING_METRICS, JUDGE_METRICS, RATE_METRICS, STABILITY_METRICS
+from archivist.evaluation.run import GRADING_METRICS, JUDGE_METRICS, RATE_METRICS, STABILITY_METRICS
 
 LATENCY_METRICS = ("latency_p50_ms", "latency_p95_ms")
 TOKEN_METRICS = ("input_tokens", "output_tokens", "model_calls")

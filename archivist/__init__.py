@@ -1,0 +1,36 @@
+"""Archivist: local-first agentic RAG — a LangGraph agent answering from Qdrant stores.
+
+The installed package is `archivist`; its layers live in folders at the top of the repository:
+
+* `archivist.tools` (tools/) — storage: the knowledge store, its engines, sparse vectors,
+  migration. Imports nothing else of Archivist's.
+* `archivist.ingest` (ingest/) — the write path: discover, load, split, sync, embed, the
+  ingest graph. Uses storage.
+* `archivist.agent` (agent/) — the query engine: the agent graphs, the retrieval tool,
+  context fitting, grading, citations, prompts. Uses storage.
+* `archivist` (archivist/) — the application shell on top: settings, the model factory, the
+  `Archivist` facade, the CLI, the chat, the LangGraph server, doctor, the turn log; and
+  `archivist.evaluation`, the tool-calling evaluations.
+"""
+
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("archivist")
+except PackageNotFoundError:  # running from a checkout that was never installed
+    __version__ = "0+unknown"
+
+__all__ = ["Archivist", "Settings", "load_settings", "__version__"]
+
+
+def __getattr__(name: str):
+    # The facade pulls in LangChain and Qdrant; `import archivist` alone stays cheap.
+    if name == "Archivist":
+        from archivist.app import Archivist
+
+        return Archivist
+    if name in ("Settings", "load_settings"):
+        from archivist import settings
+
+        return getattr(settings, name)
+    raise AttributeError(f"module 'archivist' has no attribute {name!r}")

@@ -1,0 +1,1 @@
+"""Tool-calling evaluations: run a dataset against models, score it, write the report."""
