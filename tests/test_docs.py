@@ -63,10 +63,14 @@ def anchors(page: Path) -> set[str]:
 
 
 def links(page: Path) -> Iterator[tuple[int, str]]:
-    """Yield (line number, target) of every link on a page, outside code."""
-    for number, line in prose(page.read_text(encoding="utf-8")):
-        for match in LINK.finditer(CODE_SPAN.sub("", line)):
-            yield number, match.group(1)
+    """Yield (line number, target) of every link on a page, outside code; a link may wrap."""
+    text = page.read_text(encoding="utf-8")
+    lines = [""] * len(text.splitlines())
+    for number, line in prose(text):
+        lines[number - 1] = CODE_SPAN.sub("", line)
+    text = "\n".join(lines)
+    for match in LINK.finditer(text):
+        yield text.count("\n", 0, match.start()) + 1, match.group(1)
 
 
 def broken_links(page: Path, root: Path = ROOT) -> list[str]:
@@ -127,7 +131,8 @@ def test_the_link_check_finds_missing_files_headings_and_links_out_of_the_reposi
         "[web](https://ollama.com) `[in code](nowhere.md)`\n"
         "```\n[in a fence](nowhere.md)\n```\n"
         "[gone](docs/ingestion.md) [no heading](docs/chat.md#context-budget)\n"
-        "[no heading here](#commands) [out](../elsewhere.md)\n"
+        "[no heading here](#commands) [out](../elsewhere.md) [a link that\n"
+        "wraps](docs/chat.md#the-answer) `code` [ok](docs/chat.md#the-answer-as-json)\n"
     )
 
     assert broken_links(page, repo) == [
@@ -135,6 +140,7 @@ def test_the_link_check_finds_missing_files_headings_and_links_out_of_the_reposi
         "README.md:10: docs/chat.md#context-budget: no heading with the anchor #context-budget",
         "README.md:11: #commands: no heading with the anchor #commands",
         "README.md:11: ../elsewhere.md leads out of the repository",
+        "README.md:11: docs/chat.md#the-answer: no heading with the anchor #the-answer",
     ]
 
 
