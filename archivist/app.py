@@ -3,7 +3,7 @@
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -26,11 +26,9 @@ from archivist.agent.retrieval import make_retrieval_tool, tool_name
 from archivist.settings import Settings
 from archivist.tools.errors import ArchivistError
 from archivist.tools.store import (
-    SPARSE_SCHEME,
     KnowledgeStore,
     SearchMode,
     connect,
-    fingerprints_match,
     heading_path,
     list_stores,
 )

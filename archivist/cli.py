@@ -497,9 +497,9 @@ def migrate(
     origin = mask_url(from_url) if from_url else str(source_home)
     destination = mask_url(to_url) if to_url else str(to_home)
 
-    def progress(store: str, done: int, total: int) -> None:
-        if done == total:
-            _notice(f"{store}: {done} chunks copied.")
+    def progress(event: str, fields: dict[str, Any]) -> None:
+        if fields["chunks"] == fields["total"]:
+            _notice(f"{fields['store']}: {fields['chunks']} chunks copied.")
 
     source = target = None
     try:

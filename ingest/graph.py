@@ -174,7 +174,8 @@ class IngestSteps:
     def _load_file(
         self, file: SourceFile, known: dict[str, str], shard: Shard | None, read: "_Batch"
     ) -> bool:
-        """Add one file's outcome to `read`; return whether it was loaded (not unchanged)."""
+        """Add one file's outcome to `read`; return whether it counts as loaded (read, not
+        only hashed)."""
         file_options = self.loader_options if file.has_records else None
         try:
             file_hash = content_hash(file.path, self.splitter, file_options)
@@ -191,14 +192,6 @@ class IngestSteps:
         except (LoadError, OSError) as exc:
             self._failed(file, exc, read)
             return True
-        read.settled.append(file.source)
-                return False
-            documents = make_documents(file, self.splitter, self.loader_options, file_hash)
-        except (LoadError, OSError) as exc:
-            reason = exc.strerror or str(exc) if isinstance(exc, OSError) else str(exc)
-            read.failed.append({"source": file.source, "reason": reason})
-            self.notify("failed", read.failed[-1])
-            return not isinstance(exc, OSError) or file.source not in known or True
         read.settled.append(file.source)
         for doc in documents:
             if shard and not shard.owns(doc.source):
