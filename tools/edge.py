@@ -1,7 +1,8 @@
-"""Qdrant Edge (Qdrant's in-process engine) behind the part of `QdrantClient` the stores use.
+"""Qdrant Edge (Qdrant's in-process engine) behind the `Engine` seam the stores code against.
 
-`EdgeClient` takes and returns `qdrant_client.models` objects, so `KnowledgeStore` codes
-against one interface whether its collections live in this process or on a Qdrant server.
+`EdgeClient` takes and returns `qdrant_client.models` objects with `QdrantClient`'s method
+names (see tools/engine.py), so `KnowledgeStore` has one code path whether its collections
+live in this process or on a Qdrant server. It translates what the stores send, no more.
 Each collection is one Edge shard in `<root>/<name>/shard`; what Edge does not keep (the
 collection's vector configuration, its metadata and payload indexes) is in
 `<root>/<name>/collection.json`, replaced atomically. A collection exists once that file does.
@@ -253,8 +254,8 @@ class EdgeClient:
             offset=None if offset is None else _point_id(offset),
             limit=limit,
             filter=_filter(scroll_filter),
-            with_payload=_with_payload(with_payload),
-            with_vector=_with_vectors(with_vectors),
+            with_payload=_selection(with_payload),
+            with_vector=_selection(with_vectors),
         )
         records, next_offset = self._shard(collection_name).scroll(request)
         return (
@@ -281,8 +282,8 @@ class EdgeClient:
             limit=request.limit or 10,
             query=qe.Query.Nearest(_vector_to_edge(query), using=request.using),
             filter=_filter(request.filter),
-            with_payload=_with_payload(request.with_payload or False),
-            with_vector=_with_vectors(request.with_vector or False),
+            with_payload=_selection(request.with_payload or False),
+            with_vector=_selection(request.with_vector or False),
         )
         scored = self._shard(collection_name).query(edge_request)
         return QueryResponse(
@@ -481,11 +482,8 @@ def _vectors_from_edge(vector: Any) -> Any:
     return list(vector)
 
 
-def _with_payload(value: bool | Sequence[str]) -> Any:
-    return value if isinstance(value, bool) else list(value)
-
-
-def _with_vectors(value: bool | Sequence[str]) -> Any:
+def _selection(value: bool | Sequence[str]) -> bool | list[str]:
+    """All (True), none (False) or the named payload fields or vectors."""
     return value if isinstance(value, bool) else list(value)
 
 
