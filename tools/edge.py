@@ -73,10 +73,9 @@ class EdgeClient:
         self._unchecked: dict[str, int] = {}  # points written since the last index check
         self._closed = False
         # Closing flushes the shards, indexes a grown store's last part and releases the lock.
-        # The server and `archivist copy` close explicitly, but a notebook or script using the
-        # Python API (and a command stopped by an error) ends without a close call: exit is
-        # the one moment left that every such process passes, so the hook stays as the backstop.
-        # An explicit close() unregisters it.
+        # The CLI (when a command ends), the server and `archivist copy` close explicitly, but
+        # a notebook or script using the Python API ends without a close call: its exit is the
+        # one moment left to do it, so the hook stays there. An explicit close() unregisters it.
         atexit.register(self.close)
 
     # -- collections -------------------------------------------------------------------------
