@@ -88,6 +88,14 @@ def _app(**overrides: Any):
     return archivist
 
 
+def _prefetch_show(model: str | None) -> None:
+    """Ask Ollama about the chat model now, while the agent's imports load."""
+    from archivist import prefetch
+
+    settings = _ctx.settings
+    prefetch.start_show(settings.ollama_host, model or settings.chat_model, settings.timeout)
+
+
 def _print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
 
@@ -193,6 +201,7 @@ def ask(
     as_json: JsonOpt = False,
 ) -> None:
     """Answer one question with the agent and print it (the turn is logged)."""
+    _prefetch_show(model)
     from archivist.chat import render_answer
 
     archivist = _app(max_steps=max_steps, num_ctx=num_ctx, grade=grade, max_rewrites=max_rewrites)
@@ -258,6 +267,7 @@ def chat(
     max_rewrites: MaxRewritesOpt = None,
 ) -> None:
     """Chat with the agent in the terminal; conversations are kept and can be resumed."""
+    _prefetch_show(model)
     import sqlite3
     from contextlib import closing
 

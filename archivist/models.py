@@ -10,6 +10,7 @@ import ollama
 import orjson
 from langchain_ollama import ChatOllama, OllamaEmbeddings
 
+from archivist import prefetch
 from archivist.settings import Settings, mask_url
 from archivist.tools.embedding import PrefixedEmbeddings
 from archivist.tools.errors import ArchivistError
@@ -104,8 +105,9 @@ def embeddings(settings: Settings, model: str | None = None) -> PrefixedEmbeddin
 
 
 def show(settings: Settings, model: str) -> ModelInfo:
-    """Probe a model's capabilities and sizes through /api/show."""
-    response = client(settings).show(model)
+    """Probe a model's capabilities and sizes through /api/show (or its prefetched answer)."""
+    answer = prefetch.take_show(settings.ollama_host, model)
+    response = client(settings).show(model) if answer is None else ollama.ShowResponse(**answer)
     info = response.modelinfo or {}
     context = next((v for k, v in info.items() if k.endswith(".context_length")), None)
     dimension = next((v for k, v in info.items() if k.endswith(".embedding_length")), None)

@@ -163,6 +163,8 @@ def _serve_fake(conn, options: dict[str, Any]) -> None:
                 return
             if command == "count":
                 conn.send(len(fake.requests_to(path)))
+            elif command == "times":
+                conn.send(fake.request_times(path))
             elif command == "clear":
                 fake.clear_requests()
                 conn.send(None)
@@ -180,6 +182,11 @@ class FakeOllamaProcess:
 
     def count(self, path: str) -> int:
         self._conn.send(("count", path))
+        return self._conn.recv()
+
+    def times(self, path: str | None = None) -> list[float]:
+        """When each request (to a path, or any) arrived, as time.time()."""
+        self._conn.send(("times", path))
         return self._conn.recv()
 
     def clear(self) -> None:
@@ -473,13 +480,14 @@ def agent_overhead(client, store_name: str, queries: list[str], turns: int = 100
     }
 
 
-def cli_times(url: str, home: Path, runs: int) -> dict[str, float]:
-    """Median wall time of `archivist --help`, and of `archivist chat` until its prompt shows."""
+def cli_times(fake: FakeOllamaProcess, home: Path, runs: int) -> dict[str, float]:
+    """Median wall times: `archivist --help`; `archivist ask` from its start to its first
+    request to Ollama; `archivist chat` until its prompt shows."""
     import pexpect
 
     from archivist.chat import PROMPT
 
-    env = {**os.environ, "OLLAMA_HOST": url, "ARCHIVIST_HOME": str(home)}
+    env = {**os.environ, "OLLAMA_HOST": fake.url, "ARCHIVIST_HOME": str(home)}
     exe = str(Path(sys.executable).with_name("archivist"))
     subprocess.run(
         [exe, "ingest", str(ROOT / "examples" / "shop"), "--store", "shop_docs"],
@@ -487,11 +495,16 @@ def cli_times(url: str, home: Path, runs: int) -> dict[str, float]:
         check=True,
         capture_output=True,
     )
-    helps, chats = [], []
+    helps, asks, chats = [], [], []
     for _ in range(runs):
         started = time.perf_counter()
         subprocess.run([exe, "--help"], env=env, check=True, capture_output=True)
         helps.append(time.perf_counter() - started)
+        fake.clear()
+        started_at = time.time()
+        question = "How long is the refund period?"
+        subprocess.run([exe, "ask", question], env=env, check=True, capture_output=True)
+        asks.append(fake.times()[0] - started_at)
         started = time.perf_counter()
         child = pexpect.spawn(exe, ["chat"], env=env, encoding="utf-8", timeout=60)
         # The prompt's glyph; a terminal renders the space after it as a cursor move.
@@ -501,6 +514,7 @@ def cli_times(url: str, home: Path, runs: int) -> dict[str, float]:
         child.expect(pexpect.EOF)
     return {
         "help_s": round(statistics.median(helps), 3),
+        "ask_first_request_s": round(statistics.median(asks), 3),
         "chat_ready_s": round(statistics.median(chats), 3),
     }
 
@@ -585,7 +599,7 @@ def run(config: Config, work: Path, log: Callable[[str], None] = print) -> dict[
         per_file = results["ingest"]["chunks"] / results["ingest"]["files"]
         results["memory"] = memory_child(config, fake.url, work, per_file)
         log("CLI start-up…")
-        results["cli"] = cli_times(fake.url, work / "cli-home", config.cli_runs)
+        results["cli"] = cli_times(fake, work / "cli-home", config.cli_runs)
     ingest, limit = results["ingest"]["seconds"], results["limit"]["seconds"]
     results["ratios"] = {
         "ingest_vs_limit": round(ingest / limit, 2),
@@ -715,10 +729,18 @@ def table(r: dict[str, Any]) -> str:
     )
     rows.append(
         (
+            "`archivist ask`: start → first request to Ollama",
+            f"{cli['ask_first_request_s']:.2f} s",
+            "≤ 0.6 s",
+            ok(cli["ask_first_request_s"] <= 0.6),
+        )
+    )
+    rows.append(
+        (
             "`archivist chat` until its prompt",
             f"{cli['chat_ready_s']:.2f} s",
-            "≤ 2.5 s",
-            ok(cli["chat_ready_s"] <= 2.5),
+            "≤ 1.0 s",
+            ok(cli["chat_ready_s"] <= 1.0),
         )
     )
     lines = ["| measure | result | target | verdict |", "|---|---|---|---|"]

@@ -401,6 +401,11 @@ class FakeOllama:
         with self._lock:
             return [request["body"] for request in self.requests if request["path"] == path]
 
+    def request_times(self, path: str | None = None) -> list[float]:
+        """Return when each recorded request (to a path, or any) arrived, as time.time()."""
+        with self._lock:
+            return [r["time"] for r in self.requests if path is None or r["path"] == path]
+
     def clear_requests(self) -> None:
         """Forget the recorded requests."""
         with self._lock:
@@ -457,7 +462,9 @@ class FakeOllama:
 
     def _record(self, method: str, path: str, body: Any, raw: bytes = b"") -> None:
         with self._lock:
-            self.requests.append({"method": method, "path": path, "body": body})
+            self.requests.append(
+                {"method": method, "path": path, "body": body, "time": time.time()}
+            )
             self._raw_bodies.append((path, raw))
 
     def _next_failure(self, path: str) -> tuple[int, str] | None:

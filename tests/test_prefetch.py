@@ -1,0 +1,34 @@
+"""The chat model's /api/show is sent as a command starts, and its answer used once."""
+
+import ollama as ollama_client
+import pytest
+from conftest import SHOP, run_cli
+
+from archivist import models, prefetch
+
+
+def test_show_uses_the_prefetched_answer_without_asking_again(ollama, settings):
+    prefetch.start_show(settings.ollama_host, "qwen2.5:3b", 10)
+    info = models.show(settings, "qwen2.5:3b")
+    assert info.tools and info.context_length
+    assert ollama.requests_to("/api/show") == [{"model": "qwen2.5:3b"}]
+    assert info == models.show(settings, "qwen2.5:3b")  # the answer is taken once
+    assert len(ollama.requests_to("/api/show")) == 2
+
+
+def test_a_failed_prefetch_leaves_the_error_to_show(ollama, settings):
+    prefetch.start_show(settings.ollama_host, "missing-model", 10)
+    with pytest.raises(ollama_client.ResponseError) as raised:
+        models.show(settings, "missing-model")
+    assert raised.value.status_code == 404
+    assert "ollama pull missing-model" in str(models.explain(raised.value, settings))
+
+
+def test_ask_asks_about_the_chat_model_before_anything_else(ollama, home):
+    run_cli("ingest", str(SHOP), "--store", "shop_docs", ollama_url=ollama.url, home=home)
+    ollama.clear_requests()
+    asked = run_cli("ask", "How long is the refund period?", ollama_url=ollama.url, home=home)
+    assert asked.returncode == 0, asked.stderr
+    assert ollama.requests[0]["path"] == "/api/show"
+    assert ollama.requests[0]["body"] == {"model": "qwen2.5:3b"}
+    assert len(ollama.requests_to("/api/show")) == 1
