@@ -14,7 +14,9 @@ from archivist.tools.sparse import CJK
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$")
 _FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|(?<=[。！？；])")
-_CJK = re.compile(f"[{CJK}]")
+_CJK_RUN = re.compile(f"[{CJK}]+")
+# `\s` matches exactly the characters `str.isspace` accepts; runs make few matches to count.
+_SPACE_RUN = re.compile(r"\s+")
 # Conservative characters per token for embedding tokenizers: English prose averages about
 # four, code and numbers nearer three; a CJK character is about one token.
 LATIN_CHARS_PER_TOKEN = 3
@@ -101,8 +103,9 @@ class TextChunk:
 def is_cjk(text: str, threshold: float = 0.3) -> bool:
     """Whether CJK characters make up a large share of the text's non-space characters."""
     sample = text[:4000]
-    letters = sum(1 for ch in sample if not ch.isspace())
-    return letters > 0 and len(_CJK.findall(sample)) / letters >= threshold
+    letters = len(sample) - sum(map(len, _SPACE_RUN.findall(sample)))
+    cjk = sum(map(len, _CJK_RUN.findall(sample)))
+    return letters > 0 and cjk / letters >= threshold
 
 
 def split_text(text: str, settings: SplitterSettings | None = None) -> list[TextChunk]:

@@ -344,11 +344,14 @@ class FakeOllama:
         embed_delay: float = 0.0,
         embed_delay_per_text: float = 0.0,
         embed_concurrency: int | None = None,
+        embed_delay_per_char: float = 0.0,
     ) -> None:
         self.host, self.port = host, port
         self.token_delay = token_delay
         self.embed_delay = embed_delay
         self.embed_delay_per_text = embed_delay_per_text
+        # A real model's work grows with the text it reads, not only with the inputs.
+        self.embed_delay_per_char = embed_delay_per_char
         self.url = ""
         self.requests: list[dict[str, Any]] = []
         self._raw_bodies: list[tuple[str, bytes]] = []
@@ -638,7 +641,11 @@ class _Handler(BaseHTTPRequestHandler):
         # model's alone (a real model's work), not the fake's own Python.
         vectors = [embed_text(t, spec.embedding_length, spec.context_length) for t in texts]
         with fake._embed_slot():
-            time.sleep(fake.embed_delay + fake.embed_delay_per_text * len(texts))
+            time.sleep(
+                fake.embed_delay
+                + fake.embed_delay_per_text * len(texts)
+                + fake.embed_delay_per_char * sum(map(len, texts))
+            )
         self._send_json(
             200,
             {

@@ -86,14 +86,21 @@ def token_id(token: str) -> int:
 def document_vector(text: str) -> tuple[list[int], list[float]]:
     """Return the sparse vector of a stored chunk: BM25 term-frequency weights."""
     tokens = Counter(tokenize(text))
-    counts: dict[int, int] = {}
-    for token, n in tokens.items():
-        index = token_id(token)
-        counts[index] = counts.get(index, 0) + n  # two tokens may share an index
+    ids = _IDS
+    try:
+        indexes = list(map(ids.__getitem__, tokens))
+    except KeyError:  # a token not seen before
+        indexes = [token_id(token) for token in tokens]
+    counts = dict(zip(indexes, tokens.values(), strict=True))
+    if len(counts) < len(tokens):  # two tokens share an index: add up their counts
+        counts = {}
+        for index, n in zip(indexes, tokens.values(), strict=True):
+            counts[index] = counts.get(index, 0) + n
     length_norm = 1 - B + B * tokens.total() / AVG_DOC_TOKENS
+    # Most tokens occur once or twice: each distinct count's weight is worked out once.
+    weights = {n: n * (K1 + 1) / (n + K1 * length_norm) for n in set(counts.values())}
     indices = sorted(counts)
-    values = [counts[i] * (K1 + 1) / (counts[i] + K1 * length_norm) for i in indices]
-    return indices, values
+    return indices, list(map(weights.__getitem__, map(counts.__getitem__, indices)))
 
 
 def query_vector(text: str) -> tuple[list[int], list[float]]:
