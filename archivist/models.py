@@ -1,9 +1,12 @@
 """The model factory: the one module that talks to Ollama through its client libraries."""
 
 import re
+import ssl
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cache
+from typing import Any
 
 import httpx
 import ollama
@@ -34,9 +37,20 @@ class ModelInfo:
         return "thinking" in self.capabilities
 
 
+@cache
+def _tls_context() -> ssl.SSLContext:
+    # Each HTTP client would load the certificate store again (~0.1 s of CPU each, three
+    # per ingest); httpx's own default context is made once and shared.
+    return httpx.create_ssl_context()
+
+
+def _client_kwargs(settings: Settings) -> dict[str, Any]:
+    return {"timeout": settings.timeout, "verify": _tls_context()}
+
+
 def client(settings: Settings) -> ollama.Client:
     """Return an Ollama client for the configured host."""
-    return ollama.Client(host=settings.ollama_host, timeout=settings.timeout)
+    return ollama.Client(host=settings.ollama_host, **_client_kwargs(settings))
 
 
 class CompleteChatOllama(ChatOllama):
@@ -58,7 +72,7 @@ def chat_model(settings: Settings, model: str | None = None, **options) -> ChatO
     return CompleteChatOllama(
         model=model or settings.chat_model,
         base_url=settings.ollama_host,
-        client_kwargs={"timeout": settings.timeout},
+        client_kwargs=_client_kwargs(settings),
         **options,
     )
 
@@ -99,7 +113,7 @@ def embeddings(settings: Settings, model: str | None = None) -> PrefixedEmbeddin
     """Build the embedding model, with the task prefixes it was trained with."""
     name = model or settings.embed_model
     inner = StrictOllamaEmbeddings(
-        model=name, base_url=settings.ollama_host, client_kwargs={"timeout": settings.timeout}
+        model=name, base_url=settings.ollama_host, client_kwargs=_client_kwargs(settings)
     )
     return PrefixedEmbeddings.for_model(inner, name)
 
