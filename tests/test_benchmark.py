@@ -3,6 +3,7 @@
 import importlib.util
 import sys
 
+import pytest
 from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -20,6 +21,21 @@ def test_the_corpus_is_deterministic_and_mixes_english_and_chinese(tmp_path):
     assert sum("天内办理" in t for t in texts) == 2
 
 
+def test_the_mixed_corpus_is_half_chinese_and_the_limits_follow_the_cost_model(tmp_path):
+    corpus = perf.make_corpus(tmp_path / "m", files=6, chars=1500, chinese_every=2)
+    texts = [f.read_text(encoding="utf-8") for f in sorted(corpus.rglob("*.md"))]
+    assert sum("天内办理" in t for t in texts) == 3
+    config = perf.Config(
+        char_embed_delay=0.01, char_embed_delay_per_text=0.001, char_embed_delay_per_kchar=0.002
+    )
+    # 130,000 characters: 130 texts of 1,000, in 3 requests of up to 64, 2 served at a time.
+    assert perf.char_limit(config, ["x" * 65_000, "y" * 65_000]) == (
+        pytest.approx((3 * 0.01 + 130 * 0.001 + 130 * 0.002) / 2)
+    )
+    assert perf.longest_gap([3.0, 1.0, 1.5, 4.0]) == 1.5
+    assert perf.longest_gap([2.0]) == 0.0
+
+
 def test_every_measurement_runs_on_a_tiny_corpus(tmp_path):
     config = perf.Config(
         files=12,
@@ -30,6 +46,10 @@ def test_every_measurement_runs_on_a_tiny_corpus(tmp_path):
         cli_runs=1,
         embed_delay=0.0,
         embed_delay_per_text=0.0,
+        mixed_files=6,
+        char_embed_delay=0.0,
+        char_embed_delay_per_text=0.0,
+        char_embed_delay_per_kchar=0.0,
         langchain=importlib.util.find_spec("langchain_qdrant") is not None,
     )
     results = perf.run(config, tmp_path, log=lambda message: None)
@@ -44,6 +64,15 @@ def test_every_measurement_runs_on_a_tiny_corpus(tmp_path):
     assert results["limit"]["seconds"] == min(
         results["limit"]["seconds_2"], results["limit"]["seconds_4"]
     )
+    mixed = results["mixed"]
+    assert mixed["files"] == 6 and mixed["chars"] > 6 * 4000
+    assert mixed["instant"]["chunks"] == mixed["ingest"]["chunks"] > 6
+    assert mixed["instant"]["cpu_s"] > 0 and mixed["instant"]["cpu_ms_per_chunk"] > 0
+    assert mixed["reingest"]["unchanged"] == 6 and mixed["reingest"]["embed_requests"] == 0
+    assert mixed["ingest"]["longest_embed_gap_s"] >= 0
+    assert results["cli"]["ask_first_request_s"] > 0
+    assert results["memory"]["limit_s"] >= 0
     rendered = perf.table(results)
     assert "Embedding limit" in rendered and "`archivist chat` until its prompt" in rendered
+    assert "start → first request to Ollama" in rendered and "ms a chunk" in rendered
     assert "hybrid, synthetic store of 1200 chunks" in rendered
