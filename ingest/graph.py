@@ -280,24 +280,33 @@ class IngestSteps:
         by_source: dict[str, PendingDoc],
         stored: list[dict[str, Any]],
     ) -> None:
-        """Store a request's chunks with their vectors; a document whose last chunk is stored
-        is complete, and only then are its old versions removed."""
+        """Store a request's chunks with their vectors, in one write to the store; a document
+        whose last chunk is stored is complete, and only then are its old versions removed."""
         offset = 0
+        parts: list[tuple[PendingDoc, list[Chunk]]] = []
+        chunks: list[Chunk] = []
+        kept: list[list[float]] = []
+        hashes: list[str] = []
+        totals: list[int] = []
+        times: list[float] = []
         for source, i, j in segments:
             part, offset = vectors[offset : offset + j - i], offset + j - i
             doc = by_source.get(source)
             if doc is None or doc["failed"]:
                 continue  # a document another request failed
-            chunks, total = doc["chunks"][i:j], len(doc["chunks"])
-            self.store.upsert(
-                chunks,
-                part,
-                [doc["doc_hash"]] * len(chunks),
-                [total] * len(chunks),
-                doc["loaded_at"],
-            )
-            self.notify("embedded", {"source": source, "chunks": len(chunks)})
-            doc["stored"] += len(chunks)
+            piece, total = doc["chunks"][i:j], len(doc["chunks"])
+            parts.append((doc, piece))
+            chunks += piece
+            kept += part
+            hashes += [doc["doc_hash"]] * len(piece)
+            totals += [total] * len(piece)
+            times += [doc["loaded_at"]] * len(piece)
+        if chunks:
+            self.store.upsert(chunks, kept, hashes, totals, times)
+        for doc, piece in parts:
+            source, total = doc["source"], len(doc["chunks"])
+            self.notify("embedded", {"source": source, "chunks": len(piece)})
+            doc["stored"] += len(piece)
             if doc["stored"] == total:
                 self.store.delete_stale(source, doc["doc_hash"])
                 stored.append({"source": source, "status": doc["status"], "chunks": total})

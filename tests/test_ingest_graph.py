@@ -407,11 +407,11 @@ def test_embed_and_store_alone_stores_every_chunk_before_removing_the_old_versio
     update = steps.embed_and_store(state)
     # Requests are packed across documents: [one, two], [three, four].
     assert embeddings.requests == [["one", "two"], ["three", "four"]]
+    # One write per request, across documents; then the completed ones drop old versions.
     assert store.calls == [
         ("upsert", [0, 1], 2, ["ha", "ha"]),
-        ("upsert", [2], 1, ["ha"]),
+        ("upsert", [2, 0], 2, ["ha", "hb"]),
         ("delete_stale", "a.md", "ha"),
-        ("upsert", [0], 1, ["hb"]),
         ("delete_stale", "b.md", "hb"),
     ]
     assert update["stored"] == [

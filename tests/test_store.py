@@ -200,3 +200,16 @@ def test_chunks_stored_by_an_older_release_without_a_version_are_still_counted(c
     add(store, "new.md", ["one", "two"], "h1")
     found = {s: (i.doc_hash, i.chunks, i.complete) for s, i in store.sources().items()}
     assert found == {"new.md": ("h1", 2, True), "old.md": ("h0", 1, True)}
+
+
+def test_one_upsert_stores_several_sources_each_with_its_own_time(client):
+    store = KnowledgeStore(client, "docs")
+    store.ensure(FINGERPRINT)
+    chunks = [Chunk("alpha", "a.md", 0), Chunk("beta", "a.md", 1), Chunk("gamma", "b.md", 0)]
+    store.upsert(
+        chunks, [vec(c.text) for c in chunks], ["ha", "ha", "hb"], [2, 2, 1], [1.0, 1.0, 2.0]
+    )
+    sources = store.sources()
+    assert (sources["a.md"].ingested_at, sources["a.md"].chunks) == (1.0, 2)
+    assert (sources["b.md"].ingested_at, sources["b.md"].doc_hash) == (2.0, "hb")
+    assert sources["a.md"].complete and sources["b.md"].complete

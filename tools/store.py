@@ -316,18 +316,25 @@ class KnowledgeStore:
         vectors: Sequence[Sequence[float]],
         doc_hashes: Sequence[str],
         doc_chunks: Sequence[int],
-        ingested_at: float | None = None,
+        ingested_at: float | Sequence[float] | None = None,
     ) -> None:
         """Store chunks with their dense vectors; each records its source version (and, in
         `version`, all of it in one indexed value that `sources` counts)."""
         now = time.time() if ingested_at is None else ingested_at
+        times = [now] * len(chunks) if isinstance(now, float | int) else now
         points = []
+        versions: dict[tuple[str, str, int, float], str] = {}  # chunks share a few
         # Built without validation (the fields are ours and well-typed): checking each of a
         # point's 768 floats through pydantic costs more than the engine's whole upsert.
-        for chunk, vector, doc_hash, total in zip(
-            chunks, vectors, doc_hashes, doc_chunks, strict=True
+        for chunk, vector, doc_hash, total, at in zip(
+            chunks, vectors, doc_hashes, doc_chunks, times, strict=True
         ):
             indices, values = sparse.document_vector(chunk.text)
+            version = versions.get((chunk.source, doc_hash, total, at))
+            if version is None:
+                version = versions[chunk.source, doc_hash, total, at] = version_key(
+                    chunk.source, doc_hash, total, at
+                )
             points.append(
                 models.PointStruct.model_construct(
                     id=chunk.id,
@@ -341,8 +348,8 @@ class KnowledgeStore:
                         "chunk_index": chunk.chunk_index,
                         "doc_hash": doc_hash,
                         "doc_chunks": total,
-                        "ingested_at": now,
-                        "version": version_key(chunk.source, doc_hash, total, now),
+                        "ingested_at": at,
+                        "version": version,
                         "metadata": chunk.metadata,
                     },
                 )
