@@ -23,6 +23,7 @@ from archivist.agent import prompts
 from archivist.agent.context import Window, fit_messages, message_tokens, tools_tokens
 from archivist.agent.grading import Grader, assemble
 from archivist.agent.retrieval import format_results
+from archivist.agent.textcalls import describe_tools, recovered_ids, settle
 from archivist.tools.errors import ArchivistError
 
 TOOL_EVENT = "archivist_tool"
@@ -40,7 +41,8 @@ class AgentState(MessagesState):
     steps: int
     """Model calls made in this turn."""
     calls: Annotated[list[dict[str, Any]], _per_turn]
-    """This turn's tool calls: name, arguments, numbered results, latency, error."""
+    """This turn's tool calls: name, arguments, numbered results, latency, error, and
+    `from_text` when the model wrote the call as text."""
     notes: Annotated[list[str], _per_turn]
     """This turn's notes to the user: what was left out to fit the context window."""
     fresh: list[dict[str, Any]]
@@ -101,6 +103,8 @@ def run_tool(tool: BaseTool, args: dict[str, Any], first: int) -> tuple[dict[str
     except (ValidationError, ToolException, ArchivistError) as exc:
         record["error"] = str(exc)
         content = f"Error: {exc}\nCall {tool.name} again with corrected arguments."
+        if isinstance(exc, ValidationError):
+            content += f" Its arguments: {describe_tools(_schemas([tool]))}."
     else:
         results = [{**r, "n": n} for n, r in enumerate(message.artifact or [], start=first)]
         record["results"] = results
@@ -113,6 +117,19 @@ def run_tool(tool: BaseTool, args: dict[str, Any], first: int) -> tuple[dict[str
         )
     record["latency_ms"] = round((time.perf_counter() - started) * 1000, 1)
     return record, content
+
+
+def _schemas(tools: Sequence[BaseTool]) -> dict[str, dict[str, Any]]:
+    """The tools' argument schemas, by name, as the model is shown them."""
+    return {t.name: convert_to_openai_tool(t)["function"]["parameters"] for t in tools}
+
+
+def _settled(response: AIMessage, tools: Sequence[BaseTool]) -> tuple[AIMessage, list[str]]:
+    """Recover calls the model wrote as text and separate its thinking (agent.textcalls)."""
+    response, notes = settle(response, _schemas(tools))
+    for note in notes:
+        _emit(NOTE_EVENT, note)
+    return response, notes
 
 
 def _numbered(calls: Sequence[dict[str, Any]]) -> int:
@@ -273,8 +290,8 @@ def build_agent(
 
     def call_model(state: AgentState) -> dict[str, Any]:
         messages, notes = prompt(state["messages"])
-        response = with_tools.invoke(messages)
-        notes += prompt.answer_notes(response)
+        response, written = _settled(with_tools.invoke(messages), tools)
+        notes += written + prompt.answer_notes(response)
         return {"messages": [response], "steps": state.get("steps", 0) + 1, "notes": notes}
 
     rounds = _Rounds(grader) if grader is not None else None
@@ -283,6 +300,7 @@ def build_agent(
         calls: list[dict[str, Any]] = []
         contents: list[str] = []
         replies = []
+        written = recovered_ids(state["messages"][-1])
         for call in state["messages"][-1].tool_calls:
             tool = by_name.get(call["name"])
             if tool is None:
@@ -294,12 +312,15 @@ def build_agent(
                     "latency_ms": 0.0,
                 }
                 content = (
-                    f"Error: there is no tool {call['name']}. Use one of: {', '.join(by_name)}."
+                    f"Error: there is no tool {call['name']}. The tools are: "
+                    f"{describe_tools(_schemas(tools))}. Call one of them with its arguments."
                 )
             else:
                 record, content = run_tool(
                     tool, call["args"], _numbered(state["calls"] + calls) + 1
                 )
+            if call["id"] in written:
+                record["from_text"] = True
             contents.append(content)
             calls.append(record)
             if grader is not None:
@@ -350,8 +371,8 @@ def build_agent(
             for call in state["messages"][-1].tool_calls
         ]
         messages, notes = prompt([*state["messages"], *replies])
-        response = model.invoke(messages)
-        notes += prompt.answer_notes(response)
+        response, written = _settled(model.invoke(messages), ())
+        notes += written + prompt.answer_notes(response)
         return {"messages": [*replies, response], "notes": notes}
 
     def route(state: AgentState) -> str:
@@ -455,8 +476,8 @@ def build_retrieve_then_answer(
             prompts.ANSWER_REQUEST.format(context=context, question=question.content)
         )
         messages, fitted = prompt([*history, request])
-        response = model.invoke(messages)
-        notes += fitted + prompt.answer_notes(response)
+        response, written = _settled(model.invoke(messages), ())
+        notes += fitted + written + prompt.answer_notes(response)
         return {"messages": [response], "steps": 1, "notes": notes}
 
     builder = StateGraph(AgentState)

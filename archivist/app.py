@@ -23,6 +23,8 @@ from archivist.agent.graph import (
     turn_input,
 )
 from archivist.agent.retrieval import make_retrieval_tool, tool_name
+from archivist.agent.textcalls import StreamFilter, turn_text_calls
+from archivist.chat import unsearched_note
 from archivist.settings import Settings
 from archivist.tools.errors import ArchivistError
 from archivist.tools.store import (
@@ -331,7 +333,7 @@ class Archivist:
         if grade:
             # Grades are structured output: a thinking model grades with thinking off.
             grader = Grader(chat_model(False) if reasoning else chat, self.settings.max_rewrites)
-        if info.tools:
+        if info.tools and not self.settings.retrieve_first:
             graph = build_agent(
                 chat,
                 tools,
@@ -352,7 +354,12 @@ class Archivist:
                 grader,
             )
             mode = RETRIEVE_THEN_ANSWER
-            notices.append(f"{model} cannot call tools: using retrieve-then-answer.")
+            if info.tools:
+                notices.append(
+                    f"Retrieve-then-answer: every store is searched before {model} answers."
+                )
+            else:
+                notices.append(f"{model} cannot call tools: using retrieve-then-answer.")
         return AgentSetup(
             graph, mode, model, list(stores), info, window, bool(reasoning), notices, bool(grade)
         )
@@ -402,12 +409,17 @@ class AgentSetup:
 
 
 class _Relay(BaseCallbackHandler):
-    """Pass a running turn's progress to a chat view: tokens, reasoning, tool calls, notes."""
+    """Pass a running turn's progress to a chat view: tokens, reasoning, tool calls, notes.
+
+    Each model call's text goes through a StreamFilter, so a tool call the model writes as
+    text is never shown, and `<think>` text in the answer is shown as thinking.
+    """
 
     raise_error = True
 
     def __init__(self, on_event: Callable[[str, Any], None]) -> None:
         self.on_event = on_event
+        self.filters: dict[Any, StreamFilter] = {}
 
     def on_llm_new_token(self, token: str, *, chunk=None, **kwargs: Any) -> None:
         if STRUCTURED_TAG in (kwargs.get("tags") or ()):
@@ -417,7 +429,14 @@ class _Relay(BaseCallbackHandler):
         if reasoning:
             self.on_event("thinking", reasoning)
         if token:
-            self.on_event("token", token)
+            stream = self.filters.setdefault(kwargs.get("run_id"), StreamFilter())
+            for kind, text in stream.feed(token):
+                self.on_event(kind, text)
+
+    def on_llm_end(self, response: Any, **kwargs: Any) -> None:
+        stream = self.filters.pop(kwargs.get("run_id"), None)
+        for kind, text in stream.end() if stream else ():
+            self.on_event(kind, text)
 
     def on_custom_event(self, name: str, data: Any, **kwargs: Any) -> None:
         if name == TOOL_EVENT:
@@ -455,6 +474,11 @@ def run_turn(
     answer = messages[-1].content
     citations, invalid = check_citations(answer, state["calls"])
     usage = turn_usage(messages, state.get("aux") or [])
+    text_calls = turn_text_calls(messages)
+    searched = bool(state["calls"]) or mode != AGENT
+    notes = list(dict.fromkeys(state.get("notes") or []))
+    if not searched:
+        notes.append(unsearched_note(model, stores))
     return {
         "question": question,
         "answer": answer,
@@ -463,9 +487,11 @@ def run_turn(
         "mode": mode,
         "grade": grade,
         "tool_calls": state["calls"],
+        "searched": searched,
+        "text_calls": text_calls,
         "citations": citations,
         "invalid_citations": invalid,
-        "notes": list(dict.fromkeys(state.get("notes") or [])),
+        "notes": notes,
         "latency_ms": round((time.perf_counter() - started) * 1000),
         "usage": usage,
     }

@@ -4,7 +4,7 @@
 asks the conversation, and tells the view what happened. Tests script all three.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TextIO
 
 from archivist.tools.errors import ArchivistError
@@ -78,6 +78,21 @@ def tool_line(call: dict[str, Any]) -> str:
     if "rewritten_from" in call:
         line = f'↻ rewrote to "{query}"\n{line}'
     return line
+
+
+def unsearched_note(model: str, stores: Sequence[str]) -> str:
+    """Say that a model able to search answered without searching, and how to make it."""
+    return (
+        f"{model} answered without searching {', '.join(stores)}. To search before every "
+        "answer, use --retrieve-first (or ARCHIVIST_RETRIEVE_FIRST=1)."
+    )
+
+
+def unsearched_line(result: dict[str, Any]) -> str | None:
+    """The dim line under an answer the agent gave without searching, if it did."""
+    if result.get("searched", True):
+        return None
+    return unsearched_note(result["model"], result["stores"])
 
 
 def sources_line(result: dict[str, Any]) -> str | None:
@@ -232,7 +247,7 @@ class PlainView:
             self._write(result["answer"])
             self._open = True
         self._end_line()
-        for line in (sources_line(result), invalid_line(result)):
+        for line in (sources_line(result), invalid_line(result), unsearched_line(result)):
             if line:
                 self._write(line + "\n")
 

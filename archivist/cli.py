@@ -55,6 +55,15 @@ MaxRewritesOpt = Annotated[
         help="With grading: rewrites of a search that found nothing relevant (default 2).",
     ),
 ]
+RetrieveFirstOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--retrieve-first/--no-retrieve-first",
+        help="Search every store before answering, even with a model that can call tools "
+        "(retrieve-then-answer), for a model that does not search by itself. Default: the "
+        "agent, or ARCHIVIST_RETRIEVE_FIRST.",
+    ),
+]
 NumCtxOpt = Annotated[
     int | None,
     typer.Option(
@@ -185,12 +194,19 @@ def ask(
     num_ctx: NumCtxOpt = None,
     grade: GradeOpt = None,
     max_rewrites: MaxRewritesOpt = None,
+    retrieve_first: RetrieveFirstOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Answer one question with the agent and print it (the turn is logged)."""
     from archivist.chat import render_answer
 
-    archivist = _app(max_steps=max_steps, num_ctx=num_ctx, grade=grade, max_rewrites=max_rewrites)
+    archivist = _app(
+        max_steps=max_steps,
+        num_ctx=num_ctx,
+        grade=grade,
+        max_rewrites=max_rewrites,
+        retrieve_first=retrieve_first,
+    )
     result = archivist.ask(question, stores or [DEFAULT_STORE], model, think)
     if as_json:
         _print_json(result)
@@ -251,6 +267,7 @@ def chat(
     num_ctx: NumCtxOpt = None,
     grade: GradeOpt = None,
     max_rewrites: MaxRewritesOpt = None,
+    retrieve_first: RetrieveFirstOpt = None,
 ) -> None:
     """Chat with the agent in the terminal; conversations are kept and can be resumed."""
     import sqlite3
@@ -269,6 +286,7 @@ def chat(
         num_ctx=num_ctx,
         grade=grade,
         max_rewrites=max_rewrites,
+        retrieve_first=retrieve_first,
     )
     settings = archivist.settings
     names = stores or [DEFAULT_STORE]

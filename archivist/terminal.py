@@ -12,7 +12,7 @@ from rich.segment import Segment
 from rich.spinner import Spinner
 from rich.text import Text
 
-from archivist.chat import invalid_line, sources_line, tool_line
+from archivist.chat import invalid_line, sources_line, tool_line, unsearched_line
 
 
 class _Tail:
@@ -126,6 +126,8 @@ class RichView:
             self._print(line, "dim")
         if line := invalid_line(result):
             self._print(line, "yellow")
+        if line := unsearched_line(result):
+            self._print(line, "dim")
 
     def stopped(self) -> None:
         self._settle()
