@@ -229,6 +229,7 @@ def test_chat_streams_no_call_text_and_says_when_a_model_did_not_search(fake, st
     assert f"Note: The model wrote a call to {UNKNOWN_TOOL} as text" in out
     assert '{"name"' not in out
 
+    ask(child, "/new")  # earlier turns' results would let it answer without searching
     ask(child, "/model qwen2.5:0.5b")
     out = ask(child, REFUND_Q)
     lines = [line for line in out.splitlines() if line.strip()][1:]
