@@ -73,10 +73,6 @@ class Reading:
     thinking: str
     calls: tuple[TextCall, ...]
 
-    @property
-    def runnable(self) -> list[TextCall]:
-        return [call for call in self.calls if call.problem is None]
-
 
 def split_thinking(text: str) -> tuple[str, str]:
     """Separate leading `<think>…</think>` text from the answer; return (thinking, answer).
@@ -385,9 +381,7 @@ _OPENER = re.compile(
     r"\[TOOL_CALLS\]|<\|python_tag\|>|<tool_call>|<function="
     r"|\{\s*\"|\[\s*\{|\[\s*[A-Za-z_][\w.]*\s*\(|```[\w-]*\s*[\[{<]"
 )
-_MAYBE = re.compile(
-    r"\{\s*|\[\s*|\[\s*\{?|\[\s*[A-Za-z_][\w.]*\s*|`{1,3}|```[\w-]*\s*",
-)
+_MAYBE = re.compile(r"\{\s*|\[\s*|\[\s*[A-Za-z_][\w.]*\s*|`{1,3}|```[\w-]*\s*")
 _THINK_OPEN = ("<think>", "<thinking>", "<reasoning>")
 
 

@@ -83,8 +83,8 @@ def tool_line(call: dict[str, Any]) -> str:
 def unsearched_note(model: str, stores: Sequence[str]) -> str:
     """Say that a model able to search answered without searching, and how to make it."""
     return (
-        f"{model} answered without searching {', '.join(stores)}. To search before every "
-        "answer, use --retrieve-first (or ARCHIVIST_RETRIEVE_FIRST=1)."
+        f"{model} answered without searching {', '.join(stores)}. If it should have, "
+        "--retrieve-first (or ARCHIVIST_RETRIEVE_FIRST=1) searches before every answer."
     )
 
 

@@ -107,8 +107,8 @@ def test_a_call_naming_no_offered_tool_stays_text_is_counted_and_never_shown(fak
     assert result["notes"] == [
         f"The model wrote a call to {UNKNOWN_TOOL} as text; it was not run because no offered "
         f"tool is named {UNKNOWN_TOOL}. The tools are {TOOLS_DESCRIBED}.",
-        "small-unknown:1b answered without searching shop_docs. To search before every answer, "
-        "use --retrieve-first (or ARCHIVIST_RETRIEVE_FIRST=1).",
+        "small-unknown:1b answered without searching shop_docs. If it should have, "
+        "--retrieve-first (or ARCHIVIST_RETRIEVE_FIRST=1) searches before every answer.",
     ]
     assert len(fake.requests_to("/api/chat")) == 1
 
@@ -168,8 +168,8 @@ def test_ask_json_records_a_model_that_never_searches_and_retrieve_first_fixes_i
     result = json.loads(done.stdout)
     assert result["searched"] is False and result["tool_calls"] == []
     note = (
-        "qwen2.5:0.5b answered without searching shop_docs. To search before every answer, "
-        "use --retrieve-first (or ARCHIVIST_RETRIEVE_FIRST=1)."
+        "qwen2.5:0.5b answered without searching shop_docs. If it should have, "
+        "--retrieve-first (or ARCHIVIST_RETRIEVE_FIRST=1) searches before every answer."
     )
     assert result["notes"] == [note]
     # Without --json the note goes to stderr, the answer to stdout.
@@ -235,8 +235,8 @@ def test_chat_streams_no_call_text_and_says_when_a_model_did_not_search(fake, st
     lines = [line for line in out.splitlines() if line.strip()][1:]
     assert lines == [
         "I don't know.",
-        "qwen2.5:0.5b answered without searching shop_docs. To search before every answer, "
-        "use --retrieve-first (or ARCHIVIST_RETRIEVE_FIRST=1).",
+        "qwen2.5:0.5b answered without searching shop_docs. If it should have, "
+        "--retrieve-first (or ARCHIVIST_RETRIEVE_FIRST=1) searches before every answer.",
     ]
     ask(child, "/model qwen2.5:3b")
     assert GREETING_REPLY in ask(child, "hi")
