@@ -369,7 +369,7 @@ def evaluate(
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from archivist.evaluation.report import table, write_report
+    from archivist.evaluation.report import table, text_call_note, write_report
     from archivist.evaluation.run import evaluate as run_evaluation
     from archivist.evaluation.run import load_dataset
 
@@ -410,6 +410,9 @@ def evaluate(
     for name, mode in dict.fromkeys((s["model"], s["mode"]) for s in report["models"]):
         if mode != "agent":
             _notice(f"{name} cannot call tools: evaluated in {mode} mode.")
+    for summary in report["models"]:
+        if note := text_call_note(summary):
+            _notice(note.replace("**", ""))
     _notice(f"Report: {paths['markdown']}, {paths['json']}, {paths['chart']}")
 
 

@@ -313,6 +313,11 @@ def test_eval_counts_calls_written_as_text_and_wrong_names_exactly(fake, stocked
         "* **small-unknown:1b** mostly writes its tool calls as text: 2 of 2 calls, of which 0 "
         "were recovered and run and 2 could not be"
     ) in markdown
+    assert (
+        "small-mistral:1b mostly writes its tool calls as text: 2 of 2 calls, of which 2 were "
+        "recovered and run" in done.stderr
+    )
+    assert "qwen2.5:3b mostly" not in done.stderr
     assert "**qwen2.5:3b** mostly" not in markdown and "**small-wrongname:1b** mostly" not in (
         markdown
     )
