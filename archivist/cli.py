@@ -67,6 +67,9 @@ NumCtxOpt = Annotated[
 
 class Context:
     settings: Settings
+    # Every application a command opened, closed when the command ends: the embedded store is
+    # locked while open, and a process may run the CLI more than once (the tests do).
+    opened: list = []
 
 
 _ctx = Context()
@@ -80,7 +83,9 @@ def _settings(**overrides: Any) -> Settings:
 def _app(**overrides: Any):
     from archivist.app import Archivist
 
-    return Archivist(_settings(**overrides))
+    archivist = Archivist(_settings(**overrides))
+    _ctx.opened.append(archivist)
+    return archivist
 
 
 def _print_json(data: Any) -> None:
@@ -632,3 +637,6 @@ def main() -> None:
             raise
         _notice(f"Error: {explained}")
         sys.exit(1)
+    finally:
+        while _ctx.opened:
+            _ctx.opened.pop().close()
