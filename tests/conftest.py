@@ -30,6 +30,30 @@ def pytest_report_header(config: pytest.Config) -> str:
     return "Qdrant server leg: skipped, QDRANT_URL is not set (tests/test_congruence.py)"
 
 
+# Files whose tests run processes, kernels or the benchmark, longest first: under
+# `--dist loadfile` the short files then fill in around them instead of trailing after them.
+SLOW_FILES = (
+    "test_reliability_processes.py",
+    "test_notebooks.py",
+    "test_benchmark.py",
+    "test_reliability_secrets.py",
+    "test_chat_interrupts.py",
+    "test_chat_terminal.py",
+    "test_reliability_ollama.py",
+    "test_packaging.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run the slowest files first (a stable sort: each file keeps its own order)."""
+
+    def rank(item: pytest.Item) -> int:
+        name = item.path.name
+        return SLOW_FILES.index(name) if name in SLOW_FILES else len(SLOW_FILES)
+
+    items.sort(key=rank)
+
+
 @pytest.fixture(autouse=True)
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Point Archivist's data folder at a temp dir: tests never touch a real home."""
