@@ -640,5 +640,5 @@ def main() -> None:
         sys.exit(1)
     finally:
         # Flush and unlock the embedded store now rather than leave it to the exit hook.
-        for archivist in _ctx.apps:
-            archivist.close()
+        while _ctx.apps:
+            _ctx.apps.pop().close()
