@@ -90,6 +90,17 @@ class Fitted:
     notes: list[str] = field(default_factory=list)
 
 
+def turn_start(messages: Sequence[BaseMessage]) -> int:
+    """Return where the current turn starts: its human message (0 when there is none)."""
+    return max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=0)
+
+
+def question_of(messages: Sequence[BaseMessage]) -> str:
+    """Return the question of the current turn ("" when there is none)."""
+    first = messages[turn_start(messages)] if messages else None
+    return str(first.content) if isinstance(first, HumanMessage) else ""
+
+
 def complete_tool_calls(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     """Drop tool calls left without results (a turn stopped with Ctrl-C), and stray results."""
     answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
@@ -150,10 +161,7 @@ def fit_messages(messages: Sequence[BaseMessage], limit: int | None, num_ctx: in
 
     if limit is None or count(messages) <= limit:
         return Fitted(messages)
-    start = max(
-        (i for i, m in enumerate(messages) if isinstance(m, HumanMessage)),
-        default=0,
-    )
+    start = turn_start(messages)
     history, current = messages[:start], messages[start:]
     room = limit - count(current)
     stubbed: list[int] = []
