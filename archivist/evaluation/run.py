@@ -524,33 +524,26 @@ def evaluate(
     k = archivist.settings.k
     started = datetime.now(UTC)
     # Build every graph first: a missing model or store fails before any time is spent.
-    setups = {
-        (name, grade): archivist.agent(stores, name, seed=seed, grade=grade)
+    setups = [
+        archivist.agent(stores, name, seed=seed, grade=grade)
         for name in dict.fromkeys(model_names)
         for grade in dict.fromkeys(grading)
-    }
+    ]
     if judge_model:
         models.show(archivist.settings, judge_model)
     judge = Judge(archivist, judge_model, seed) if judge_model else None
     runs: list[dict[str, Any]] = []
     summaries = []
-    for (name, grade), setup in setups.items():
-        label = variant_label(name, grade)
+    for setup in setups:
+        label = variant_label(setup.model, setup.grade)
         model_runs = []
         for case in cases:
             for attempt in range(repeat):
                 model_runs.append(_run_case(archivist, setup, case, attempt, judge))
                 if on_run:
                     on_run(label, case, attempt)
-        summaries.append(
-            {
-                "model": name,
-                "label": label,
-                "grade": grade,
-                "mode": setup.mode,
-                **summarize(model_runs, repeat),
-            }
-        )
+        about = {"model": setup.model, "label": label, "grade": setup.grade, "mode": setup.mode}
+        summaries.append({**about, **summarize(model_runs, repeat)})
         runs.extend(model_runs)
     return {
         "dataset": str(dataset),
@@ -571,7 +564,7 @@ def evaluate(
 
 
 def _run_case(
-    archivist: Archivist, setup: AgentSetup, case: Case, attempt: int, judge: "Judge | None"
+    archivist: Archivist, setup: AgentSetup, case: Case, attempt: int, judge: Judge | None
 ) -> dict[str, Any]:
     """Run one case once in a fresh thread and score it."""
     model, mode, grade = setup.model, setup.mode, setup.grade
