@@ -6,6 +6,7 @@ adds to a record builds a new one (`{**call, "kept": [...]}`); none is changed i
 the same record may already sit in the graph's state or have been sent to the chat's view.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, NotRequired
 
@@ -104,6 +105,10 @@ class Turn(TypedDict):
     """What was left out to fit the context window."""
     latency_ms: int
     usage: Usage
+
+
+EventFn = Callable[[str, Any], None]
+"""Hears a running turn: ("token" | "thinking", text), ("tool", a ToolCall), ("note", text)."""
 
 
 @dataclass(frozen=True)

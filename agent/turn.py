@@ -2,7 +2,7 @@
 
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.callbacks import BaseCallbackHandler
@@ -11,14 +11,11 @@ from langchain_core.messages import AIMessage, BaseMessage
 from archivist.agent.citations import check_citations
 from archivist.agent.context import turn_start
 from archivist.agent.grading import STRUCTURED_TAG
-from archivist.agent.records import ModelCall, Turn, Usage
+from archivist.agent.records import EventFn, ModelCall, Turn, Usage
 from archivist.agent.setup import AgentSetup
 from archivist.agent.state import turn_input
 from archivist.agent.steps import NOTE_EVENT, TOOL_EVENT
 from archivist.tools.store import heading_path
-
-EventFn = Callable[[str, Any], None]
-"""Hears a running turn: ("token" | "thinking", text), ("tool", a ToolCall), ("note", text)."""
 
 
 class _Relay(BaseCallbackHandler):

@@ -245,6 +245,11 @@ class Archivist:
             s.mmr if mmr is None else mmr,
         )
 
+    def _store_tool(self, name: str) -> StoreTool:
+        store = self.store(name)
+        about = store.description or f"documents in the {name} store"
+        return StoreTool(self.retrieval_tool(store), about)
+
     def agent(
         self,
         stores: Sequence[str],
@@ -263,14 +268,7 @@ class Archivist:
         if not stores:
             raise ArchivistError("No store given.", "Name one with --store NAME.")
         s = self.settings
-        opened = [self.store(name) for name in stores]
-        tools = [
-            StoreTool(
-                self.retrieval_tool(store),
-                store.description or f"documents in the {name} store",
-            )
-            for name, store in zip(stores, opened, strict=True)
-        ]
+        tools = [self._store_tool(name) for name in stores]
         info = models.show(s, model or s.chat_model)
         return build_setup(
             info,

@@ -7,8 +7,7 @@ asks the conversation, and tells the view what happened. Tests script all three.
 from collections.abc import Callable
 from typing import Any, Protocol, TextIO
 
-from archivist.agent.records import Passage, Turn
-from archivist.agent.turn import EventFn
+from archivist.agent.records import EventFn, Passage, Turn
 from archivist.render import tool_line
 from archivist.tools.errors import ArchivistError
 

@@ -8,9 +8,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from archivist import models
-from archivist.agent.records import Passage, ToolCall, Turn
+from archivist.agent.records import EventFn, Passage, ToolCall, Turn
 from archivist.agent.setup import AgentSetup
-from archivist.agent.turn import EventFn
 from archivist.app import Archivist
 from archivist.turnlog import logged_turn
 

@@ -9,9 +9,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from archivist.agent.records import ToolCall, Turn
+from archivist.agent.records import EventFn, ToolCall, Turn
 from archivist.agent.setup import AgentSetup
-from archivist.agent.turn import EventFn, run_turn
+from archivist.agent.turn import run_turn
 from archivist.render import tool_line
 
 _SCHEMA = """
