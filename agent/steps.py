@@ -178,7 +178,7 @@ def search_rounds(
     # A rewrite changes the words only: other arguments (a source filter) stay.
     kept_args = {r["name"]: {k: v for k, v in r["args"].items() if k != "query"} for r in first}
     for _ in range(grader.max_rewrites):
-        if any(r.get("kept") for r in records[-latest:]):
+        if any(r.get("kept") for r in records[len(records) - latest :]):
             break
         queries, usage = grader.rewrite(question, tried)
         used.append(usage)
