@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any, Protocol, TextIO
 
 from archivist.tools.errors import ArchivistError
+from archivist.words import count
 
 PROMPT = "› "
 HELP = """Ask a question, or use a command:
@@ -57,6 +58,7 @@ class View(Protocol):
     def stopped(self) -> None: ...
     def error(self, message: str) -> None: ...
     def info(self, text: str) -> None: ...
+    def notice(self, text: str) -> None: ...
     def sources(self, results: list[dict[str, Any]]) -> None: ...
 
 
@@ -67,7 +69,7 @@ def tool_line(call: dict[str, Any]) -> str:
     the grader rewrote is announced on a line of its own: `↻ rewrote to "query"`.
     """
     query = call["args"].get("query", "")
-    found = f"error: {call['error']}" if "error" in call else f"{len(call['results'])} results"
+    found = f"error: {call['error']}" if "error" in call else count(len(call["results"]), "result")
     if "grading_error" in call:
         found += " · grading failed, all kept"
     elif "kept" in call:
@@ -109,7 +111,7 @@ def stores_text(listing: list[dict[str, Any]]) -> str:
         return "No stores yet. Create one with: archivist ingest PATH --store NAME"
     return (
         "\n".join(
-            f"{'*' if s['in_use'] else ' '} {s['store']} ({s['chunks']} chunks)"
+            f"{'*' if s['in_use'] else ' '} {s['store']} ({count(s['chunks'], 'chunk')})"
             + (f": {s['description']}" if s["description"] else "")
             for s in listing
         )
@@ -143,7 +145,7 @@ def run_command(line: str, conversation: Conversation, view: View) -> bool:
         view.info(conversation.describe())
     elif name == "/model":
         for notice in conversation.switch_model(argument):
-            view.info(notice)
+            view.notice(notice)
         view.info(conversation.describe())
     else:
         view.error(f"Unknown command {name}. Type /help for the commands.")
@@ -248,6 +250,12 @@ class PlainView:
     def info(self, text: str) -> None:
         self._end_line()
         self._write(text + "\n")
+
+    def notice(self, text: str) -> None:
+        """Notices go to stderr, so a pipe's stdout holds only answers and asked-for output."""
+        self._end_line()
+        self.err.write(text + "\n")
+        self.err.flush()
 
     def sources(self, results: list[dict[str, Any]]) -> None:
         self._end_line()

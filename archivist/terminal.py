@@ -139,6 +139,9 @@ class RichView:
         self._settle()
         self._print(text)
 
+    def notice(self, text: str) -> None:
+        self.info(text)
+
     def sources(self, results: list[dict[str, Any]]) -> None:
         self._settle()
         if not results:

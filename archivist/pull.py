@@ -1,0 +1,68 @@
+"""Offer to pull the models Ollama lacks, with a progress bar over /api/pull's stream."""
+
+import ollama
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
+
+from archivist import models
+from archivist.settings import Settings, mask_url
+
+
+def missing_models(settings: Settings, names: list[str]) -> list[str]:
+    """Return the models Ollama answers 404 for (an unreachable Ollama is reported later)."""
+    missing = []
+    for name in dict.fromkeys(names):
+        try:
+            models.show(settings, name)
+        except ollama.ResponseError as exc:
+            if exc.status_code == 404:
+                missing.append(name)
+        except Exception:  # Ollama down: the command itself says how to start it
+            return missing
+    return missing
+
+
+def offer_pull(settings: Settings, names: list[str], console: Console | None = None) -> None:
+    """Ask, for each missing model, whether to pull it now, and pull it with a progress bar.
+
+    A declined offer changes nothing: the command goes on and names `ollama pull` itself.
+    """
+    console = console or Console(stderr=True, highlight=False)
+    host = mask_url(settings.ollama_host)
+    for name in missing_models(settings, names):
+        if not typer.confirm(
+            f"The model '{name}' is not in Ollama at {host}. Pull it now?", default=True, err=True
+        ):
+            continue
+        pull_with_progress(settings, name, console)
+
+
+def pull_with_progress(settings: Settings, name: str, console: Console) -> None:
+    """Pull a model, showing Ollama's status and the bytes of each layer as they arrive."""
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+    )
+    with progress, models.explained(settings, f"Pulling '{name}' failed"):
+        task = progress.add_task(f"{name}: starting", total=None)
+
+        def update(status: str, completed: int, total: int) -> None:
+            progress.update(
+                task, description=f"{name}: {status}", completed=completed, total=total or None
+            )
+
+        models.pull(settings, name, update)
+    console.print(f"Pulled {name}.")
