@@ -786,6 +786,9 @@ def name_metavars(command: Any) -> Any:
     for param in command.params:
         if param.metavar is None and not getattr(param, "is_flag", False):
             param.metavar = METAVARS.get(param.name, param.name.upper())
+        if param.param_type_name == "argument" and hasattr(param, "display_type_rich"):
+            # Newer Typer lists an argument as `PATH <list[Path]>`: the name is enough.
+            param.display_type_rich = lambda ctx: None
     for sub in getattr(command, "commands", {}).values():
         name_metavars(sub)
     return command

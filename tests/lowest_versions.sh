@@ -34,10 +34,18 @@ if ! "$venv/bin/python" - "$pins" <<'EOF'; then
 import sys
 from importlib.metadata import version
 
+
+def release(text: str) -> tuple[int, ...]:
+    parts = [int(part) for part in text.split(".")]
+    while parts and parts[-1] == 0:  # 1.0 == 1.0.0
+        parts.pop()
+    return tuple(parts)
+
+
 wrong = []
 for line in open(sys.argv[1]):
     name, pinned = line.strip().split("==")
-    if version(name) != pinned:
+    if release(version(name)) != release(pinned):
         wrong.append(f"{name} {version(name)} (declared lowest {pinned})")
 if wrong:
     raise SystemExit("Not the declared lowest versions: " + ", ".join(wrong))
