@@ -549,7 +549,7 @@ def delete(
             )
         removed = target.count()
         if not yes:
-            if not sys.stdin.isatty():
+            if not _interactive(as_json):
                 raise ArchivistError(
                     f"Deleting the whole store '{store}' needs a confirmation, and there is no "
                     "terminal to ask in.",
