@@ -784,9 +784,11 @@ METAVARS = {
 def name_metavars(command: Any) -> Any:
     """Give every value-taking parameter of a command tree a placeholder name."""
     for param in command.params:
+        if param.param_type_name == "argument" and not hasattr(param, "display_type_rich"):
+            continue  # older Typer (Click) names arguments well, with `...` and `[ ]`
         if param.metavar is None and not getattr(param, "is_flag", False):
             param.metavar = METAVARS.get(param.name, param.name.upper())
-        if param.param_type_name == "argument" and hasattr(param, "display_type_rich"):
+        if param.param_type_name == "argument":
             # Newer Typer lists an argument as `PATH <list[Path]>`: the name is enough.
             param.display_type_rich = lambda ctx: None
     for sub in getattr(command, "commands", {}).values():

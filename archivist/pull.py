@@ -47,6 +47,15 @@ def offer_pull(settings: Settings, names: list[str], console: Console | None = N
 
 def pull_with_progress(settings: Settings, name: str, console: Console) -> None:
     """Pull a model, showing Ollama's status and the bytes of each layer as they arrive."""
+    with models.explained(settings, f"Pulling '{name}' failed"):
+        if console.is_dumb_terminal:
+            models.pull(settings, name, _status_lines(name, console))
+        else:
+            _pull_with_bar(settings, name, console)
+    console.print(f"Pulled {name}.")
+
+
+def _pull_with_bar(settings: Settings, name: str, console: Console) -> None:
     progress = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -56,13 +65,25 @@ def pull_with_progress(settings: Settings, name: str, console: Console) -> None:
         console=console,
         transient=True,
     )
-    with progress, models.explained(settings, f"Pulling '{name}' failed"):
+    with progress:
         task = progress.add_task(f"{name}: starting", total=None)
 
         def update(status: str, completed: int, total: int) -> None:
-            progress.update(
-                task, description=f"{name}: {status}", completed=completed, total=total or None
-            )
+            # Only a layer's lines carry sizes; the others (manifest, digest) keep the bar.
+            sizes = {"completed": completed, "total": total} if total else {}
+            progress.update(task, description=f"{name}: {status}", **sizes)
 
         models.pull(settings, name, update)
-    console.print(f"Pulled {name}.")
+
+
+def _status_lines(name: str, console: Console):
+    """A terminal that cannot move its cursor gets a line for each step instead of a bar."""
+    shown = set()
+
+    def update(status: str, completed: int, total: int) -> None:
+        if status not in shown:
+            shown.add(status)
+            size = f" ({total / 1e9:.1f} GB)" if total else ""
+            console.print(f"{name}: {status}{size}")
+
+    return update

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pexpect
+import pytest
 from conftest import ROOT, SHOP, run_cli, write_files
 from fake_ollama import FakeOllama
 
@@ -97,8 +98,8 @@ def test_delete_one_source_reports_json_and_counts_in_the_singular(ollama, home,
     assert json.loads(as_json.stdout) == {"store": "notes", "source": "one.md", "chunks": 1}
 
 
-def spawn(*args: str, ollama, home) -> pexpect.spawn:
-    env = {**os.environ, "OLLAMA_HOST": ollama.url, "ARCHIVIST_HOME": str(home), "TERM": "dumb"}
+def spawn(*args: str, ollama, home, term: str = "dumb") -> pexpect.spawn:
+    env = {**os.environ, "OLLAMA_HOST": ollama.url, "ARCHIVIST_HOME": str(home), "TERM": term}
     return pexpect.spawn(
         sys.executable,
         ["-m", "archivist", *args],
@@ -198,7 +199,7 @@ def test_help_names_values_instead_of_python_types(capsys):
         assert not re.search(r"<[a-z][\w\[\] ]*>", text), (name, text)
         assert "list[" not in text and "int range" not in text, name
     assert "-s, --store NAME" in texts["ask"] and "-m, --model MODEL" in texts["ask"]
-    assert "Usage: archivist ingest [OPTIONS] {PATH}..." in texts["ingest"]
+    assert re.search(r"Usage: archivist ingest \[OPTIONS\] \{?PATHS?\}?\.\.\.", texts["ingest"])
     assert "-k N" in texts["search"]
 
 
@@ -249,4 +250,40 @@ def test_a_missing_model_is_never_offered_for_pulling_in_a_pipe(home):
             done = run_cli(*args, ollama_url=fake.url, home=home, stdin="y\n")
             assert done.returncode == 1
             assert "Pull it now" not in done.stderr + done.stdout
+        assert fake.requests_to("/api/pull") == []
+
+
+@pytest.mark.parametrize(
+    ("term", "progress"),
+    [
+        ("xterm-256color", r"qwen2\.5:3b: success .*━.*1\.8/1\.8 GB"),
+        ("dumb", r"qwen2\.5:3b: pulling [0-9a-f]{12} \(1\.8 GB\)\r\n"),
+    ],
+)
+def test_chat_in_a_terminal_offers_to_pull_a_missing_model_with_progress(home, term, progress):
+    with FakeOllama() as fake:
+        fake.remove_model("qwen2.5:3b")
+        child = spawn("chat", ollama=fake, home=home, term=term)
+        child.expect(r"The model 'qwen2\.5:3b' is not in Ollama at \S+\. Pull it now\? \[Y/n\]: ")
+        assert fake.requests_to("/api/pull") == []
+        child.sendline("")  # the default: yes
+        child.expect(progress)
+        child.expect(r"Pulled qwen2\.5:3b\.")
+        child.expect(r"Archivist · qwen2\.5:3b · agent")
+        assert child.waitnoecho(timeout=90)
+        child.sendeof()
+        assert finish(child) == 0
+        assert [body["model"] for body in fake.requests_to("/api/pull")] == ["qwen2.5:3b"]
+        assert fake.requests_to("/api/pull")[0].get("stream", True) is True
+        assert fake.model("qwen2.5:3b") is not None
+
+
+def test_a_declined_pull_changes_nothing_and_names_ollama_pull(home):
+    with FakeOllama() as fake:
+        fake.remove_model("qwen2.5:3b")
+        child = spawn("chat", ollama=fake, home=home)
+        child.expect(r"Pull it now\? \[Y/n\]: ")
+        child.sendline("n")
+        child.expect(r"Pull it with `ollama pull qwen2\.5:3b`")
+        assert finish(child) == 1
         assert fake.requests_to("/api/pull") == []
