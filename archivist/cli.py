@@ -67,9 +67,12 @@ NumCtxOpt = Annotated[
 
 class Context:
     settings: Settings
+    apps: list[Any]
+    """The Archivists a command opened: main() closes them, however the command ends."""
 
 
 _ctx = Context()
+_ctx.apps = []
 
 
 def _settings(**overrides: Any) -> Settings:
@@ -80,7 +83,9 @@ def _settings(**overrides: Any) -> Settings:
 def _app(**overrides: Any):
     from archivist.app import Archivist
 
-    return Archivist(_settings(**overrides))
+    archivist = Archivist(_settings(**overrides))
+    _ctx.apps.append(archivist)  # closed by main() when the command ends
+    return archivist
 
 
 def _print_json(data: Any) -> None:
@@ -341,8 +346,8 @@ def chat(
 
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    from archivist.app import Conversation
     from archivist.chat import PlainView, chat_loop, stdin_reader
+    from archivist.conversation import Conversation
 
     if resume and thread:
         raise ArchivistError("--resume and --thread both name a conversation.", "Give one.")
@@ -440,8 +445,8 @@ def evaluate(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from archivist.evaluation.report import table, write_report
+    from archivist.evaluation.run import Case, load_dataset
     from archivist.evaluation.run import evaluate as run_evaluation
-    from archivist.evaluation.run import load_dataset
 
     if grade not in (None, "off", "on", "both"):
         raise ArchivistError(f"Unknown --grade '{grade}'.", "Use --grade off, on or both.")
@@ -464,7 +469,7 @@ def evaluate(
             "evaluating", total=len(names) * len(grading) * len(cases) * repeat
         )
 
-        def advance(model: str, case, attempt: int) -> None:
+        def advance(model: str, case: Case, attempt: int) -> None:
             progress.update(task, advance=1, description=f"{model} · {case.id}")
 
         report = run_evaluation(
@@ -619,9 +624,9 @@ def migrate(
     origin = mask_url(from_url) if from_url else str(source_home)
     destination = mask_url(to_url) if to_url else str(to_home)
 
-    def progress(store: str, done: int, total: int) -> None:
-        if done == total:
-            _notice(f"{store}: {done} chunks copied.")
+    def progress(event: str, fields: dict[str, Any]) -> None:
+        if fields["chunks"] == fields["total"]:
+            _notice(f"{fields['store']}: {fields['chunks']} chunks copied.")
 
     source = target = None
     try:
@@ -798,6 +803,7 @@ def name_metavars(command: Any) -> Any:
 
 def main() -> None:
     """Run the CLI; expected failures print their fix and exit 1, without a traceback."""
+    _ctx.apps = []
     try:
         _ctx.settings = load_settings()
         # `python -m archivist` too: help, errors and shell completion say `archivist`.
@@ -816,3 +822,7 @@ def main() -> None:
             raise
         _notice(f"Error: {explained}")
         sys.exit(1)
+    finally:
+        # Flush and unlock the embedded store now rather than leave it to the exit hook.
+        while _ctx.apps:
+            _ctx.apps.pop().close()

@@ -12,7 +12,9 @@ from rich.segment import Segment
 from rich.spinner import Spinner
 from rich.text import Text
 
-from archivist.chat import invalid_line, sources_line, tool_line
+from archivist.agent.records import Passage, Turn
+from archivist.chat import invalid_line, sources_line
+from archivist.render import tool_line
 
 
 class _Tail:
@@ -118,7 +120,7 @@ class RichView:
             self._thinking = True
         self.console.print(text, end="", style="dim italic", markup=False, highlight=False)
 
-    def finish(self, result: dict[str, Any]) -> None:
+    def finish(self, result: Turn) -> None:
         if not self._text:
             self._text = result["answer"]
         self._settle()
@@ -142,7 +144,7 @@ class RichView:
     def notice(self, text: str) -> None:
         self.info(text)
 
-    def sources(self, results: list[dict[str, Any]]) -> None:
+    def sources(self, results: list[Passage]) -> None:
         self._settle()
         if not results:
             self._print("No search results yet in this conversation.")

@@ -115,13 +115,15 @@ def shadowed_folder(tmp_path):
 
 def test_the_cli_runs_from_a_folder_with_its_own_agent_and_tools_modules(tmp_path, ollama, home):
     folder = shadowed_folder(tmp_path)
+    # A process: `python -m archivist` puts its working directory first on the import path.
     ingested = run_cli(
-        "ingest", str(SHOP), "--store", "shop_docs", ollama_url=ollama.url, home=home, cwd=folder
-    )
+        "ingest", str(SHOP), "--store", "shop_docs",
+        ollama_url=ollama.url, home=home, cwd=folder, process=True,
+    )  # fmt: skip
     assert ingested.returncode == 0, ingested.stderr
     found = run_cli(
         "search", "refund", "--store", "shop_docs", "--json",
-        ollama_url=ollama.url, home=home, cwd=folder,
+        ollama_url=ollama.url, home=home, cwd=folder, process=True,
     )  # fmt: skip
     assert found.returncode == 0, found.stderr
     assert "refund.md" in found.stdout
