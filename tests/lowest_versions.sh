@@ -53,7 +53,7 @@ EOF
     exit 1
 fi
 if [[ $# -eq 0 ]]; then
-    set -- -q -x -p no:cacheprovider \
+    set -- -q -x -p no:cacheprovider -n auto --dist loadfile \
         tests/test_cli.py tests/test_loaders.py tests/test_chat_loop.py tests/test_eval.py \
         tests/test_edge.py tests/test_chat_terminal.py tests/test_cli_conventions.py
 fi
