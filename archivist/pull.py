@@ -1,6 +1,5 @@
 """Offer to pull the models Ollama lacks, with a progress bar over /api/pull's stream."""
 
-import ollama
 import typer
 from rich.console import Console
 from rich.progress import (
@@ -22,11 +21,10 @@ def missing_models(settings: Settings, names: list[str]) -> list[str]:
     for name in dict.fromkeys(names):
         try:
             models.show(settings, name)
-        except ollama.ResponseError as exc:
-            if exc.status_code == 404:
-                missing.append(name)
-        except Exception:  # Ollama down: the command itself says how to start it
-            return missing
+        except Exception as exc:  # the client's ResponseError carries Ollama's status
+            if getattr(exc, "status_code", None) != 404:
+                return missing  # Ollama down: the command itself says how to start it
+            missing.append(name)
     return missing
 
 
