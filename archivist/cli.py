@@ -96,6 +96,13 @@ def _notice(message: str) -> None:
     sys.stderr.write(message + "\n")
 
 
+@app.callback()
+def _before_each_command() -> None:
+    # Traces carry questions and passages off the machine: never silently.
+    if _ctx.settings.tracing is not None:
+        _notice(_ctx.settings.tracing.notice())
+
+
 @app.command()
 def ingest(
     paths: Annotated[list[Path], typer.Argument(help="Files and folders to ingest.")],
@@ -551,6 +558,34 @@ def migrate(
         print(f"No stores in {origin}.")
     else:
         print(f"Copied to {destination}; nothing was embedded again.")
+
+
+@app.command()
+def mcp(
+    stores: Annotated[
+        list[str] | None,
+        typer.Option("--store", "-s", help="A store to serve (repeatable). Default: all."),
+    ] = None,
+    http: Annotated[
+        int | None,
+        typer.Option(
+            "--http",
+            min=1,
+            max=65535,
+            help="Serve streamable HTTP at http://127.0.0.1:PORT/mcp instead of stdio.",
+        ),
+    ] = None,
+) -> None:
+    """Serve the stores' search tools to MCP clients (desktop apps, IDEs), over stdio or HTTP."""
+    from archivist.mcp import HTTP_PATH, StoreTools, serve_http, serve_stdio
+
+    tools = StoreTools(_settings(), stores or [])
+    tools.check()
+    if http is None:
+        serve_stdio(tools)
+        return
+    _notice(f"Serving MCP at http://127.0.0.1:{http}{HTTP_PATH} (Ctrl-C stops).")
+    serve_http(tools, http)
 
 
 @app.command()

@@ -34,7 +34,21 @@ def run_checks(settings: Settings) -> list[Check]:
         checks.append(_model_check(settings, settings.chat_model, "chat"))
         checks.append(_model_check(settings, settings.embed_model, "embedding"))
     checks.append(_store_check(settings))
+    checks.append(_tracing_check(settings))
     return checks
+
+
+def _tracing_check(settings: Settings) -> Check:
+    tracing = settings.tracing
+    if tracing is None:
+        return Check(True, "LangSmith tracing is off: questions and passages stay on this machine")
+    return Check(
+        False,
+        f"LangSmith tracing is on ({tracing.variable}=true): every run, with its questions and "
+        f"passages, is sent to {tracing.endpoint} (project '{tracing.project}')",
+        f"If you did not mean to share them, unset {tracing.variable}.",
+        warning=True,
+    )
 
 
 def _model_check(settings: Settings, name: str, role: str) -> Check:
