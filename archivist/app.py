@@ -20,6 +20,7 @@ from archivist.tools.store import (
 from archivist.turnlog import TurnLog, logged_turn
 
 if TYPE_CHECKING:
+    from archivist.agent.langchain import StoreRetriever
     from archivist.ingest.embedder import EmbedSettings
     from archivist.tools.progress import ProgressFn
 
@@ -261,3 +262,20 @@ class Archivist:
         """Answer one question in a fresh conversation, log it; return the `ask --json` object."""
         setup = self.agent(stores, model, think=think, grade=grade)
         return logged_turn(self.turn_log, "ask", setup, question)
+
+    def retriever(
+        self,
+        store: str,
+        k: int | None = None,
+        mode: SearchMode | None = None,
+        source: str | None = None,
+    ) -> "StoreRetriever":
+        """Return a store as a LangChain retriever: the passages as Documents, best first."""
+        from archivist.agent.langchain import StoreRetriever
+
+        return StoreRetriever(tool=self.retrieval_tool(self.store(store), k, mode), source=source)
+
+    def tool(self, store: str, k: int | None = None, mode: SearchMode | None = None):
+        """Return a store's `search_<store>` tool, as Archivist's agent has it, for any
+        LangChain or LangGraph agent (`create_agent` included)."""
+        return self.retrieval_tool(self.store(store), k, mode)
