@@ -98,6 +98,8 @@ def _notice(message: str) -> None:
 
 @app.callback()
 def _before_each_command() -> None:
+    if not hasattr(_ctx, "settings"):  # invoked as `app` (CliRunner), not through main()
+        _ctx.settings = load_settings()
     # Traces carry questions and passages off the machine: never silently.
     if _ctx.settings.tracing is not None:
         _notice(_ctx.settings.tracing.notice())

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import anyio
 from conftest import ROOT, SHOP, run_cli
-from mcp import Client, StdioServerParameters
+from mcp import Client, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS
@@ -191,3 +191,20 @@ def test_a_store_built_with_another_model_is_served_with_that_model(archivist, o
     _, (found,) = anyio.run(session, client, [("search_small", {"query": QUERY})])
     assert not found.is_error and found.structured_content["results"]
     assert {r["model"] for r in ollama.requests_to("/api/embed")} == {"nomic-embed-text"}
+
+
+def test_the_store_is_held_only_during_a_request(archivist, store):
+    server = build_server(StoreTools(archivist.settings, [store]))
+
+    async def search() -> types.CallToolResult:
+        async with Client(server) as client:
+            return await client.call_tool("search_shop_docs", {"query": QUERY})
+
+    archivist.store(store)  # another holder of the embedded store, like a running ingest
+    busy = anyio.run(search)
+    assert busy.is_error and "is in use by another Archivist process" in busy.content[0].text
+    archivist.close()
+    found = anyio.run(search)
+    assert not found.is_error and found.structured_content["results"]
+    assert archivist.store(store).count()  # the server released it again
+    archivist.close()
