@@ -579,15 +579,16 @@ def mcp(
     ] = None,
 ) -> None:
     """Serve the stores' search tools to MCP clients (desktop apps, IDEs), over stdio or HTTP."""
-    from archivist.mcp import HTTP_PATH, StoreTools, serve_http, serve_stdio
+    from archivist.mcp import HTTP_PATH, StoreTools, http_socket, serve_http, serve_stdio
 
     tools = StoreTools(_settings(), stores or [])
     tools.check()
     if http is None:
         serve_stdio(tools)
         return
+    sock = http_socket(http)
     _notice(f"Serving MCP at http://127.0.0.1:{http}{HTTP_PATH} (Ctrl-C stops).")
-    serve_http(tools, http)
+    serve_http(tools, sock)
 
 
 @app.command()

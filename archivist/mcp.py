@@ -8,6 +8,7 @@ so `archivist ingest` can update them while a client stays connected.
 """
 
 import json
+import socket
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -172,9 +173,24 @@ def serve_stdio(tools: StoreTools) -> None:
     anyio.run(run)
 
 
-def serve_http(tools: StoreTools, port: int, host: str = "127.0.0.1") -> None:
-    """Serve MCP over streamable HTTP at http://HOST:PORT/mcp until interrupted."""
+def http_socket(port: int, host: str = "127.0.0.1") -> socket.socket:
+    """Take the port for `serve_http`, or say why it cannot be had."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ArchivistError(
+            f"Cannot serve MCP on {host}:{port}: {exc.strerror or exc}.",
+            "Choose another port with --http PORT.",
+        ) from None
+    return sock
+
+
+def serve_http(tools: StoreTools, sock: socket.socket, host: str = "127.0.0.1") -> None:
+    """Serve MCP over streamable HTTP at /mcp on a bound socket until interrupted."""
     import uvicorn
 
     app = build_server(tools).streamable_http_app(streamable_http_path=HTTP_PATH, host=host)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])

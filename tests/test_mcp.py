@@ -208,3 +208,15 @@ def test_the_store_is_held_only_during_a_request(archivist, store):
     assert not found.is_error and found.structured_content["results"]
     assert archivist.store(store).count()  # the server released it again
     archivist.close()
+
+
+def test_a_port_in_use_is_refused_with_the_fix(ollama, home, store):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = run_cli("mcp", "--http", str(port), ollama_url=ollama.url, home=home)
+    assert done.returncode == 1
+    assert f"Cannot serve MCP on 127.0.0.1:{port}: Address already in use." in done.stderr
+    assert "Choose another port with --http PORT." in done.stderr
+    assert "Serving MCP" not in done.stderr and "Traceback" not in done.stderr
