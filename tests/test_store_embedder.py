@@ -35,6 +35,15 @@ def test_a_missing_store_model_names_the_pull_command(ollama, home):
     assert "archivist ingest PATH --store mini --reindex" in done.stderr
     assert "--embed-model" not in done.stderr and "Traceback" not in done.stderr
 
+    doctor = run_cli("doctor", ollama_url=ollama.url, home=home)
+    assert doctor.returncode == 1
+    assert "✗ embedding model 'all-minilm' of store mini: The model 'all-minilm' is not" in (
+        doctor.stdout
+    )
+    assert "→ Pull it with `ollama pull all-minilm`: a store is searched with the model" in (
+        doctor.stdout
+    )
+
 
 def test_ingesting_with_another_model_names_the_stores_model_and_its_own_dimension(ollama, home):
     cli("ingest", str(SHOP), "--store", "shop", ollama=ollama, home=home)
