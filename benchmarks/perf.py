@@ -453,7 +453,8 @@ def agent_overhead(client, store_name: str, queries: list[str], turns: int = 100
 
     from archivist.agent.graph import build_agent
     from archivist.agent.retrieval import make_retrieval_tool
-    from archivist.app import run_turn
+    from archivist.agent.setup import AgentSetup
+    from archivist.agent.turn import run_turn
     from archivist.tools.store import KnowledgeStore
 
     store = KnowledgeStore(client, store_name)
@@ -472,6 +473,7 @@ def agent_overhead(client, store_name: str, queries: list[str], turns: int = 100
             return self
 
     graph = build_agent(ScriptedModel(messages=script()), [tool], "system", 6, InMemorySaver())
+    setup = AgentSetup(graph, "agent", "fake", [store_name])
     direct_model = ScriptedModel(messages=script())
 
     def direct(question: str) -> None:
@@ -481,7 +483,7 @@ def agent_overhead(client, store_name: str, queries: list[str], turns: int = 100
 
     def graph_turn(question: str) -> None:
         # A new conversation each turn, as `ask` runs: a growing history would be measured too.
-        result = run_turn(graph, question, "fake", [store_name], "agent")
+        result = run_turn(setup, question)
         assert result["tool_calls"] and result["answer"]
 
     timings: dict[str, list[float]] = {"graph": [], "direct": []}
