@@ -3,6 +3,7 @@
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -59,7 +60,14 @@ class Archivist:
             prefer_grpc=self.settings.qdrant_grpc,
             timeout=self.settings.qdrant_timeout,
             legacy_path=self.settings.legacy_store_path,
+            wait=self.settings.store_wait,
         )
+
+    def writing(self) -> AbstractContextManager[None]:
+        """Be the embedded store's one writer through the block (another writer waits, saying
+        for whom); a Qdrant server takes many writers."""
+        writing = getattr(self.client, "writing", None)
+        return writing() if writing is not None else nullcontext()
 
     @cached_property
     def embeddings(self):
@@ -78,6 +86,11 @@ class Archivist:
         if must_exist:
             store.check(self.embeddings.fingerprint(store.fingerprint.get("dimension")))
         return store
+
+    def delete_source(self, store: str, source: str) -> int:
+        """Remove one source's chunks from a store; return how many there were."""
+        with self.writing():
+            return self.store(store).delete_source(source)
 
     def stores(self) -> list[dict[str, Any]]:
         """List the stores with their size, model and description."""
@@ -136,66 +149,70 @@ class Archivist:
                     "--shard on every machine.",
                 )
 
-        started = time.perf_counter()
-        splitter = self._splitter(chunk_size, chunk_overlap)
-        sizes = {"batch_size": batch_size, "concurrency": concurrency}
-        embed = replace(embed or EmbedSettings(), **{k: v for k, v in sizes.items() if v})
-        loader = LoaderOptions(text_field or None, id_field or LoaderOptions.id_field)
-        target = self.store(store, must_exist=False)
-        wanted = self.embeddings.fingerprint(
-            target.fingerprint.get("dimension") if target.exists() else None
-        )
-        rebuilding = (
-            reindex
-            and target.exists()
-            and not fingerprints_match(target.fingerprint, {**wanted, "sparse": SPARSE_SCHEME})
-        )
-        writing = target
-        if rebuilding:
-            writing = target.rebuild_store()
-            description = target.description if description is None else description
-            if writing.exists() and writing.fingerprint.get("embed_model") != wanted["embed_model"]:
-                writing.drop()  # a rebuild for another model was left behind
-        graph = build_ingest_graph(
-            writing,
-            self.embeddings,
-            splitter,
-            embed=embed,
-            loader_options=loader,
-            on_progress=on_progress,
-        )
-        try:
-            report = run_ingest(
-                graph, list(paths), prune=prune, description=description, shard=shard
+        # One writer at a time; searches get through between its writes.
+        with self.writing():
+            started = time.perf_counter()
+            splitter = self._splitter(chunk_size, chunk_overlap)
+            sizes = {"batch_size": batch_size, "concurrency": concurrency}
+            embed = replace(embed or EmbedSettings(), **{k: v for k, v in sizes.items() if v})
+            loader = LoaderOptions(text_field or None, id_field or LoaderOptions.id_field)
+            target = self.store(store, must_exist=False)
+            wanted = self.embeddings.fingerprint(
+                target.fingerprint.get("dimension") if target.exists() else None
             )
-        except ArchivistError:
-            raise
-        except Exception as exc:
-            explained = models.explain(exc, self.settings)
-            if explained is None:
+            rebuilding = (
+                reindex
+                and target.exists()
+                and not fingerprints_match(target.fingerprint, {**wanted, "sparse": SPARSE_SCHEME})
+            )
+            writing = target
+            if rebuilding:
+                writing = target.rebuild_store()
+                description = target.description if description is None else description
+                model = wanted["embed_model"]
+                if writing.exists() and writing.fingerprint.get("embed_model") != model:
+                    writing.drop()  # a rebuild for another model was left behind
+            graph = build_ingest_graph(
+                writing,
+                self.embeddings,
+                splitter,
+                embed=embed,
+                loader_options=loader,
+                on_progress=on_progress,
+            )
+            try:
+                report = run_ingest(
+                    graph, list(paths), prune=prune, description=description, shard=shard
+                )
+            except ArchivistError:
                 raise
-            kept = (
-                f"Store '{store}' is untouched; run the same command again to resume the rebuild."
-                if rebuilding
-                else "Chunks stored so far are kept; run the same command again to finish."
-            )
-            raise ArchivistError(
-                f"Ingest stopped: {explained.message}", f"{explained.fix}\n{kept}"
-            ) from None
-        if rebuilding:
-            target.replace_with(writing)
-        return {
-            "store": store,
-            **report,
-            "shard": shard,
-            "reindexed": rebuilding,
-            "points": target.count(),
-            "splitter": {
-                "chunk_size": splitter.chunk_size,
-                "chunk_overlap": splitter.chunk_overlap,
-            },
-            "seconds": round(time.perf_counter() - started, 2),
-        }
+            except Exception as exc:
+                explained = models.explain(exc, self.settings)
+                if explained is None:
+                    raise
+                kept = (
+                    f"Store '{store}' is untouched; run the same command again to resume the "
+                    "rebuild."
+                    if rebuilding
+                    else "Chunks stored so far are kept; run the same command again to finish."
+                )
+                raise ArchivistError(
+                    f"Ingest stopped: {explained.message}", f"{explained.fix}\n{kept}"
+                ) from None
+            if rebuilding:
+                target.replace_with(writing)
+            return {
+                "store": store,
+                **report,
+                "shard": shard,
+                "reindexed": rebuilding,
+                "points": target.count(),
+                "splitter": {
+                    "chunk_size": splitter.chunk_size,
+                    "chunk_overlap": splitter.chunk_overlap,
+                },
+                "seconds": round(time.perf_counter() - started, 2),
+            }
 
     def _splitter(self, chunk_size: int | None, chunk_overlap: int | None):
         """Chunk sizes that fit the embedding model's context: defaults shrink to fit it,

@@ -126,19 +126,22 @@ def connect(
     prefer_grpc: bool = False,
     timeout: int | None = None,
     legacy_path: Path | None = None,
+    wait: float | None = None,
 ):
     """Open the Qdrant behind the stores: a server when `url` is given, else Qdrant Edge at `path`.
 
     With `prefer_grpc`, a server is spoken to over gRPC (port 6334) instead of REST. Stores that
     an earlier release kept in qdrant-client's local mode at `legacy_path` are copied into the
-    embedded store the first time it opens (vectors included, no re-embedding).
+    embedded store the first time it opens (vectors included, no re-embedding). The embedded
+    store is shared with other processes by taking turns; `wait` bounds the seconds spent
+    waiting for one (None: no bound).
     """
     if url:
         return QdrantClient(url=url, api_key=api_key, prefer_grpc=prefer_grpc, timeout=timeout)
     assert path is not None, "connect() needs a path or a url"
     from archivist.tools.edge import EdgeClient, migrate_legacy
 
-    client = EdgeClient(path)
+    client = EdgeClient(path, wait)
     if legacy_path is not None:
         migrate_legacy(legacy_path, client)
     return client
