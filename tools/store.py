@@ -11,6 +11,7 @@ import time
 import uuid
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -198,6 +199,7 @@ class KnowledgeStore:
         self.client = client
         self.name = validate_store_name(name)
         self.layout = layout or ServerLayout()
+        self._partial: tuple[Any, list[str]] | None = None  # (store generation, versions)
 
     def exists(self) -> bool:
         """Whether the store's collection exists."""
@@ -495,7 +497,52 @@ class KnowledgeStore:
         one passage collapse into one result; `min_score` drops results scoring below it (in
         the mode's own score); `mmr` (0–1, 1 = relevance only) re-ranks for diversity.
         """
-        query_filter = models.Filter(must=[_match("source", list(sources))]) if sources else None
+        with self._held():
+            return self._search(query_vector, query_text, k, mode, sources, min_score, mmr, fusion)
+
+    def _held(self) -> AbstractContextManager[Any]:
+        """Keep the embedded store through a block (no writes in between); a server: no-op."""
+        hold = getattr(self.client, "hold", None)
+        return hold() if hold is not None else nullcontext()
+
+    def partial_versions(self) -> list[str]:
+        """The versions (`version_key`) of documents stored only in part, which searches leave
+        out: an ingest is writing them, or stopped half-way (the next ingest completes them).
+
+        Counted again only when the embedded store changed (its `generation`). A server's
+        stores are not checked: they are written and read as before.
+        """
+        generation = getattr(self.client, "generation", None)
+        if generation is None:
+            return []
+        if self._partial is None or self._partial[0] != generation:
+            partial = []
+            indexed = self.client.get_collection(self.name).payload_schema or {}
+            counted = self._facet("version") if "version" in indexed else {}
+            # Chunks from before the version field cannot be told apart: nothing is left out.
+            if counted and sum(counted.values()) == self.count():
+                partial = [key for key, chunks in counted.items() if chunks < json.loads(key)[2]]
+            self._partial = (generation, partial)
+        return self._partial[1]
+
+    def _search(
+        self,
+        query_vector: Sequence[float] | None,
+        query_text: str,
+        k: int,
+        mode: SearchMode,
+        sources: Iterable[str] | None,
+        min_score: float | None,
+        mmr: float | None,
+        fusion: Fusion,
+    ) -> list[SearchResult]:
+        partial = self.partial_versions()
+        query_filter = None
+        if sources or partial:
+            query_filter = models.Filter(
+                must=[_match("source", list(sources))] if sources else None,
+                must_not=[_match("version", partial)] if partial else None,
+            )
         depth = max(FUSION_DEPTH, 4 * k)
         with_vectors = [DENSE] if mmr is not None else False
         payload = ["text", "source", "metadata", "doc_hash"]
