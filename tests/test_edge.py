@@ -15,7 +15,7 @@ from archivist.app import Archivist
 from archivist.tools.edge import COLLECTION_FILE, MIGRATING_FILE, EdgeClient, migrate_legacy
 from archivist.tools.errors import StoreLocked
 from archivist.tools.sparse import document_vector, query_vector
-from archivist.tools.store import DENSE, SPARSE, Chunk, KnowledgeStore, connect
+from archivist.tools.store import DENSE, SPARSE, Chunk, KnowledgeStore
 
 # qdrant-client's local mode warns that it ignores the payload index the stores create.
 pytestmark = pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning")
@@ -271,10 +271,9 @@ def test_a_second_writer_that_cannot_wait_is_told_who_writes(tmp_path):
     first = EdgeClient(tmp_path / "edge")
     second = EdgeClient(tmp_path / "edge", wait=0.2)
     try:
-        with first.writing():
-            with pytest.raises(StoreLocked, match=f"being written by process {os.getpid()}"):
-                with second.writing():
-                    pass
+        refused = pytest.raises(StoreLocked, match=f"being written by process {os.getpid()}")
+        with first.writing(), refused, second.writing():
+            pass
         with second.writing():
             _fill(second)
     finally:

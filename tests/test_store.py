@@ -170,9 +170,7 @@ def test_searches_leave_out_documents_stored_in_part(tmp_path):
             "lantern glass is tempered",
         }  # the complete v1, nothing of v2
         store.upsert(big[2:], [vec(big[2].text)], ["b1"], [3], 1.0)
-        assert {t for s, t in found("tent pegs part") if s == "big.md"} == {
-            c.text for c in big
-        }
+        assert {t for s, t in found("tent pegs part") if s == "big.md"} == {c.text for c in big}
     finally:
         client.close()
 
