@@ -110,6 +110,7 @@ class EdgeClient:
         self._generation = 0  # the store's, as read when the lease was last taken
         self._bumped = False  # whether this lease's writes have moved the generation on yet
         self._local_writes = 0
+        self._depth = 0  # operations under way (nested), during which the store is kept
         self._shards: dict[str, qe.EdgeShard] = {}
         self._written: set[str] = set()
         self._flushed: dict[str, float] = {}
@@ -125,11 +126,17 @@ class EdgeClient:
         """Keep the store through the block: no other process writes between its operations."""
         with self._lease.mutex:
             self._check_open()
+            if not self._depth:
+                self._lease.yield_if_asked()
             if not self._lease.held:
                 self._lease.acquire()
                 self._generation = _read_generation(self.path)
                 self._bumped = False
-            yield
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
 
     def writing(self) -> AbstractContextManager[None]:
         """Be the store's one writer through the block; another writer waits until it ends."""

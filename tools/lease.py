@@ -148,6 +148,7 @@ class Lease:
         self._notify = notify
         self._want = folder / f"{WANT_PREFIX}{os.getpid()}-{next(_ids)}"
         self._yielded_at = -YIELD_GRACE
+        self._asked = threading.Event()  # another process waits: give up at the next chance
         self._watcher: threading.Thread | None = None
 
     @property
@@ -171,6 +172,18 @@ class Lease:
     def release(self) -> None:
         """Give the store up; call with `mutex` held, after closing the shards."""
         self._lock.release()
+        self._asked.clear()
+
+    def yield_if_asked(self) -> None:
+        """Between two operations of a busy holder: give the store up if another process
+        waits for it (call with `mutex` held, at no depth of an operation)."""
+        if self.held and self._asked.is_set():
+            self._yield()
+
+    def _yield(self) -> None:
+        self._on_yield()
+        self.release()
+        self._yielded_at = time.monotonic()
 
     def _ask(self) -> None:
         if not self._want.exists():
@@ -190,13 +203,15 @@ class Lease:
     def _watch(self) -> None:
         while self.held and self._watcher is threading.current_thread():
             time.sleep(YIELD_POLL)
-            if not self._others_waiting() or not self.mutex.acquire(blocking=False):
+            if not self._others_waiting():
+                continue
+            # Busy: the next operation gives it up before it starts. Idle: give it up now.
+            self._asked.set()
+            if not self.mutex.acquire(blocking=False):
                 continue
             try:
                 if self.held:
-                    self._on_yield()
-                    self.release()
-                    self._yielded_at = time.monotonic()
+                    self._yield()
             finally:
                 self.mutex.release()
 
