@@ -4,7 +4,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -27,11 +27,9 @@ from archivist.agent.retrieval import make_retrieval_tool, tool_name
 from archivist.settings import Settings
 from archivist.tools.errors import ArchivistError
 from archivist.tools.store import (
-    SPARSE_SCHEME,
     KnowledgeStore,
     SearchMode,
     connect,
-    fingerprints_match,
     heading_path,
     list_stores,
 )
@@ -39,6 +37,7 @@ from archivist.turnlog import TurnLog
 
 if TYPE_CHECKING:
     from archivist.ingest.embedder import EmbedSettings
+    from archivist.tools.progress import ProgressFn
 
 AGENT = "agent"
 RETRIEVE_THEN_ANSWER = "retrieve-then-answer"
@@ -115,7 +114,7 @@ class Archivist:
         store: str,
         prune: bool = False,
         description: str | None = None,
-        on_progress: Callable[[str, dict[str, Any]], None] | None = None,
+        on_progress: "ProgressFn | None" = None,
         *,
         reindex: bool = False,
         chunk_size: int | None = None,
@@ -129,117 +128,34 @@ class Archivist:
     ) -> dict[str, Any]:
         """Bring a store in sync with files and folders; return the ingest report.
 
-        With `reindex`, a store built with another embedding model is rebuilt into a scratch
-        collection and swapped in only when the rebuild is done; the old store stays usable
-        until then, and an interrupted rebuild resumes on the next `reindex` run. With
-        `shard` ("i/N"), only that part of the sources is ingested (and pruned).
+        With `reindex`, a store built with another embedding model is rebuilt and swapped in
+        when done; with `shard` ("i/N"), only that part of the sources is ingested (and
+        pruned). The decisions are the write path's (`archivist.ingest.pipeline`).
         """
-        from archivist.ingest.embedder import EmbedSettings
-        from archivist.ingest.graph import build_ingest_graph, run_ingest
-        from archivist.ingest.loaders import LoaderOptions
-        from archivist.ingest.sync import Shard
+        from archivist.ingest.pipeline import ingest_options, plan_ingest
 
-        if shard is not None:
-            shard = str(Shard.parse(shard))
-            if reindex:
-                raise ArchivistError(
-                    "--reindex cannot be combined with --shard: a rebuild swaps the whole store "
-                    "in at once, which one shard cannot do.",
-                    "Rebuild on one machine without --shard, or ingest into a new store with "
-                    "--shard on every machine.",
-                )
-
+        options = ingest_options(
+            prune=prune,
+            description=description,
+            reindex=reindex,
+            chunk_size=chunk_size,
+            chunk_overlap=chunk_overlap,
+            batch_size=batch_size,
+            concurrency=concurrency,
+            text_field=text_field,
+            id_field=id_field,
+            embed=embed,
+            shard=shard,
+        )
+        with models.explained(self.settings):
+            context = models.embed_context(self.settings)
         # One writer at a time; searches get through between its writes.
         with self.writing():
-            started = time.perf_counter()
-            splitter = self._splitter(chunk_size, chunk_overlap)
-            sizes = {"batch_size": batch_size, "concurrency": concurrency}
-            embed = replace(embed or EmbedSettings(), **{k: v for k, v in sizes.items() if v})
-            loader = LoaderOptions(text_field or None, id_field or LoaderOptions.id_field)
             target = self.store(store, must_exist=False)
-            wanted = self.embeddings.fingerprint(
-                target.fingerprint.get("dimension") if target.exists() else None
-            )
-            rebuilding = (
-                reindex
-                and target.exists()
-                and not fingerprints_match(target.fingerprint, {**wanted, "sparse": SPARSE_SCHEME})
-            )
-            writing = target
-            if rebuilding:
-                writing = target.rebuild_store()
-                description = target.description if description is None else description
-                model = wanted["embed_model"]
-                if writing.exists() and writing.fingerprint.get("embed_model") != model:
-                    writing.drop()  # a rebuild for another model was left behind
-            graph = build_ingest_graph(
-                writing,
-                self.embeddings,
-                splitter,
-                embed=embed,
-                loader_options=loader,
-                on_progress=on_progress,
-            )
-            try:
-                report = run_ingest(
-                    graph, list(paths), prune=prune, description=description, shard=shard
-                )
-            except ArchivistError:
-                raise
-            except Exception as exc:
-                explained = models.explain(exc, self.settings)
-                if explained is None:
-                    raise
-                kept = (
-                    f"Store '{store}' is untouched; run the same command again to resume the "
-                    "rebuild."
-                    if rebuilding
-                    else "Chunks stored so far are kept; run the same command again to finish."
-                )
-                raise ArchivistError(
-                    f"Ingest stopped: {explained.message}", f"{explained.fix}\n{kept}"
-                ) from None
-            if rebuilding:
-                target.replace_with(writing)
-            return {
-                "store": store,
-                **report,
-                "shard": shard,
-                "reindexed": rebuilding,
-                "points": target.count(),
-                "splitter": {
-                    "chunk_size": splitter.chunk_size,
-                    "chunk_overlap": splitter.chunk_overlap,
-                },
-                "seconds": round(time.perf_counter() - started, 2),
-            }
-
-    def _splitter(self, chunk_size: int | None, chunk_overlap: int | None):
-        """Chunk sizes that fit the embedding model's context: defaults shrink to fit it,
-        sizes asked for that cannot fit are refused rather than silently truncated."""
-        from archivist.ingest.splitter import SplitterSettings
-
-        try:
-            splitter = SplitterSettings().resized(chunk_size, chunk_overlap)
-        except ValueError as exc:
-            raise ArchivistError(f"Cannot split with {exc}.", "Choose other sizes.") from None
-        try:
-            context = models.embed_context(self.settings)
-        except Exception as exc:
-            if explained := models.explain(exc, self.settings):
-                raise explained from None
-            raise
-        latin, cjk = splitter.limits(context)
-        if chunk_size is not None and (
-            splitter.chunk_size > latin or splitter.cjk_chunk_size > cjk
-        ):
-            raise ArchivistError(
-                f"--chunk-size {chunk_size} is too large for {self.settings.embed_model}: it "
-                f"reads {context} tokens per chunk, which fits chunks of at most {latin} "
-                "characters (code blocks and tables may double a chunk).",
-                f"Use --chunk-size {latin} or less, or raise the model's num_ctx in Ollama.",
-            )
-        return splitter.fitted(context)
+            job = plan_ingest(target, self.embeddings, options, context)
+            with models.explained(self.settings, doing="Ingest stopped", then=job.kept):
+                report = job.run(list(paths), on_progress)
+            return job.finish(report)
 
     def search(
         self,

@@ -76,9 +76,12 @@ NumCtxOpt = Annotated[
 
 class Context:
     settings: Settings
+    apps: list[Any]
+    """The Archivists a command opened: main() closes them, however the command ends."""
 
 
 _ctx = Context()
+_ctx.apps = []
 
 
 def _settings(**overrides: Any) -> Settings:
@@ -89,7 +92,9 @@ def _settings(**overrides: Any) -> Settings:
 def _app(**overrides: Any):
     from archivist.app import Archivist
 
-    return Archivist(_settings(**overrides))
+    archivist = Archivist(_settings(**overrides))
+    _ctx.apps.append(archivist)  # closed by main() when the command ends
+    return archivist
 
 
 def _print_json(data: Any) -> None:
@@ -511,9 +516,9 @@ def migrate(
     origin = mask_url(from_url) if from_url else str(source_home)
     destination = mask_url(to_url) if to_url else str(to_home)
 
-    def progress(store: str, done: int, total: int) -> None:
-        if done == total:
-            _notice(f"{store}: {done} chunks copied.")
+    def progress(event: str, fields: dict[str, Any]) -> None:
+        if fields["chunks"] == fields["total"]:
+            _notice(f"{fields['store']}: {fields['chunks']} chunks copied.")
 
     source = target = None
     try:
@@ -635,6 +640,7 @@ def _show_turn(turn_id: int, as_json: bool) -> None:
 
 def main() -> None:
     """Run the CLI; expected failures print their fix and exit 1, without a traceback."""
+    _ctx.apps = []
     try:
         _ctx.settings = load_settings()
         app()
@@ -652,3 +658,7 @@ def main() -> None:
             raise
         _notice(f"Error: {explained}")
         sys.exit(1)
+    finally:
+        # Flush and unlock the embedded store now rather than leave it to the exit hook.
+        for archivist in _ctx.apps:
+            archivist.close()

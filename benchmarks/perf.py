@@ -245,17 +245,12 @@ def our_ingest(url: str, home: Path, corpus: Path, store: str = "bench") -> tupl
 def stored_texts(url: str, home: Path, store: str, prefix: str = "search_document: ") -> list[str]:
     """The chunk texts a store holds, as they were sent to the embedder."""
     from archivist.app import Archivist
+    from archivist.tools.engine import scroll_pages
 
     app = Archivist(_settings(url, home))
-    texts, offset = [], None
     try:
-        while True:
-            points, offset = app.client.scroll(
-                store, limit=2048, offset=offset, with_payload=["text"], with_vectors=False
-            )
-            texts += [prefix + p.payload["text"] for p in points]
-            if offset is None:
-                return texts
+        pages = scroll_pages(app.client, store, 2048, with_payload=["text"])
+        return [prefix + p.payload["text"] for points in pages for p in points]
     finally:
         app.close()
 

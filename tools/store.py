@@ -10,7 +10,7 @@ import re
 import time
 import uuid
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +19,9 @@ from typing import Any, Literal
 from qdrant_client import QdrantClient, models
 
 from archivist.tools import sparse
+from archivist.tools.engine import Engine, scroll_pages
 from archivist.tools.errors import ArchivistError, StoreMismatch, StoreNotFound
+from archivist.tools.progress import ProgressFn, ignore
 
 DENSE = "dense"
 SPARSE = "bm25"
@@ -128,7 +130,7 @@ def connect(
     timeout: int | None = None,
     legacy_path: Path | None = None,
     wait: float | None = None,
-):
+) -> Engine:
     """Open the Qdrant behind the stores: a server when `url` is given, else Qdrant Edge at `path`.
 
     With `prefer_grpc`, a server is spoken to over gRPC (port 6334) instead of REST. Stores that
@@ -140,7 +142,8 @@ def connect(
     if url:
         return QdrantClient(url=url, api_key=api_key, prefer_grpc=prefer_grpc, timeout=timeout)
     assert path is not None, "connect() needs a path or a url"
-    from archivist.tools.edge import EdgeClient, migrate_legacy
+    from archivist.tools.edge import EdgeClient
+    from archivist.tools.migrate import migrate_legacy
 
     client = EdgeClient(path, wait)
     if legacy_path is not None:
@@ -155,33 +158,28 @@ def copy_points(
     source: "KnowledgeStore",
     target: "KnowledgeStore",
     batch: int = 256,
-    on_progress: Callable[[int], None] | None = None,
+    on_progress: ProgressFn = ignore,
 ) -> int:
     """Copy every point of `source` into `target` (vectors and payloads; nothing re-embedded).
 
-    The two stores may live on different Qdrants; returns how many points were copied.
+    The two stores may live on different Qdrants; reports "copied" events with the chunks
+    copied so far; returns how many points were copied.
     """
-    copied, offset = 0, None
-    while True:
-        points, offset = source.client.scroll(
-            source.name, limit=batch, offset=offset, with_payload=True, with_vectors=True
+    copied = 0
+    for points in scroll_pages(source.client, source.name, batch, with_vectors=True):
+        target.client.upsert(
+            target.name,
+            points=[
+                models.PointStruct(id=p.id, vector=p.vector, payload=p.payload) for p in points
+            ],
+            wait=True,
         )
-        if points:
-            target.client.upsert(
-                target.name,
-                points=[
-                    models.PointStruct(id=p.id, vector=p.vector, payload=p.payload) for p in points
-                ],
-                wait=True,
-            )
-            copied += len(points)
-            if on_progress:
-                on_progress(copied)
-        if offset is None:
-            return copied
+        copied += len(points)
+        on_progress("copied", {"chunks": copied})
+    return copied
 
 
-def list_stores(client: QdrantClient) -> list[str]:
+def list_stores(client: Engine) -> list[str]:
     """Return the names of the stores (collections) this Qdrant holds, without rebuilds."""
     names = (c.name for c in client.get_collections().collections)
     return sorted(n for n in names if not n.endswith(REBUILD_SUFFIX))
@@ -195,7 +193,7 @@ def fingerprints_match(stored: dict[str, Any], wanted: dict[str, Any]) -> bool:
 class KnowledgeStore:
     """A named store of chunks: its collection's lifecycle, writes and queries."""
 
-    def __init__(self, client: QdrantClient, name: str, layout: ServerLayout | None = None) -> None:
+    def __init__(self, client: Engine, name: str, layout: ServerLayout | None = None) -> None:
         self.client = client
         self.name = validate_store_name(name)
         self.layout = layout or ServerLayout()
@@ -421,20 +419,9 @@ class KnowledgeStore:
         self, selector: models.Filter | None, fields: Sequence[str] | bool = SOURCE_FIELDS
     ) -> Iterator[dict[str, Any]]:
         """The payloads of the chunks `selector` picks (all: None), with `fields` (all: True)."""
-        offset = None
-        while True:
-            points, offset = self.client.scroll(
-                self.name,
-                scroll_filter=selector,
-                limit=2048,
-                offset=offset,
-                with_payload=fields if isinstance(fields, bool) else list(fields),
-                with_vectors=False,
-            )
+        for points in scroll_pages(self.client, self.name, 2048, selector, fields):
             for point in points:
                 yield point.payload or {}
-            if offset is None:
-                return
 
     def chunks(self, sources: Iterable[str] | None = None) -> list[dict[str, Any]]:
         """Return the stored chunks (of `sources`, else all) as flat records for a table,
