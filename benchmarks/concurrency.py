@@ -83,8 +83,10 @@ def other_child(home: str, mode: str) -> None:
 
 def _child(*args: str) -> dict[str, Any]:
     done = subprocess.run(
-        [sys.executable, __file__, "--child", *args], capture_output=True, text=True, check=True
+        [sys.executable, __file__, "--child", *args], capture_output=True, text=True
     )
+    if done.returncode:
+        raise RuntimeError(f"{' '.join(args)} failed:\n{done.stderr}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 

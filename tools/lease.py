@@ -193,8 +193,8 @@ class Lease:
         for entry in os.scandir(self.folder):
             if not entry.name.startswith(WANT_PREFIX) or entry.path == str(self._want):
                 continue
-            pid = int(entry.name[len(WANT_PREFIX) :].split("-", 1)[0] or 0)
-            if _alive(pid):
+            pid = entry.name[len(WANT_PREFIX) :].split("-", 1)[0]
+            if pid.isdigit() and _alive(int(pid)):
                 return True
             # Left by a process that died waiting.
             Path(entry.path).unlink(missing_ok=True)

@@ -488,7 +488,8 @@ class KnowledgeStore:
             return self._search(query_vector, query_text, k, mode, sources, min_score, mmr, fusion)
 
     def _held(self) -> AbstractContextManager[Any]:
-        """Keep the embedded store through a block (no writes in between); a server: no-op."""
+        """Keep the embedded store through a block (no writes in between); a server: no-op.
+        (See `TurnTakingEngine`.)"""
         hold = getattr(self.client, "hold", None)
         return hold() if hold is not None else nullcontext()
 
