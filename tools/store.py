@@ -382,7 +382,9 @@ class KnowledgeStore:
         chunk instead.
         """
         versions: dict[tuple[str, str], SourceInfo] = {}
-        for source, doc_hash, expected, ingested_at, chunks in self._version_counts():
+        with self._held():  # counted and checked against the total with no write in between
+            counted = list(self._version_counts())
+        for source, doc_hash, expected, ingested_at, chunks in counted:
             info = versions.get((source, doc_hash))
             if info is None:
                 info = versions[source, doc_hash] = SourceInfo(source, doc_hash, 0, expected, 0.0)
