@@ -101,7 +101,7 @@ def test_while_an_ingest_runs_readers_get_through_and_a_second_writer_waits(tmp_
             assert reader.returncode == 0, reader.stderr
         # One that cannot wait is told who writes; one that can waits, saying for whom.
         assert refused.returncode == 1 and "Traceback" not in refused.stderr
-        holder = f"being written by process {ingest.pid} ("
+        holder = f"being written by process {ingest.pid} (archivist ingest "
         assert holder in refused.stderr and "--wait" in refused.stderr
         assert holder in second_err.read_text()
         assert second.returncode == 0, second_err.read_text()

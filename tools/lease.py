@@ -47,8 +47,10 @@ _ids = itertools.count()
 
 def process_command() -> str:
     """Describe this process for those waiting on it: its program and arguments."""
-    argv = [Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python", *sys.argv[1:]]
-    command = " ".join(argv)
+    program = Path(sys.argv[0]) if sys.argv and sys.argv[0] else Path("python")
+    # `python -m archivist` runs archivist/__main__.py: name the package, as a person typed.
+    name = program.parent.name if program.name == "__main__.py" else program.name
+    command = " ".join([name, *sys.argv[1:]])
     return command if len(command) <= 120 else command[:119] + "…"
 
 
