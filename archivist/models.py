@@ -3,34 +3,16 @@
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 import httpx
 import ollama
 import orjson
 from langchain_ollama import ChatOllama, OllamaEmbeddings
 
+from archivist.agent.records import ModelInfo
 from archivist.settings import Settings, mask_url
 from archivist.tools.embedding import PrefixedEmbeddings
 from archivist.tools.errors import ArchivistError
-
-
-@dataclass(frozen=True)
-class ModelInfo:
-    """What Ollama's /api/show says about a model."""
-
-    name: str
-    capabilities: tuple[str, ...]
-    context_length: int | None
-    embedding_length: int | None
-
-    @property
-    def tools(self) -> bool:
-        return "tools" in self.capabilities
-
-    @property
-    def thinking(self) -> bool:
-        return "thinking" in self.capabilities
 
 
 def client(settings: Settings) -> ollama.Client:
