@@ -54,15 +54,15 @@ def test_while_an_ingest_runs_readers_get_through_and_a_second_writer_waits(tmp_
     home = tmp_path / "home"
     env = {**os.environ, "ARCHIVIST_HOME": str(home)}
     # The ingest's Ollama, whose one embedding slot the test takes, and everyone else's.
-    with FakeOllama(embed_concurrency=1) as ollama, FakeOllama() as other:
+    # Slow embeddings (~10 s for the corpus), so chunks are stored well before the end.
+    with FakeOllama(embed_delay_per_text=0.1, embed_concurrency=1) as ollama, FakeOllama() as other:
         env["OLLAMA_HOST"] = other.url
         ingest = start_ingest(root, "kb", ollama.url, home)
         try:
-            # Take the fake's only embedding slot once batches flow: the ingest is held
-            # half-way, its writer lock and (between writes) the store's lease with it.
-            wait_for(lambda: len(ollama.requests_to("/api/embed")) >= 2, "the first batch")
-            ollama._embed_slots.acquire()
+            # Take the fake's only embedding slot once chunks are stored: the ingest is held
+            # half-way, its writer lock with it (the store's lease it gives up when asked).
             wait_for(lambda: _count(home) > 0, "the first chunks stored")
+            ollama._embed_slots.acquire()
             readers = [
                 run_cli(*args, ollama_url=other.url, home=home)
                 for args in (["ask", "Which lantern?", "--store", "kb"], ["stores"])
