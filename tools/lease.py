@@ -193,7 +193,11 @@ class Lease:
             self._want.write_text(str(os.getpid()), encoding="utf-8")
 
     def _others_waiting(self) -> bool:
-        for entry in os.scandir(self.folder):
+        try:
+            entries = list(os.scandir(self.folder))
+        except OSError:  # the folder was removed under an open client: nobody can wait
+            return False
+        for entry in entries:
             if not entry.name.startswith(WANT_PREFIX) or entry.path == str(self._want):
                 continue
             pid = entry.name[len(WANT_PREFIX) :].split("-", 1)[0]
