@@ -1,11 +1,15 @@
 """The graphs LangGraph Server serves (`langgraph dev`, `langgraph up`): see langgraph.json.
 
 Both graphs take their settings from the run's context (`context_schema=ServerContext`):
-what a run's context leaves out comes from the environment, as for the command line. Each
-run opens the stores for its own duration, so one server can serve runs for different Ollama
-hosts, models and Qdrant servers, and the embedded store is not held between runs. The work
-itself is done by the same application code as the CLI's (`archivist.app.Archivist`), so a
-served answer or ingest is the one `archivist ask` or `archivist ingest` would give.
+what a run's context leaves out comes from the environment, as for the command line, so one
+server can serve runs for different Ollama hosts, models and Qdrant servers. The work is
+done by the same application code as the CLI's (`archivist.app.Archivist`), so a served
+answer or ingest is the one `archivist ask` or `archivist ingest` would give.
+
+The agent is served as its real graph, so LangGraph Studio draws and steps through its nodes:
+one static graph whose steps build the run's collaborators from its context and release the
+stores when the step ends (the embedded store is held by no paused or finished run). The
+ingest graph is one node: its embedding requests in flight and the store belong to the run.
 """
 
 from collections.abc import Callable, Iterator
