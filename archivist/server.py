@@ -161,9 +161,8 @@ class RunSteps:
             return setup.steps.answer(state)
 
 
-def _graded_or(then: str) -> Callable[[ServerAgentState], str]:
-    """Route a search to its grade step while searches wait for grading (grading is on)."""
-    graded = "grade" if then == "call_model" else "grade_retrieved"
+def _graded_or(graded: str, then: str) -> Callable[[ServerAgentState], str]:
+    """Route a search to its grade step while searches wait for grading (the run grades)."""
 
     def route(state: ServerAgentState) -> str:
         return graded if state.get("ungraded") else then
@@ -197,10 +196,14 @@ def build_server_agent():
     builder.add_edge(START, "start_turn")
     builder.add_conditional_edges("start_turn", steps.by_mode, ["call_model", "retrieve"])
     builder.add_conditional_edges("call_model", steps.route, ["run_tools", "stop_searching", END])
-    builder.add_conditional_edges("run_tools", _graded_or("call_model"), ["grade", "call_model"])
+    builder.add_conditional_edges(
+        "run_tools", _graded_or("grade", "call_model"), ["grade", "call_model"]
+    )
     builder.add_edge("grade", "call_model")
     builder.add_edge("stop_searching", END)
-    builder.add_conditional_edges("retrieve", _graded_or("answer"), ["grade_retrieved", "answer"])
+    builder.add_conditional_edges(
+        "retrieve", _graded_or("grade_retrieved", "answer"), ["grade_retrieved", "answer"]
+    )
     builder.add_edge("grade_retrieved", "answer")
     builder.add_edge("answer", END)
     return builder.compile(name="agent")
