@@ -1,6 +1,7 @@
 """The application: stores, models and graphs wired from the settings, one call per command."""
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +52,20 @@ class Archivist:
         if "client" in self.__dict__:
             self.client.close()
             del self.__dict__["client"]
+
+    @contextmanager
+    def released_on_failure(self, doing: str = "", then: str = "") -> Iterator[None]:
+        """Explain an Ollama or Qdrant failure in the block, and release the store if it fails.
+
+        For one-shot calls: a notebook's kernel outlives a failed cell, and must not keep the
+        embedded store locked against the other notebooks and the command line.
+        """
+        try:
+            with models.explained(self.settings, doing, then):
+                yield
+        except BaseException:
+            self.close()
+            raise
 
     def store(self, name: str, must_exist: bool = True) -> KnowledgeStore:
         """Return the named store; by default it must exist and match the embedding model."""
@@ -115,12 +130,13 @@ class Archivist:
             embed=embed,
             shard=shard,
         )
-        with models.explained(self.settings):
+        with self.released_on_failure():
             context = models.embed_context(self.settings)
-        job = plan_ingest(self.store(store, must_exist=False), self.embeddings, options, context)
-        with models.explained(self.settings, doing="Ingest stopped", then=job.kept):
+            target = self.store(store, must_exist=False)
+            job = plan_ingest(target, self.embeddings, options, context)
+        with self.released_on_failure(doing="Ingest stopped", then=job.kept):
             report = job.run(list(paths), on_progress)
-        return job.finish(report)
+            return job.finish(report)
 
     def search(
         self,
@@ -133,8 +149,9 @@ class Archivist:
         mmr: float | None = None,
     ) -> list[Passage]:
         """Run the retrieval tool alone and return its results."""
-        tool = self.retrieval_tool(self.store(store), k, mode, min_score, mmr)
-        return search_alone(tool, query, source)
+        with self.released_on_failure():
+            tool = self.retrieval_tool(self.store(store), k, mode, min_score, mmr)
+            return search_alone(tool, query, source)
 
     @cached_property
     def turn_log(self) -> TurnLog:
@@ -183,8 +200,11 @@ class Archivist:
         if not stores:
             raise ArchivistError("No store given.", "Name one with --store NAME.")
         s = self.settings
-        tools = [self._store_tool(name) for name in stores]
-        info = models.show(s, model or s.chat_model)
+        # The model first: a model that is not pulled fails before the store is opened. No
+        # release on failure here: a conversation switching models keeps its current agent.
+        with models.explained(s):
+            info = models.show(s, model or s.chat_model)
+            tools = [self._store_tool(name) for name in stores]
         return build_setup(
             info,
             stores,
@@ -207,5 +227,6 @@ class Archivist:
         grade: bool | None = None,
     ) -> Turn:
         """Answer one question in a fresh conversation, log it; return the `ask --json` object."""
-        setup = self.agent(stores, model, think=think, grade=grade)
-        return logged_turn(self.turn_log, "ask", setup, question)
+        with self.released_on_failure():
+            setup = self.agent(stores, model, think=think, grade=grade)
+            return logged_turn(self.turn_log, "ask", setup, question)
