@@ -26,7 +26,7 @@ def table(frame: "pd.DataFrame", decimals: int = 2, wide: int = 48) -> "Styler":
             subset=text,
             **{"text-align": "left", "white-space": "pre-wrap", "max-width": f"{wide}ch"},
         )
-        .set_table_styles([{"selector": "th.col_heading", "props": "text-align: left"}])
+        .set_table_styles([{"selector": "th", "props": "text-align: left"}])
     )
 
 

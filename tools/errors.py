@@ -15,7 +15,10 @@ class ArchivistError(Exception):
     def _render_traceback_(self) -> list[str]:
         """Show the message and its fix in Jupyter instead of a traceback (IPython's hook)."""
         # Red for the message, as IPython colours an error's name; the fix in plain text.
-        return [f"\x1b[31m{type(self).__name__}: {self.message}\x1b[0m", *(self.fix or "").splitlines()]
+        return [
+            f"\x1b[31m{type(self).__name__}: {self.message}\x1b[0m",
+            *(self.fix or "").splitlines(),
+        ]
 
 
 class StoreNotFound(ArchivistError):

@@ -11,7 +11,8 @@ TOKEN_METRICS = ("input_tokens", "output_tokens", "model_calls")
 NOT_APPLICABLE = "–"
 
 
-def _label(metric: str, k: int) -> str:
+def metric_label(metric: str, k: int) -> str:
+    """Name a metric with its cutoff: `retrieval_hit@5`."""
     return metric.replace("@k", f"@{k}")
 
 
@@ -60,7 +61,7 @@ def table(report: dict[str, Any]):
         grid.add_column(model_heading(summary), justify="right")
     for metric in metric_rows(report):
         grid.add_row(
-            _label(metric, report["k"]), *(format_value(s, metric) for s in report["models"])
+            metric_label(metric, report["k"]), *(format_value(s, metric) for s in report["models"])
         )
     return grid
 
@@ -102,7 +103,7 @@ def markdown(report: dict[str, Any]) -> str:
     ]
     for metric in metric_rows(report):
         values = " | ".join(format_value(s, metric) for s in models)
-        lines.append(f"| {_label(metric, report['k'])} | {values} |")
+        lines.append(f"| {metric_label(metric, report['k'])} | {values} |")
     lines += [
         "",
         f"`{NOT_APPLICABLE}`: no case or call the metric applies to. `n` is what a rate counts "
@@ -153,9 +154,7 @@ def chart_figure(report: dict[str, Any], width: float = 13):
 
     models = report["models"]
     rates = [
-        m
-        for m in metric_rows(report)
-        if m in (*RATE_METRICS, *JUDGE_METRICS, *STABILITY_METRICS)
+        m for m in metric_rows(report) if m in (*RATE_METRICS, *JUDGE_METRICS, *STABILITY_METRICS)
     ]
     figure = Figure(figsize=(width, 0.45 * len(rates) + 2.5))
     left, right = figure.subplots(1, 2, gridspec_kw={"width_ratios": [3, 1.3]})
@@ -168,7 +167,7 @@ def chart_figure(report: dict[str, Any], width: float = 13):
             text = NOT_APPLICABLE if value is None else f"{value:.2f}"
             left.text(bar.get_width() + 0.01, bar.get_y() + height / 2, text, va="center", size=8)
     left.set_yticks([row + height * (len(models) - 1) / 2 for row in range(len(rates))])
-    left.set_yticklabels([_label(m, report["k"]) for m in rates])
+    left.set_yticklabels([metric_label(m, report["k"]) for m in rates])
     left.invert_yaxis()
     left.set_xlim(0, 1.12)
     left.set_xlabel("rate (higher is better)")
