@@ -73,8 +73,9 @@ def duration(seconds: float) -> str:
 def draw_graph(graph: Any, title: str = "") -> Figure:
     """Draw a compiled LangGraph graph as a static figure, without any web service.
 
-    Nodes go in rows by their distance from the start; dashed arrows are conditional edges,
-    curved ones lead back to an earlier row (the agent's loop).
+    Nodes go in rows by their distance from the start, the end in a row of its own; dashed
+    arrows are conditional edges, and an arrow back up (the agent's loop) runs beside the one
+    down.
     """
     drawable = graph.get_graph()
     names = list(drawable.nodes)
@@ -90,8 +91,10 @@ def draw_graph(graph: Any, title: str = "") -> Figure:
             if target not in depth:
                 depth[target] = depth[node] + 1
                 queue.append(target)
+    last = max((d for name, d in depth.items() if name != "__end__"), default=0) + 1
     for name in names:
-        depth.setdefault(name, max(depth.values()) + 1)
+        if name == "__end__" or name not in depth:
+            depth[name] = last
     rows: dict[int, list[str]] = {}
     for name in names:
         rows.setdefault(depth[name], []).append(name)
@@ -105,16 +108,18 @@ def draw_graph(graph: Any, title: str = "") -> Figure:
     ax = figure.subplots()
     for edge in drawable.edges:
         (x0, y0), (x1, y1) = place[edge.source], place[edge.target]
-        back = y1 >= y0
+        # An edge back up leaves from the box's top and enters the other's bottom, shifted
+        # left so it does not cover the edge down between the same two nodes.
+        up = 1 if y1 > y0 else -1
+        shift = -0.22 if up == 1 else 0.0
         ax.annotate(
             "",
-            xy=(x1, y1 + (0.18 if not back else -0.18)),
-            xytext=(x0, y0 - (0.18 if not back else -0.18)),
+            xy=(x1 + shift, y1 - up * 0.18),
+            xytext=(x0 + shift, y0 + up * 0.18),
             arrowprops={
                 "arrowstyle": "-|>",
                 "color": "0.35",
                 "linestyle": "--" if edge.conditional else "-",
-                "connectionstyle": f"arc3,rad={0.6 if back else 0}",
                 "shrinkA": 0,
                 "shrinkB": 0,
             },
