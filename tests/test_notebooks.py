@@ -198,8 +198,16 @@ def test_questions_and_chunk_sizes_stay_in_the_order_defined() -> None:
 
     (by_size,) = tables(run.cell("by_size = pd.DataFrame("))
     sizes = list(dict.fromkeys(by_size.index.dropna()))
-    # The default size is compared with the others, in order of size.
+    # The default size is compared with the others, in order of size, and its store is the
+    # one ingested at the start, left as it was.
     assert sizes == ["300", "1,000 (default)", "1,500"]
+    (held,) = re.findall(
+        r"^(\d+) chunks in shop_docs$", run.cell("MODES = [").outputs[0].text, re.M
+    )
+    assert (
+        f"shop_docs: {held} chunks of up to 1,000 characters"
+        in run.cell("CHUNK_SIZES =").outputs[0].text
+    )
 
 
 def test_the_stated_fusion_is_the_stores_default() -> None:
