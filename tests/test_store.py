@@ -157,6 +157,7 @@ def test_a_second_process_gets_a_clear_message_for_a_locked_store(tmp_path):
     finally:
         first.close()
     assert "in use by another Archivist process" in message
+    assert "`archivist.close()`" in message  # how a notebook's kernel lets go of it
     assert "QDRANT_URL" in message
 
 

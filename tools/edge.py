@@ -383,8 +383,9 @@ def _acquire_lock(path: Path) -> portalocker.Lock:
     except portalocker.AlreadyLocked:
         raise StoreLocked(
             f"The embedded store at {path.parent} is in use by another Archivist process.",
-            "Wait for it to finish, or run a Qdrant server and set QDRANT_URL so several "
-            "processes can share the stores.",
+            "Wait for it to finish (a notebook's kernel holds it until the notebook runs "
+            "`archivist.close()` or the kernel restarts), or run a Qdrant server and set "
+            "QDRANT_URL so several processes can share the stores.",
         ) from None
     return lock
 
