@@ -216,6 +216,7 @@ class Archivist:
             checkpointer=checkpointer,
             think=think,
             grade=s.grade if grade is None else grade,
+            retrieve_first=s.retrieve_first,
         )
 
     def ask(

@@ -53,6 +53,8 @@ class Settings:
     """Grade retrieved passages with the chat model, rewriting searches that miss."""
     max_rewrites: int = 2
     """With grading: how many times a search that found nothing relevant is rewritten."""
+    retrieve_first: bool = False
+    """Search every store before the model answers, even with a model that can call tools."""
 
     @property
     def store_path(self) -> Path:
@@ -154,6 +156,7 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         mmr=_number(env, "ARCHIVIST_MMR", None, 0.0, 1.0),
         grade=_flag(env, "ARCHIVIST_GRADE"),
         max_rewrites=int(_number(env, "ARCHIVIST_MAX_REWRITES", 2, 0, 10)),
+        retrieve_first=_flag(env, "ARCHIVIST_RETRIEVE_FIRST"),
     )
 
 
