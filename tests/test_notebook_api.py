@@ -3,12 +3,15 @@
 import matplotlib
 import pytest
 from conftest import SHOP
-from fake_ollama import FakeOllama
+from fake_ollama import DEFAULT_MODELS, FakeOllama
 
 from archivist.agent.turn import turn_passages
 from archivist.app import Archivist
 from archivist.evaluation.report import chart
 from archivist.evaluation.run import Case, hit_rates, retrieval_ranks
+from archivist.notebook import NotebookProgress, duration
+from archivist.settings import Settings
+from archivist.tools.errors import ArchivistError
 
 
 def test_chunks_are_records_of_what_the_store_holds(archivist: Archivist, shop_store: str) -> None:
@@ -127,3 +130,51 @@ def test_the_eval_chart_leaves_the_callers_matplotlib_backend_alone(tmp_path) ->
     finally:
         matplotlib.use(before)
     assert (tmp_path / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_failed_one_shot_call_is_explained_and_releases_the_store(
+    archivist: Archivist, shop_store: str, ollama: FakeOllama
+) -> None:
+    archivist.search("refund", shop_store)
+    assert "client" in vars(archivist)  # the store stays open between calls that succeed
+    ollama.remove_model("nomic-embed-text")
+
+    with pytest.raises(ArchivistError) as failed:
+        archivist.search("refund", shop_store)
+
+    assert "Pull it with `ollama pull nomic-embed-text`" in str(failed.value)
+    assert "client" not in vars(archivist)
+    ollama.add_model(next(s for s in DEFAULT_MODELS if s.name.startswith("nomic-embed-text")))
+    assert archivist.search("refund", shop_store)  # opens the store again
+
+
+def test_building_the_agent_with_a_model_not_pulled_is_explained_and_opens_no_store(
+    settings: Settings,
+) -> None:
+    archivist = Archivist(settings)
+
+    with pytest.raises(ArchivistError, match=r"Pull it with `ollama pull qwen9:1b`"):
+        archivist.agent(["shop_docs"], "qwen9:1b")
+
+    assert "client" not in vars(archivist)
+
+
+def test_progress_counts_the_runs_and_says_the_time_left(monkeypatch) -> None:
+    shown = []
+
+    class Handle:
+        def update(self, html) -> None:
+            shown.append(html.data)
+
+    monkeypatch.setattr("IPython.display.display", lambda html, display_id: Handle())
+    clock = iter([100.0, 100.0, 110.0, 120.0])  # started, first shown, two runs done
+    monkeypatch.setattr("archivist.notebook.time.monotonic", lambda: next(clock))
+    progress = NotebookProgress(3)
+
+    progress("qwen2.5:3b", Case(id="refund-window", question="?"), 0)
+    progress("qwen2.5:3b", Case(id="greeting", question="?"), 0)
+
+    assert '<progress value="1" max="3"' in shown[0] and "1/3 runs" in shown[0]
+    assert "refund-window · 10 s elapsed, about 20 s left" in shown[0]
+    assert "2/3 runs" in shown[1] and "20 s elapsed, about 10 s left" in shown[1]
+    assert [duration(s) for s in (0.4, 59, 60, 200)] == ["0 s", "59 s", "1 min", "3 min 20 s"]
