@@ -95,13 +95,10 @@ def tables(cell: nbformat.NotebookNode) -> list[pd.DataFrame]:
     return [table.astype(str) for page in pages for table in page]
 
 
-def text_of(run: Run) -> str:
-    """Everything a reader sees in a run's outputs: plain text, streams, HTML, Markdown."""
-    parts = []
-    for output in run.outputs:
-        parts.append(output.get("text", ""))
-        parts += [output.get("data", {}).get(kind, "") for kind in ("text/plain", "text/html")]
-    return "\n".join(parts)
+def shown_values(run: Run) -> str:
+    """What a run's cells showed as their values (tables, series), without what they printed."""
+    kinds = ("text/plain", "text/html")
+    return "\n".join(o.get("data", {}).get(kind, "") for o in run.outputs for kind in kinds)
 
 
 def printed(cell: nbformat.NotebookNode) -> str:
@@ -158,11 +155,15 @@ def test_the_agent_notebook_draws_the_graph_and_compares_two_models() -> None:
     html = "".join(o.get("data", {}).get("text/html", "") for o in run.outputs)
     assert "restocking" in html.lower()  # the trajectory table holds the retrieved passages
     assert "retrieval_hit@5" in html and "qwen2.5:0.5b (agent)" in html
+    # The last cell: the store as a tool and a retriever in LangChain's own create_agent.
+    printed = "".join(o.get("text", "") for o in run.outputs if o.output_type == "stream")
+    assert "create_agent called search_shop_docs({'query': " in printed
+    assert "and answered: " in printed and "[1]" in printed.split("and answered: ")[1]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.stem)
 def test_tables_show_no_nan_no_dtype_and_no_raw_dicts(path: Path) -> None:
-    shown = text_of(run_notebook(path.name))
+    shown = shown_values(run_notebook(path.name))
 
     assert "NaN" not in shown and "<NA>" not in shown
     assert "dtype:" not in shown
