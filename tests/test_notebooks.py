@@ -132,6 +132,8 @@ def test_notebook_is_stored_without_outputs(path: Path) -> None:
     assert [cell.outputs for cell in code] == [[]] * len(code)
     assert [cell.execution_count for cell in code] == [None] * len(code)
     assert notebook.metadata.kernelspec.name == "python3"
+    # Cells added on two branches can share an id; nbformat would then rename one on each read.
+    assert len({cell.id for cell in notebook.cells}) == len(notebook.cells)
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.stem)
