@@ -73,16 +73,20 @@ class Archivist:
 
     @contextmanager
     def released_on_failure(self, doing: str = "", then: str = "") -> Iterator[None]:
-        """Explain an Ollama or Qdrant failure in the block, and release the store if it fails.
+        """Explain an Ollama or Qdrant failure in the block; if the block opened the store,
+        release it again when it fails.
 
-        For one-shot calls: a notebook's kernel outlives a failed cell, and must not keep the
-        embedded store locked against the other notebooks and the command line.
+        A notebook's kernel outlives a failed cell: a call that fails on its first use of the
+        store must not leave it locked against the other notebooks and the command line. A
+        store opened before stays open: the caller may hold stores and agents that use it.
         """
+        opened_before = "client" in self.__dict__
         try:
             with models.explained(self.settings, doing, then):
                 yield
         except BaseException:
-            self.close()
+            if not opened_before:
+                self.close()
             raise
 
     def store(self, name: str, must_exist: bool = True) -> KnowledgeStore:
@@ -253,11 +257,9 @@ class Archivist:
         if not stores:
             raise ArchivistError("No store given.", "Name one with --store NAME.")
         s = self.settings
-        # The model first: a model that is not pulled fails before the store is opened. No
-        # release on failure here: a conversation switching models keeps its current agent.
         with models.explained(s):
-            info = models.show(s, model or s.chat_model)
             tools = [self._store_tool(name) for name in stores]
+            info = models.show(s, model or s.chat_model)
         return build_setup(
             info,
             stores,

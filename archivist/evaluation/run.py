@@ -538,8 +538,8 @@ def evaluate(
         raise ArchivistError("--repeat must be at least 1.", "Use --repeat 1 or more.")
     if not model_names:
         raise ArchivistError("No model to evaluate.", "Name one or more with --model M.")
-    # A failed run (a model not pulled, Ollama gone) releases the store: a notebook's kernel
-    # lives on after the cell.
+    # A failed evaluation (a model not pulled, Ollama gone) releases a store it opened: a
+    # notebook's kernel lives on after the cell.
     with archivist.released_on_failure():
         check_tools(cases, stores)
         k = archivist.settings.k
