@@ -10,7 +10,21 @@ import typer
 from archivist.settings import DEFAULT_STORE, Settings, load_settings
 from archivist.tools.errors import ArchivistError
 
+GENERATE = "eval generate"
+
+
+class Commands(typer.core.TyperGroup):
+    """The top-level commands, where `eval generate …` runs the `eval generate` command: `eval`
+    itself takes a dataset as its argument, so `generate` cannot be a subcommand of it."""
+
+    def resolve_command(self, ctx, args):
+        if args[:2] == GENERATE.split():
+            return GENERATE, self.commands[GENERATE], args[2:]
+        return super().resolve_command(ctx, args)
+
+
 app = typer.Typer(
+    cls=Commands,
     name="archivist",
     help="Local-first agentic RAG: ask questions answered from your own documents.",
     no_args_is_help=True,
@@ -419,6 +433,55 @@ def evaluate(
         if note := text_call_note(summary):
             _notice(note.replace("**", ""))
     _notice(f"Report: {paths['markdown']}, {paths['json']}, {paths['chart']}")
+
+
+@app.command(name=GENERATE)
+def eval_generate(
+    store: StoreOpt,
+    n: Annotated[int, typer.Option("-n", min=1, help="How many cases to generate.")] = 40,
+    model: Annotated[
+        str | None, typer.Option("--model", "-m", help="The Ollama chat model that writes them.")
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(help="The JSONL file to write (default evals/STORE-generated.jsonl)."),
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Seeds the passages' sampling and the model.")] = 42,
+    as_json: JsonOpt = False,
+) -> None:
+    """Write a test set from a store's passages: a question and an answer fragment each."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from archivist.evaluation.generate import dropped_summary, generate_from_store, meta_path
+
+    out = out or Path("evals") / f"{store}-generated.jsonl"
+    archivist = _app()
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    )
+    with progress:
+        task = progress.add_task("generating", total=n)
+
+        def advance(kept: int, tried: int) -> None:
+            progress.update(task, completed=kept, description=f"generating · {tried} passages")
+
+        meta = generate_from_store(archivist, store, out, n, model, seed, advance)
+    if as_json:
+        _print_json({**meta, "out": str(out)})
+    kinds = meta["kinds"]
+    _notice(
+        f"Wrote {meta['cases']} cases to {out}: {kinds['passage']} from passages, "
+        f"{kinds['no_tool']} needing no tool, {kinds['unanswerable']} the store cannot answer."
+    )
+    if meta["generated"] < n:
+        _notice(f"Only {meta['generated']} of {n}: the store ran out of passages.")
+    _notice(dropped_summary(meta))
+    _notice(f"Provenance: {meta_path(out)}. Evaluate with: archivist eval {out} --store {store}")
 
 
 @app.command()

@@ -44,6 +44,20 @@ def chat_model(settings: Settings, model: str | None = None, **options) -> ChatO
     )
 
 
+def structured(
+    settings: Settings, model: str, schema: dict, seed: int | None = None
+) -> Callable[[str, str], object]:
+    """Build a function that sends (system, request) with `schema` as Ollama's `format` and
+    returns the reply's JSON (raising ValueError when the reply is not JSON)."""
+    chat = chat_model(settings, model, temperature=0, seed=seed, format=schema)
+
+    def ask(system: str, request: str) -> object:
+        reply = chat.invoke([("system", system), ("human", request)])
+        return orjson.loads(reply.content if isinstance(reply.content, str) else "")
+
+    return ask
+
+
 # Ollama's context window for a model whose Modelfile sets no num_ctx.
 OLLAMA_DEFAULT_NUM_CTX = 2048
 
