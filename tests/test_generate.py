@@ -171,9 +171,7 @@ def test_sampling_spreads_over_sources_and_sizes_and_follows_the_seed():
     assert sample(chunks, 8) != order
 
 
-def test_the_same_seed_writes_the_same_set_and_another_seed_another(
-    ollama, home, store, tmp_path
-):
+def test_the_same_seed_writes_the_same_set_and_another_seed_another(ollama, home, store, tmp_path):
     first, again, other = tmp_path / "a.jsonl", tmp_path / "b.jsonl", tmp_path / "c.jsonl"
     assert generate(ollama, home, first, "-n", "4").returncode == 0
     assert generate(ollama, home, again, "-n", "4").returncode == 0

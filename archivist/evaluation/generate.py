@@ -234,7 +234,9 @@ def generate(
         if key in tried:
             continue
         lang = language(chunk["text"])
-        request = REQUEST.format(source=chunk["source"], text=chunk["text"], language=LANGUAGES[lang])
+        request = REQUEST.format(
+            source=chunk["source"], text=chunk["text"], language=LANGUAGES[lang]
+        )
         try:
             reply = ask(SYSTEM, request)
             question = str(reply.get("question") or "").strip()
@@ -278,8 +280,7 @@ def generate(
     if not generated:
         raise ArchivistError(
             f"No case survived the filters ({_dropped_text(meta['dropped'])}).",
-            "Try another --model (one that follows instructions), or a store with longer "
-            "passages.",
+            "Try another --model (one that follows instructions), or a store with longer passages.",
         )
     return meta
 
