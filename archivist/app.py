@@ -1,5 +1,8 @@
 """The application: stores, models and graphs wired from the settings, one call per command."""
 
+import hashlib
+import re
+import time
 from collections.abc import Sequence
 from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any
@@ -11,9 +14,12 @@ from archivist.agent.setup import AgentSetup, StoreTool, build_setup
 from archivist.settings import Settings
 from archivist.tools.errors import ArchivistError
 from archivist.tools.store import (
+    SPARSE_SCHEME,
+    Chunk,
     KnowledgeStore,
     SearchMode,
     connect,
+    fingerprints_match,
     list_stores,
 )
 from archivist.turnlog import TurnLog, logged_turn
@@ -46,17 +52,30 @@ class Archivist:
         """The embedding model, with its task prefixes."""
         return models.embeddings(self.settings)
 
+    def embedder(self, model: str | None = None):
+        """The named embedding model (default: the configured one), with its task prefixes."""
+        if model is None or model == self.settings.embed_model:
+            return self.embeddings
+        cache = self.__dict__.setdefault("_embedders", {})
+        if model not in cache:
+            cache[model] = models.embeddings(self.settings, model)
+        return cache[model]
+
     def close(self) -> None:
         """Release the store (the embedded store is locked while open)."""
         if "client" in self.__dict__:
             self.client.close()
             del self.__dict__["client"]
 
-    def store(self, name: str, must_exist: bool = True) -> KnowledgeStore:
-        """Return the named store; by default it must exist and match the embedding model."""
+    def store(
+        self, name: str, must_exist: bool = True, embed_model: str | None = None
+    ) -> KnowledgeStore:
+        """Return the named store; by default it must exist and match the embedding model
+        (`embed_model`, else the configured one)."""
         store = KnowledgeStore(self.client, name, self.settings.server_layout)
         if must_exist:
-            store.check(self.embeddings.fingerprint(store.fingerprint.get("dimension")))
+            embedder = self.embedder(embed_model)
+            store.check(embedder.fingerprint(store.fingerprint.get("dimension")))
         return store
 
     def stores(self) -> list[dict[str, Any]]:
@@ -131,10 +150,79 @@ class Archivist:
         source: str | None = None,
         min_score: float | None = None,
         mmr: float | None = None,
+        embed_model: str | None = None,
     ) -> list[Passage]:
-        """Run the retrieval tool alone and return its results."""
-        tool = self.retrieval_tool(self.store(store), k, mode, min_score, mmr)
+        """Run the retrieval tool alone and return its results; `embed_model` searches a store
+        built with another embedding model than the configured one."""
+        kb = self.store(store, embed_model=embed_model)
+        tool = self.retrieval_tool(kb, k, mode, min_score, mmr, self.embedder(embed_model))
         return search_alone(tool, query, source)
+
+    def embedder_store(self, store: str, embed_model: str, batch: int = 64) -> dict[str, Any]:
+        """Make `store`'s passages searchable with `embed_model`: the store itself when it was
+        built with that model, else a copy of its chunks embedded by it, `STORE__MODEL`, kept
+        and reused while its chunks and the model's fingerprint are the same. Return what was
+        used: the store, whether it was reused, the seconds its build took, its size, and
+        whether the model is a chat model (which embeds poorly) rather than an embedder."""
+        base = self.store(store)
+        with models.explained(self.settings):
+            info = models.show(self.settings, embed_model)
+            embedder = self.embedder(embed_model)
+            dimension = len(embedder.embed_query("dimension"))
+        fingerprint = {**embedder.fingerprint(dimension), "sparse": SPARSE_SCHEME}
+        payloads = list(base.payloads())
+        ids = sorted(Chunk(p["text"], p["source"], p["chunk_index"]).id for p in payloads)
+        built_from = hashlib.sha256("\n".join(ids).encode()).hexdigest()[:16]
+        about = {
+            "embed_model": embed_model,
+            "chat_model": "embedding" not in info.capabilities,
+            "dimension": dimension,
+            "chunks": len(payloads),
+        }
+        if fingerprints_match(base.fingerprint, fingerprint):
+            target, reused = base, True
+        else:
+            slug = re.sub(r"[^A-Za-z0-9]+", "_", embed_model).strip("_")
+            name = f"{store}__{slug}"[:63]
+            target = KnowledgeStore(self.client, name, self.settings.server_layout)
+            reused = (
+                target.exists()
+                and fingerprints_match(target.fingerprint, fingerprint)
+                and target.info().get("built_from") == built_from
+                and target.count() == len(payloads)
+            )
+            if not reused:
+                with models.explained(self.settings, doing=f"Embedding {store} with {embed_model}"):
+                    self._embed_copy(base, target, embedder, fingerprint, payloads, batch)
+                target.annotate(built_from=built_from)
+        return {
+            **about,
+            "store": target.name,
+            "reused": reused,
+            "ingest_s": target.info().get("built_s"),
+            "disk_bytes": target.disk_bytes(),
+        }
+
+    @staticmethod
+    def _embed_copy(base, target, embedder, fingerprint, payloads, batch: int) -> None:
+        """Write `payloads` into `target` (emptied first), embedded by `embedder`, timed."""
+        started = time.perf_counter()
+        if target.exists():
+            target.drop()
+        target.ensure(fingerprint, base.description)
+        for start in range(0, len(payloads), batch):
+            part = payloads[start : start + batch]
+            chunks = [
+                Chunk(p["text"], p["source"], p["chunk_index"], p.get("metadata", {})) for p in part
+            ]
+            target.upsert(
+                chunks,
+                embedder.embed_documents([c.text for c in chunks]),
+                [p["doc_hash"] for p in part],
+                [p["doc_chunks"] for p in part],
+                part[0]["ingested_at"] if part else None,
+            )
+        target.annotate(built_s=round(time.perf_counter() - started, 3))
 
     @cached_property
     def turn_log(self) -> TurnLog:
@@ -148,12 +236,13 @@ class Archivist:
         mode: SearchMode | None = None,
         min_score: float | None = None,
         mmr: float | None = None,
+        embeddings=None,
     ):
         """Build a store's retrieval tool with the settings, overridden by any values given."""
         s = self.settings
         return make_retrieval_tool(
             store,
-            self.embeddings,
+            embeddings or self.embeddings,
             k or s.k,
             mode or s.search_mode,
             s.min_score if min_score is None else min_score,

@@ -380,15 +380,31 @@ def evaluate(
         ),
     ] = None,
     max_rewrites: MaxRewritesOpt = None,
+    embed_models: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--embed-model",
+            help="An Ollama embedding model to compare on retrieval (repeatable): the store's "
+            "chunks are embedded by each into a store of their own, reused on later runs.",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Compare chat models on the same cases: tool use, retrieval, answers, latency."""
+    """Compare chat models on the same cases: tool use, retrieval, answers, latency; and, with
+    --embed-model, embedding models on retrieval. `archivist eval generate` writes the cases
+    from a store."""
     from datetime import datetime
 
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from archivist.evaluation.report import table, text_call_note, write_report
+    from archivist.evaluation.report import (
+        CHAT_EMBEDDER_NOTE,
+        embedder_table,
+        table,
+        text_call_note,
+        write_report,
+    )
     from archivist.evaluation.run import Case, load_dataset
     from archivist.evaluation.run import evaluate as run_evaluation
 
@@ -396,7 +412,9 @@ def evaluate(
         raise ArchivistError(f"Unknown --grade '{grade}'.", "Use --grade off, on or both.")
     cases = load_dataset(dataset)
     archivist = _app(k=k, max_rewrites=max_rewrites)
-    names = models or [archivist.settings.chat_model]
+    embedders = embed_models or []
+    # Comparing embedders alone needs no chat model; a --model given too is evaluated as well.
+    names = models or ([] if embedders else [archivist.settings.chat_model])
     grading = {"off": [False], "on": [True], "both": [False, True]}.get(
         grade or "", [archivist.settings.grade]
     )
@@ -410,14 +428,28 @@ def evaluate(
     )
     with progress:
         task = progress.add_task(
-            "evaluating", total=len(names) * len(grading) * len(cases) * repeat
+            "evaluating", total=len(names) * len(grading) * len(cases) * repeat + len(embedders)
         )
 
         def advance(model: str, case: Case, attempt: int) -> None:
             progress.update(task, advance=1, description=f"{model} · {case.id}")
 
+        def embedding(model: str) -> None:
+            progress.update(task, advance=1, description=f"embedding · {model}")
+
         report = run_evaluation(
-            archivist, dataset, cases, stores, names, repeat, seed, judge, advance, grading
+            archivist,
+            dataset,
+            cases,
+            stores,
+            names,
+            repeat,
+            seed,
+            judge,
+            advance,
+            grading,
+            embedders,
+            embedding,
         )
     paths = write_report(report, out)
     if as_json:
@@ -425,14 +457,21 @@ def evaluate(
     else:
         console = Console()
         # Piped into a file, keep the table whole instead of Rich's 80-column default.
-        (console if console.is_terminal else Console(width=160)).print(table(report))
+        console = console if console.is_terminal else Console(width=160)
+        if report["embedders"]:
+            console.print(embedder_table(report))
+        if report["models"]:
+            console.print(table(report))
+    for summary in report["embedders"]:
+        if summary["chat_model"]:
+            _notice(CHAT_EMBEDDER_NOTE.format(label=summary["embed_model"]).replace("**", ""))
     for name, mode in dict.fromkeys((s["model"], s["mode"]) for s in report["models"]):
         if mode != "agent":
             _notice(f"{name} cannot call tools: evaluated in {mode} mode.")
     for summary in report["models"]:
         if note := text_call_note(summary):
             _notice(note.replace("**", ""))
-    _notice(f"Report: {paths['markdown']}, {paths['json']}, {paths['chart']}")
+    _notice("Report: " + ", ".join(str(path) for path in paths.values()))
 
 
 @app.command(name=GENERATE)

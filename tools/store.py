@@ -438,6 +438,24 @@ class KnowledgeStore:
             )
         return sorted(records, key=lambda r: (r["source"], r["chunk_index"]))
 
+    def payloads(self) -> Iterator[dict[str, Any]]:
+        """Yield every stored chunk's whole payload: text, source, position, version, metadata."""
+        yield from self._payloads(None, True)
+
+    def annotate(self, **fields: Any) -> None:
+        """Record `fields` in the store's metadata, beside its fingerprint and description."""
+        info = self.info()
+        self.client.update_collection(self.name, metadata={"archivist": {**info, **fields}})
+
+    def disk_bytes(self) -> int | None:
+        """Return the disk space the store's files take in an embedded store (None on a
+        server): blocks allocated, since the engine's files are sparse, larger than they hold."""
+        root = getattr(self.client, "path", None)
+        if root is None:
+            return None
+        files = (f.stat() for f in (Path(root) / self.name).rglob("*") if f.is_file())
+        return sum(stat.st_blocks * 512 for stat in files)
+
     def source_names(self) -> list[str]:
         """Return the names of every source in the store (from the payload index)."""
         return sorted(self._facet("source"))
