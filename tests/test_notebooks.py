@@ -101,3 +101,13 @@ def test_the_agent_notebook_draws_the_graph_and_compares_two_models() -> None:
     html = "".join(o.get("data", {}).get("text/html", "") for o in run.outputs)
     assert "restocking" in html.lower()  # the trajectory table holds the retrieved passages
     assert "retrieval_hit@k" in html and "qwen2.5:0.5b (agent)" in html
+
+
+def test_the_agent_notebook_generates_a_set_and_compares_two_embedders() -> None:
+    run = run_notebook("03_agent_and_evals.ipynb")
+
+    html = "".join(o.get("data", {}).get("text/html", "") for o in run.outputs)
+    assert "unanswerable" in html and "no_tool" in html  # the generated set's table
+    assert "shop_docs__all_minilm" in html  # all-minilm got its own store
+    text = "".join("".join(o.get("text", "")) for o in run.outputs)
+    assert "Dropped" in text
