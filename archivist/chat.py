@@ -11,6 +11,7 @@ from archivist.agent.records import EventFn, Passage, Turn
 from archivist.agent.turn import unsearched_note
 from archivist.render import tool_line
 from archivist.tools.errors import ArchivistError
+from archivist.words import count
 
 PROMPT = "› "
 HELP = """Ask a question, or use a command:
@@ -60,6 +61,7 @@ class View(Protocol):
     def stopped(self) -> None: ...
     def error(self, message: str) -> None: ...
     def info(self, text: str) -> None: ...
+    def notice(self, text: str) -> None: ...
     def sources(self, results: list[Passage]) -> None: ...
 
 
@@ -99,7 +101,7 @@ def stores_text(listing: list[dict[str, Any]]) -> str:
         return "No stores yet. Create one with: archivist ingest PATH --store NAME"
     return (
         "\n".join(
-            f"{'*' if s['in_use'] else ' '} {s['store']} ({s['chunks']} chunks)"
+            f"{'*' if s['in_use'] else ' '} {s['store']} ({count(s['chunks'], 'chunk')})"
             + (f": {s['description']}" if s["description"] else "")
             for s in listing
         )
@@ -133,7 +135,7 @@ def run_command(line: str, conversation: Conversation, view: View) -> bool:
         view.info(conversation.describe())
     elif name == "/model":
         for notice in conversation.switch_model(argument):
-            view.info(notice)
+            view.notice(notice)
         view.info(conversation.describe())
     else:
         view.error(f"Unknown command {name}. Type /help for the commands.")
@@ -238,6 +240,12 @@ class PlainView:
     def info(self, text: str) -> None:
         self._end_line()
         self._write(text + "\n")
+
+    def notice(self, text: str) -> None:
+        """Notices go to stderr, so a pipe's stdout holds only answers and asked-for output."""
+        self._end_line()
+        self.err.write(text + "\n")
+        self.err.flush()
 
     def sources(self, results: list[Passage]) -> None:
         self._end_line()

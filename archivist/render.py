@@ -1,6 +1,7 @@
 """One-line renderings of the records a turn leaves, shared by the chat and the turn log."""
 
 from archivist.agent.records import ToolCall
+from archivist.words import count
 
 
 def tool_line(call: ToolCall) -> str:
@@ -10,7 +11,7 @@ def tool_line(call: ToolCall) -> str:
     the grader rewrote is announced on a line of its own: `↻ rewrote to "query"`.
     """
     query = call["args"].get("query", "")
-    found = f"error: {call['error']}" if "error" in call else f"{len(call['results'])} results"
+    found = f"error: {call['error']}" if "error" in call else count(len(call["results"]), "result")
     if "grading_error" in call:
         found += " · grading failed, all kept"
     elif "kept" in call:

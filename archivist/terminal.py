@@ -143,6 +143,9 @@ class RichView:
         self._settle()
         self._print(text)
 
+    def notice(self, text: str) -> None:
+        self.info(text)
+
     def sources(self, results: list[Passage]) -> None:
         self._settle()
         if not results:
