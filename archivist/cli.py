@@ -571,7 +571,9 @@ def eval_generate(
     ] = None,
     out: Annotated[
         Path | None,
-        typer.Option(help="The JSONL file to write (default evals/STORE-generated.jsonl)."),
+        typer.Option(
+            metavar="FILE", help="The JSONL file to write (default evals/STORE-generated.jsonl)."
+        ),
     ] = None,
     seed: Annotated[int, typer.Option(help="Seeds the passages' sampling and the model.")] = 42,
     as_json: JsonOpt = False,
@@ -602,7 +604,7 @@ def eval_generate(
         _print_json({**meta, "out": str(out)})
     kinds = meta["kinds"]
     _notice(
-        f"Wrote {meta['cases']} cases to {out}: {kinds['passage']} from passages, "
+        f"Wrote {count(meta['cases'], 'case')} to {out}: {kinds['passage']} from passages, "
         f"{kinds['no_tool']} needing no tool, {kinds['unanswerable']} the store cannot answer."
     )
     if meta["generated"] < n:
@@ -877,6 +879,7 @@ METAVARS = {
     "model": "MODEL",
     "models": "MODEL",
     "embed_model": "MODEL",
+    "embed_models": "MODEL",
     "judge": "MODEL",
     "k": "N",
     "limit": "N",
