@@ -599,7 +599,11 @@ def eval_generate(
         def advance(kept: int, tried: int) -> None:
             progress.update(task, completed=kept, description=f"generating · {tried} passages")
 
-        meta = generate_from_store(archivist, store, out, n, model, seed, advance)
+        try:
+            meta = generate_from_store(archivist, store, out, n, model, seed, advance)
+        except KeyboardInterrupt:
+            _notice(f"Interrupted. Run the same command again to resume from {out}.")
+            raise typer.Exit(130) from None
     if as_json:
         _print_json({**meta, "out": str(out)})
     kinds = meta["kinds"]
