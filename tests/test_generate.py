@@ -201,6 +201,10 @@ def test_an_interrupted_generation_resumes_where_it_stopped(ollama, home, store,
     assert resumed.returncode == 0, resumed.stderr
     assert out.read_bytes() == whole.read_bytes()
     assert len(ollama.requests_to("/api/chat")) == 5  # no passage asked about twice
+    ollama.clear_requests()
+    finished = generate(ollama, home, out, "-n", "8")
+    assert finished.returncode == 0 and "Wrote 10 cases" in finished.stderr
+    assert out.read_bytes() == whole.read_bytes() and ollama.requests_to("/api/chat") == []
     clash = generate(ollama, home, out, "-n", "8", "--seed", "1")
     assert clash.returncode == 1
     assert "was generated with other settings" in clash.stderr

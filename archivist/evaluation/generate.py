@@ -216,7 +216,10 @@ def generate(
     goes, so a run that stops resumes after the last passage tried.
     """
     meta = _resume(plan, out)
-    cases = _read_cases(out) if meta["tried"] else []
+    if meta["done"]:
+        return meta
+    # The fixed cases are written last, all at once: a run stopped among them writes them again.
+    cases = [c for c in _read_cases(out) if c.get("kind") == "passage"] if meta["tried"] else []
     out.parent.mkdir(parents=True, exist_ok=True)
     # Rewritten whole on resume: drops a line cut short when the run stopped.
     out.write_text("".join(json.dumps(c, ensure_ascii=False) + "\n" for c in cases), "utf-8")
@@ -226,7 +229,7 @@ def generate(
             meta["tried"].append(case["passage"])
             tried.add(case["passage"])
     questions = [c["question"] for c in cases]
-    generated = [c for c in cases if c.get("kind") == "passage"]
+    generated = list(cases)
     for chunk in sample(chunks, plan.seed):
         if len(generated) >= plan.n:
             break
