@@ -11,8 +11,9 @@ from archivist import models
 from archivist.agent.records import Passage, Turn
 from archivist.agent.retrieval import make_retrieval_tool, search_alone, tool_name
 from archivist.agent.setup import AgentSetup, StoreTool, build_setup
-from archivist.settings import Settings
-from archivist.tools.errors import ArchivistError
+from archivist.settings import Settings, mask_url
+from archivist.tools.embedding import PrefixedEmbeddings, default_prefixes
+from archivist.tools.errors import ArchivistError, ModelMissing
 from archivist.tools.store import (
     SPARSE_SCHEME,
     Chunk,
@@ -25,6 +26,7 @@ from archivist.tools.store import (
 from archivist.turnlog import TurnLog, logged_turn
 
 if TYPE_CHECKING:
+    from archivist.agent.langchain import StoreRetriever
     from archivist.ingest.embedder import EmbedSettings
     from archivist.tools.progress import ProgressFn
 
@@ -52,30 +54,33 @@ class Archivist:
         """The embedding model, with its task prefixes."""
         return models.embeddings(self.settings)
 
-    def embedder(self, model: str | None = None):
-        """The named embedding model (default: the configured one), with its task prefixes."""
-        if model is None or model == self.settings.embed_model:
-            return self.embeddings
-        cache = self.__dict__.setdefault("_embedders", {})
-        if model not in cache:
-            cache[model] = models.embeddings(self.settings, model)
-        return cache[model]
-
     def close(self) -> None:
         """Release the store (the embedded store is locked while open)."""
         if "client" in self.__dict__:
             self.client.close()
             del self.__dict__["client"]
 
-    def store(
-        self, name: str, must_exist: bool = True, embed_model: str | None = None
-    ) -> KnowledgeStore:
-        """Return the named store; by default it must exist and match the embedding model
-        (`embed_model`, else the configured one)."""
+    def embeddings_for(self, store: KnowledgeStore) -> PrefixedEmbeddings:
+        """The embedding model a store was built with, with its prefixes: its queries are
+        embedded as its chunks were, whatever model is configured for new stores."""
+        built = store.fingerprint
+        name = built.get("embed_model") or self.settings.embed_model
+        default = default_prefixes(name)
+        prefixes = (built.get("document_prefix", default[0]), built.get("query_prefix", default[1]))
+        configured = self.embeddings
+        if (name, *prefixes) == (
+            configured.model,
+            configured.document_prefix,
+            configured.query_prefix,
+        ):
+            return configured
+        return models.embeddings(self.settings, name, prefixes)
+
+    def store(self, name: str, must_exist: bool = True) -> KnowledgeStore:
+        """Return the named store; by default it must exist and be readable by this release."""
         store = KnowledgeStore(self.client, name, self.settings.server_layout)
         if must_exist:
-            embedder = self.embedder(embed_model)
-            store.check(embedder.fingerprint(store.fingerprint.get("dimension")))
+            store.check(self.embeddings_for(store).fingerprint(store.fingerprint.get("dimension")))
         return store
 
     def stores(self) -> list[dict[str, Any]]:
@@ -150,13 +155,45 @@ class Archivist:
         source: str | None = None,
         min_score: float | None = None,
         mmr: float | None = None,
-        embed_model: str | None = None,
     ) -> list[Passage]:
-        """Run the retrieval tool alone and return its results; `embed_model` searches a store
-        built with another embedding model than the configured one."""
-        kb = self.store(store, embed_model=embed_model)
-        tool = self.retrieval_tool(kb, k, mode, min_score, mmr, self.embedder(embed_model))
-        return search_alone(tool, query, source)
+        """Run the retrieval tool alone and return its results."""
+        opened = self.store(store)
+        tool = self.retrieval_tool(opened, k, mode, min_score, mmr)
+        try:
+            return search_alone(tool, query, source)
+        except ArchivistError:
+            raise
+        except Exception as exc:
+            error = self.query_error(opened, exc)
+            if error is exc:
+                raise
+            raise error from None
+
+    def query_error(self, store: KnowledgeStore, exc: Exception) -> Exception:
+        """Word an expected failure of a query to `store` with its fix (else return `exc`).
+
+        A missing embedding model is named as the store's own: its queries need that model,
+        whichever is configured for new stores.
+        """
+        error = models.explain(exc, self.settings)
+        if error is None:
+            return exc
+        embedder = self.embeddings_for(store)
+        if not isinstance(error, ModelMissing) or error.model != embedder.model:
+            return error
+        fix = f"Pull it with `ollama pull {embedder.model}`: a store is searched with the model "
+        fix += "that embedded its chunks."
+        if embedder.model != self.settings.embed_model:
+            fix += (
+                f" Or rebuild the store with {self.settings.embed_model}: "
+                f"archivist ingest PATH --store {store.name} --reindex"
+            )
+        return ModelMissing(
+            f"Store '{store.name}' was built with the embedding model '{embedder.model}', which "
+            f"Ollama at {mask_url(self.settings.ollama_host)} does not have.",
+            fix,
+            embedder.model,
+        )
 
     def embedder_store(self, store: str, embed_model: str, batch: int = 64) -> dict[str, Any]:
         """Make `store`'s passages searchable with `embed_model`: the store itself when it was
@@ -167,7 +204,7 @@ class Archivist:
         base = self.store(store)
         with models.explained(self.settings):
             info = models.show(self.settings, embed_model)
-            embedder = self.embedder(embed_model)
+            embedder = models.embeddings(self.settings, embed_model)
             dimension = len(embedder.embed_query("dimension"))
         fingerprint = {**embedder.fingerprint(dimension), "sparse": SPARSE_SCHEME}
         payloads = list(base.payloads())
@@ -236,13 +273,12 @@ class Archivist:
         mode: SearchMode | None = None,
         min_score: float | None = None,
         mmr: float | None = None,
-        embeddings=None,
     ):
         """Build a store's retrieval tool with the settings, overridden by any values given."""
         s = self.settings
         return make_retrieval_tool(
             store,
-            embeddings or self.embeddings,
+            self.embeddings_for(store),
             k or s.k,
             mode or s.search_mode,
             s.min_score if min_score is None else min_score,
@@ -299,3 +335,20 @@ class Archivist:
         """Answer one question in a fresh conversation, log it; return the `ask --json` object."""
         setup = self.agent(stores, model, think=think, grade=grade)
         return logged_turn(self.turn_log, "ask", setup, question)
+
+    def retriever(
+        self,
+        store: str,
+        k: int | None = None,
+        mode: SearchMode | None = None,
+        source: str | None = None,
+    ) -> "StoreRetriever":
+        """Return a store as a LangChain retriever: the passages as Documents, best first."""
+        from archivist.agent.langchain import StoreRetriever
+
+        return StoreRetriever(tool=self.retrieval_tool(self.store(store), k, mode), source=source)
+
+    def tool(self, store: str, k: int | None = None, mode: SearchMode | None = None):
+        """Return a store's `search_<store>` tool, as Archivist's agent has it, for any
+        LangChain or LangGraph agent (`create_agent` included)."""
+        return self.retrieval_tool(self.store(store), k, mode)

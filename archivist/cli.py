@@ -137,6 +137,11 @@ def options(
     ] = False,
 ) -> None:
     """Local-first agentic RAG: ask questions answered from your own documents."""
+    if not hasattr(_ctx, "settings"):  # invoked as `app` (CliRunner), not through main()
+        _ctx.settings = load_settings()
+    # Traces carry questions and passages off the machine: never silently.
+    if _ctx.settings.tracing is not None:
+        _notice(_ctx.settings.tracing.notice())
 
 
 def _sample_kb() -> Path:
@@ -802,6 +807,35 @@ def migrate(
         print(f"No stores in {origin}.")
     else:
         print(f"Copied to {destination}; nothing was embedded again.")
+
+
+@app.command()
+def mcp(
+    stores: Annotated[
+        list[str] | None,
+        typer.Option("--store", "-s", help="A store to serve (repeatable). Default: all."),
+    ] = None,
+    http: Annotated[
+        int | None,
+        typer.Option(
+            "--http",
+            min=1,
+            max=65535,
+            help="Serve streamable HTTP at http://127.0.0.1:PORT/mcp instead of stdio.",
+        ),
+    ] = None,
+) -> None:
+    """Serve the stores' search tools to MCP clients (desktop apps, IDEs), over stdio or HTTP."""
+    from archivist.mcp import HTTP_PATH, StoreTools, http_socket, serve_http, serve_stdio
+
+    tools = StoreTools(_settings(), stores or [])
+    tools.check()
+    if http is None:
+        serve_stdio(tools)
+        return
+    sock = http_socket(http)
+    _notice(f"Serving MCP at http://127.0.0.1:{http}{HTTP_PATH} (Ctrl-C stops).")
+    serve_http(tools, sock)
 
 
 @app.command()

@@ -287,18 +287,16 @@ def retrieval_ranks(
     store: str,
     modes: Sequence[SearchMode] = ("hybrid", "dense", "sparse"),
     k: int = 10,
-    embed_model: str | None = None,
 ) -> list[dict[str, Any]]:
     """Search `store` with each case's question in each mode, without a model; return, per
     case with `expect_sources` and mode, the best rank of an expected source in the top k
-    (`rank` None when none is there) and the top result's source. `embed_model` embeds the
-    questions for a store built with another model than the configured one."""
+    (`rank` None when none is there) and the top result's source."""
     records = []
     for case in cases:
         if not case.expect_sources:
             continue
         for mode in modes:
-            results = archivist.search(case.question, store, k, mode, embed_model=embed_model)
+            results = archivist.search(case.question, store, k, mode)
             records.append(
                 {
                     "store": store,
@@ -365,7 +363,8 @@ def compare_embedders(
         if on_store:
             on_store(model)
         built = archivist.embedder_store(store, model)
-        found = retrieval_ranks(archivist, cases, built["store"], EMBEDDER_MODES, k, model)
+        # Each store's questions are embedded by the model that built it.
+        found = retrieval_ranks(archivist, cases, built["store"], EMBEDDER_MODES, k)
         for record in found:
             record["embed_model"] = model
         by_mode = {}
