@@ -912,6 +912,7 @@ def _show_turn(turn_id: int, as_json: bool) -> None:
 # Typer shows a value's Python type where help expects a placeholder (`--store <str>`,
 # `--model <list[str]>`, `-k <int range>`): name what the value is instead.
 METAVARS = {
+    "http": "PORT",
     "store": "NAME",
     "stores": "NAME",
     "model": "MODEL",
