@@ -4,6 +4,7 @@ import hashlib
 import re
 import time
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any
 
@@ -47,7 +48,14 @@ class Archivist:
             prefer_grpc=self.settings.qdrant_grpc,
             timeout=self.settings.qdrant_timeout,
             legacy_path=self.settings.legacy_store_path,
+            wait=self.settings.store_wait,
         )
+
+    def writing(self) -> AbstractContextManager[None]:
+        """Be the embedded store's one writer through the block (another writer waits, saying
+        for whom); a Qdrant server takes many writers."""
+        writing = getattr(self.client, "writing", None)
+        return writing() if writing is not None else nullcontext()
 
     @cached_property
     def embeddings(self):
@@ -82,6 +90,11 @@ class Archivist:
         if must_exist:
             store.check(self.embeddings_for(store).fingerprint(store.fingerprint.get("dimension")))
         return store
+
+    def delete_source(self, store: str, source: str) -> int:
+        """Remove one source's chunks from a store; return how many there were."""
+        with self.writing():
+            return self.store(store).delete_source(source)
 
     def stores(self) -> list[dict[str, Any]]:
         """List the stores with their size, model and description."""
@@ -141,10 +154,13 @@ class Archivist:
         )
         with models.explained(self.settings):
             context = models.embed_context(self.settings)
-        job = plan_ingest(self.store(store, must_exist=False), self.embeddings, options, context)
-        with models.explained(self.settings, doing="Ingest stopped", then=job.kept):
-            report = job.run(list(paths), on_progress)
-        return job.finish(report)
+        # One writer at a time; searches get through between its writes.
+        with self.writing():
+            target = self.store(store, must_exist=False)
+            job = plan_ingest(target, self.embeddings, options, context)
+            with models.explained(self.settings, doing="Ingest stopped", then=job.kept):
+                report = job.run(list(paths), on_progress)
+            return job.finish(report)
 
     def search(
         self,
