@@ -3,8 +3,8 @@
 import hashlib
 import re
 import time
-from collections.abc import Sequence
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any
 
@@ -84,6 +84,24 @@ class Archivist:
             return configured
         return models.embeddings(self.settings, name, prefixes)
 
+    @contextmanager
+    def released_on_failure(self, doing: str = "", then: str = "") -> Iterator[None]:
+        """Explain an Ollama or Qdrant failure in the block; if the block opened the store,
+        release it again when it fails.
+
+        A notebook's kernel outlives a failed cell: a call that fails on its first use of the
+        store must not leave it locked against the other notebooks and the command line. A
+        store opened before stays open: the caller may hold stores and agents that use it.
+        """
+        opened_before = "client" in self.__dict__
+        try:
+            with models.explained(self.settings, doing, then):
+                yield
+        except BaseException:
+            if not opened_before:
+                self.close()
+            raise
+
     def store(self, name: str, must_exist: bool = True) -> KnowledgeStore:
         """Return the named store; by default it must exist and be readable by this release."""
         store = KnowledgeStore(self.client, name, self.settings.server_layout)
@@ -152,13 +170,13 @@ class Archivist:
             embed=embed,
             shard=shard,
         )
-        with models.explained(self.settings):
+        with self.released_on_failure():
             context = models.embed_context(self.settings)
         # One writer at a time; searches get through between its writes.
         with self.writing():
             target = self.store(store, must_exist=False)
             job = plan_ingest(target, self.embeddings, options, context)
-            with models.explained(self.settings, doing="Ingest stopped", then=job.kept):
+            with self.released_on_failure(doing="Ingest stopped", then=job.kept):
                 report = job.run(list(paths), on_progress)
             return job.finish(report)
 
@@ -173,17 +191,18 @@ class Archivist:
         mmr: float | None = None,
     ) -> list[Passage]:
         """Run the retrieval tool alone and return its results."""
-        opened = self.store(store)
-        tool = self.retrieval_tool(opened, k, mode, min_score, mmr)
-        try:
-            return search_alone(tool, query, source)
-        except ArchivistError:
-            raise
-        except Exception as exc:
-            error = self.query_error(opened, exc)
-            if error is exc:
+        with self.released_on_failure():
+            opened = self.store(store)
+            tool = self.retrieval_tool(opened, k, mode, min_score, mmr)
+            try:
+                return search_alone(tool, query, source)
+            except ArchivistError:
                 raise
-            raise error from None
+            except Exception as exc:
+                error = self.query_error(opened, exc)
+                if error is exc:
+                    raise
+                raise error from None
 
     def query_error(self, store: KnowledgeStore, exc: Exception) -> Exception:
         """Word an expected failure of a query to `store` with its fix (else return `exc`).
@@ -324,8 +343,9 @@ class Archivist:
         if not stores:
             raise ArchivistError("No store given.", "Name one with --store NAME.")
         s = self.settings
-        tools = [self._store_tool(name) for name in stores]
-        info = models.show(s, model or s.chat_model)
+        with models.explained(s):
+            tools = [self._store_tool(name) for name in stores]
+            info = models.show(s, model or s.chat_model)
         return build_setup(
             info,
             stores,
@@ -349,8 +369,9 @@ class Archivist:
         grade: bool | None = None,
     ) -> Turn:
         """Answer one question in a fresh conversation, log it; return the `ask --json` object."""
-        setup = self.agent(stores, model, think=think, grade=grade)
-        return logged_turn(self.turn_log, "ask", setup, question)
+        with self.released_on_failure():
+            setup = self.agent(stores, model, think=think, grade=grade)
+            return logged_turn(self.turn_log, "ask", setup, question)
 
     def retriever(
         self,
