@@ -25,9 +25,16 @@ from typing import Annotated, Any, TypedDict
 from langgraph.graph import END, START, StateGraph
 
 from archivist.ingest.embedder import EmbedQueue, EmbedSettings, embed_with_retry
-from archivist.ingest.loaders import LoaderOptions, LoadError
+from archivist.ingest.loaders import LoaderOptions, LoadError, NotADocument
 from archivist.ingest.splitter import SplitterSettings
-from archivist.ingest.sync import Shard, SourceFile, content_hash, discover, make_documents
+from archivist.ingest.sync import (
+    FolderRules,
+    Shard,
+    SourceFile,
+    content_hash,
+    discover,
+    make_documents,
+)
 from archivist.tools.embedding import PrefixedEmbeddings
 from archivist.tools.store import Chunk, KnowledgeStore
 
@@ -79,6 +86,8 @@ class IngestState(IngestInput, total=False):
     """Files read this run (loaded, or unchanged): their sources are exactly `present`."""
     present: Annotated[list[str], add]
     """Sources found in the files this run, stored or unchanged."""
+    whole: Annotated[list[str], add]
+    """Record files found unchanged as a whole: every `file#id` source of theirs is present."""
     stored: Annotated[list[dict[str, Any]], add]
     unchanged: Annotated[list[str], add]
     failed: Annotated[list[dict[str, str]], add]
@@ -94,6 +103,7 @@ def build_ingest_graph(
     embed: EmbedSettings | None = None,
     loader_options: LoaderOptions | None = None,
     on_progress: ProgressFn | None = None,
+    folder_rules: FolderRules | None = None,
 ):
     """Build the graph that keeps `store` in sync with a set of files and folders."""
     splitter = splitter or SplitterSettings()
@@ -115,7 +125,7 @@ def build_ingest_graph(
             state.get("description"),
         )
         shard = _shard(state)
-        files, failed, skipped = discover([Path(p) for p in state["paths"]])
+        files, failed, skipped = discover([Path(p) for p in state["paths"]], options, folder_rules)
         known = {s: info.doc_hash for s, info in store.sources().items() if info.complete}
         if shard:
             # A record file is read by every shard; each keeps the records it owns.
@@ -142,7 +152,7 @@ def build_ingest_graph(
         batch = state["files"][start : start + batch_files * UNCHANGED_PER_LOADED]
         known = state["known"]
         shard = _shard(state)
-        pending, unchanged, failed, settled, present = [], [], [], [], []
+        pending, unchanged, failed, skipped, settled, present, whole = [], [], [], [], [], [], []
         loaded = 0
         for count, file in enumerate(batch, 1):
             if loaded == batch_files:
@@ -155,9 +165,14 @@ def build_ingest_graph(
                     unchanged.append(file.source)
                     present.append(file.source)
                     settled.append(file.source)
+                    if file.has_records:
+                        whole.append(file.source)
                     continue
                 loaded += 1
                 documents = make_documents(file, splitter, options, file_hash)
+            except NotADocument as exc:
+                skipped.append({"source": file.source, "reason": str(exc)})
+                continue
             except LoadError as exc:
                 failed.append({"source": file.source, "reason": str(exc)})
                 notify("failed", failed[-1])
@@ -200,8 +215,10 @@ def build_ingest_graph(
             "pending": state.get("pending", []) + pending,
             "unchanged": unchanged,
             "failed": failed,
+            "skipped": skipped,
             "settled": settled,
             "present": present,
+            "whole": whole,
         }
 
     queues: dict[str, EmbedQueue] = {}  # each run's requests in flight
@@ -271,6 +288,7 @@ def build_ingest_graph(
     def prune(state: IngestState) -> dict[str, Any]:
         present = set(state.get("present", []))
         settled = set(state.get("settled", []))
+        whole = set(state.get("whole", []))
         # A file that failed to load keeps what the store holds of it.
         unread = [f for f in state["files"] if f.source not in settled]
         shard = _shard(state)
@@ -279,6 +297,7 @@ def build_ingest_graph(
             for s in store.sources()
             if (shard is None or shard.owns(s))
             and s not in present
+            and not _record_of(s, whole)
             and not any(f.owns(s) for f in unread)
         ]
         for source in removed:
@@ -322,6 +341,16 @@ def build_ingest_graph(
     builder.add_conditional_edges("embed_and_store", after_store, ["load_batch", "prune", END])
     builder.add_edge("prune", END)
     return builder.compile(name="ingest")
+
+
+def _record_of(source: str, files: set[str]) -> bool:
+    """Whether `source` is a record `file#id` of one of `files` (a file name may hold `#`)."""
+    at = source.find("#")
+    while at != -1:
+        if source[:at] in files:
+            return True
+        at = source.find("#", at + 1)
+    return False
 
 
 def _shard(state: IngestState) -> Shard | None:

@@ -5,6 +5,7 @@ to keep it in sync with its sources lives in the collection itself: the index fi
 the collection's metadata, and each source's content hash in its chunks' payloads.
 """
 
+import hashlib
 import json
 import re
 import time
@@ -51,8 +52,14 @@ class Chunk:
 
     @property
     def id(self) -> str:
-        """Derive the point id from source, position and content, so re-runs overwrite."""
-        return str(uuid.uuid5(_ID_NAMESPACE, f"{self.source}\0{self.chunk_index}\0{self.text}"))
+        """Derive the point id from source, position and content, so re-runs overwrite.
+
+        As `uuid.uuid5`, but a lone surrogate (a file name's undecodable byte, a JSON `\\ud800`
+        escape) is hashed as its code point instead of failing the whole ingest.
+        """
+        name = f"{self.source}\0{self.chunk_index}\0{self.text}".encode("utf-8", "surrogatepass")
+        digest = hashlib.sha1(_ID_NAMESPACE.bytes + name, usedforsecurity=False).digest()
+        return str(uuid.UUID(bytes=digest[:16], version=5))
 
 
 @dataclass
