@@ -113,8 +113,17 @@ class Archivist:
         id_field: str | None = None,
         embed: "EmbedSettings | None" = None,
         shard: str | None = None,
+        text_extensions: Sequence[str] = (),
+        loaders: Sequence[str] = (),
+        include: Sequence[str] = (),
+        exclude: Sequence[str] = (),
+        allow_chat_embedder: bool = False,
     ) -> dict[str, Any]:
         """Bring a store in sync with files and folders; return the ingest report.
+
+        `text_extensions` are read as plain text (`.py`); `loaders` name LangChain document
+        loaders for file patterns (`*.xml=module:Class`); `include`/`exclude` are globs on
+        paths inside the folders (gitignore syntax).
 
         With `reindex`, a store built with another embedding model is rebuilt into a scratch
         collection and swapped in only when the rebuild is done; the old store stays usable
@@ -124,7 +133,7 @@ class Archivist:
         from archivist.ingest.embedder import EmbedSettings
         from archivist.ingest.graph import build_ingest_graph, run_ingest
         from archivist.ingest.loaders import LoaderOptions
-        from archivist.ingest.sync import Shard
+        from archivist.ingest.sync import FolderRules, Shard
 
         if shard is not None:
             shard = str(Shard.parse(shard))
@@ -137,10 +146,16 @@ class Archivist:
                 )
 
         started = time.perf_counter()
-        splitter = self._splitter(chunk_size, chunk_overlap)
+        splitter = self._splitter(chunk_size, chunk_overlap, allow_chat_embedder)
         sizes = {"batch_size": batch_size, "concurrency": concurrency}
         embed = replace(embed or EmbedSettings(), **{k: v for k, v in sizes.items() if v})
-        loader = LoaderOptions(text_field or None, id_field or LoaderOptions.id_field)
+        loader = LoaderOptions(
+            text_field or None,
+            id_field or LoaderOptions.id_field,
+            text_extensions=_extensions(text_extensions),
+            extra_loaders=_named_loaders(loaders),
+        )
+        rules = FolderRules(include=tuple(include), exclude=tuple(exclude))
         target = self.store(store, must_exist=False)
         wanted = self.embeddings.fingerprint(
             target.fingerprint.get("dimension") if target.exists() else None
@@ -163,6 +178,7 @@ class Archivist:
             embed=embed,
             loader_options=loader,
             on_progress=on_progress,
+            folder_rules=rules,
         )
         try:
             report = run_ingest(
@@ -197,7 +213,9 @@ class Archivist:
             "seconds": round(time.perf_counter() - started, 2),
         }
 
-    def _splitter(self, chunk_size: int | None, chunk_overlap: int | None):
+    def _splitter(
+        self, chunk_size: int | None, chunk_overlap: int | None, allow_chat_embedder: bool = False
+    ):
         """Chunk sizes that fit the embedding model's context: defaults shrink to fit it,
         sizes asked for that cannot fit are refused rather than silently truncated."""
         from archivist.ingest.splitter import SplitterSettings
@@ -207,7 +225,7 @@ class Archivist:
         except ValueError as exc:
             raise ArchivistError(f"Cannot split with {exc}.", "Choose other sizes.") from None
         try:
-            context = models.embed_context(self.settings)
+            context = models.embed_context(self.settings, allow_chat=allow_chat_embedder)
         except Exception as exc:
             if explained := models.explain(exc, self.settings):
                 raise explained from None
@@ -526,6 +544,40 @@ def logged_turn(
         raise
     log.record(result, command, thread_id)
     return result
+
+
+def _extensions(values: Sequence[str]) -> frozenset[str]:
+    """Normalise `--text-ext` values (`py`, `.PY`, `.py,.toml`) to lower-case `.ext`."""
+    found = set()
+    for value in values:
+        for part in value.split(","):
+            part = part.strip().lower()
+            if part:
+                found.add(part if part.startswith(".") else f".{part}")
+    return frozenset(found)
+
+
+def _named_loaders(values: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """Read `--loader PATTERN=module:Class` values, checking each class imports now rather
+    than failing every file it names."""
+    from archivist.ingest.loaders import LoadError
+    from archivist.ingest.loaders.community import loader_class_for
+
+    named = []
+    for value in values:
+        pattern, _, spec = value.partition("=")
+        if not pattern.strip() or ":" not in spec:
+            raise ArchivistError(
+                f"'{value}' does not name a loader.",
+                "Write --loader 'PATTERN=module:Class', e.g. "
+                "--loader '*.xml=langchain_community.document_loaders:UnstructuredXMLLoader'.",
+            )
+        try:
+            loader_class_for(spec.strip())
+        except LoadError as exc:
+            raise ArchivistError(f"Cannot use --loader {value}: {exc}.") from None
+        named.append((pattern.strip(), spec.strip()))
+    return tuple(named)
 
 
 def new_thread_id() -> str:
