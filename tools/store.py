@@ -541,7 +541,7 @@ class KnowledgeStore:
             candidates = fuse_zscore(lists[0], lists[1])
         if min_score is not None:
             candidates = [(p, s) for p, s in candidates if s >= min_score]
-        passages = collapse_overlaps(candidates)
+        passages = merge_duplicates(collapse_overlaps(candidates))
         if mmr is not None:
             passages = select_mmr(passages, query_vector, k, mmr)
         return [
@@ -694,6 +694,25 @@ def collapse_overlaps(candidates: Sequence[tuple[models.ScoredPoint, float]]) ->
         else:
             passages.append(passage)
     return passages
+
+
+def merge_duplicates(passages: list[_Passage]) -> list[_Passage]:
+    """Show a text found in several sources once (versioned docs repeat pages): the best
+    ranked passage stays, and lists the other sources in its metadata as `also_in`."""
+    kept: dict[str, _Passage] = {}
+    for passage in passages:
+        key = " ".join(passage.text.split()).casefold()
+        first = kept.get(key)
+        if first is None:
+            kept[key] = passage
+        elif passage.source != first.source and passage.source not in first.metadata.get(
+            "also_in", []
+        ):
+            first.metadata = {
+                **first.metadata,
+                "also_in": [*first.metadata.get("also_in", []), passage.source],
+            }
+    return list(kept.values())
 
 
 def select_mmr(

@@ -143,7 +143,9 @@ def load_rst(path: Path, options: LoaderOptions) -> list[Section]:
             if name in ("code-block", "code", "sourcecode"):
                 out.append(f"Code ({argument}):" if argument else "Code:")
             elif name not in ("image", "figure", "toctree", "include", "raw"):
-                out.append(f"{name.capitalize()}: {argument}".rstrip(": ").rstrip() + ":")
+                out.append(
+                    f"{name.capitalize()}: {argument}" if argument else f"{name.capitalize()}:"
+                )
             i += 1
             continue
         if line.startswith(".. ") or line.strip() == "..":
