@@ -15,9 +15,10 @@ resumed in another process sends again whatever was in flight.
 """
 
 import functools
+import itertools
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from operator import add
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
@@ -28,11 +29,13 @@ from archivist.ingest.embedder import EmbedQueue, EmbedSettings, embed_with_retr
 from archivist.ingest.loaders import LoaderOptions, LoadError, NotADocument
 from archivist.ingest.splitter import SplitterSettings
 from archivist.ingest.sync import (
+    Document,
     FolderRules,
     Shard,
     SourceFile,
     content_hash,
     discover,
+    iter_documents,
     make_documents,
 )
 from archivist.tools.embedding import PrefixedEmbeddings
@@ -43,6 +46,9 @@ DIMENSION_PROBE = "dimension probe"
 LOOKAHEAD = 2
 """Requests left queued, per request in flight, when a step returns to read more files."""
 UNCHANGED_PER_LOADED = 16
+RECORDS_PER_STEP = 2048
+"""Documents a step takes from a record file: a 200,000-line JSONL is read in slices, so its
+records are never all in memory (or in the state) at once."""
 
 
 class PendingDoc(TypedDict):
@@ -80,6 +86,8 @@ class IngestState(IngestInput, total=False):
     """The store's complete source versions before this run: source → content hash."""
     position: int
     """How many of `files` have been loaded so far."""
+    offset: int
+    """Documents already taken from the record file at `position` (read in slices)."""
     pending: list[PendingDoc]
     """Documents loaded and split, not yet completely stored."""
     settled: Annotated[list[str], add]
@@ -140,13 +148,33 @@ def build_ingest_graph(
             "files": files,
             "known": known,
             "position": 0,
+            "offset": 0,
             "pending": [],
             "failed": [f.to_dict() for f in failed],
             "skipped": [f.to_dict() for f in skipped],
         }
 
+    readers: dict[str, tuple[str, Iterator[Document]]] = {}  # each run's record file, open
+
+    def take(run: str, file: SourceFile, file_hash: str | None, offset: int):
+        """The next slice of a record file's documents from `offset`, and whether it is the
+        last (a run resumed in another process opens the file again and skips `offset`)."""
+        reader = readers.get(run)
+        if reader is None or reader[0] != file.source:
+            documents = iter_documents(file, splitter, options, file_hash)
+            for _ in itertools.islice(documents, offset):
+                pass
+            reader = readers[run] = (file.source, documents)
+        taken = list(itertools.islice(reader[1], RECORDS_PER_STEP))
+        done = len(taken) < RECORDS_PER_STEP
+        if done:
+            readers.pop(run, None)
+        return taken, done
+
     def load_batch(state: IngestState) -> dict[str, Any]:
         start = state["position"]
+        offset = state.get("offset", 0)
+        run = state["run"]
         # A batch is `batch_files` files to load; unchanged files, only hashed, are cheap, so
         # a step passes over up to UNCHANGED_PER_LOADED times as many.
         batch = state["files"][start : start + batch_files * UNCHANGED_PER_LOADED]
@@ -159,9 +187,11 @@ def build_ingest_graph(
                 batch = batch[: count - 1]
                 break
             file_options = options if file.has_records else None
+            file_hash, done = None, True
             try:
-                file_hash = content_hash(file.path, splitter, file_options)
-                if known.get(file.source) == file_hash:
+                if offset == 0 or run not in readers:
+                    file_hash = content_hash(file.path, splitter, file_options)
+                if offset == 0 and known.get(file.source) == file_hash:
                     unchanged.append(file.source)
                     present.append(file.source)
                     settled.append(file.source)
@@ -169,19 +199,24 @@ def build_ingest_graph(
                         whole.append(file.source)
                     continue
                 loaded += 1
-                documents = make_documents(file, splitter, options, file_hash)
-            except NotADocument as exc:
-                skipped.append({"source": file.source, "reason": str(exc)})
+                if file.has_records:
+                    documents, done = take(run, file, file_hash, offset)
+                else:
+                    documents = make_documents(file, splitter, options, file_hash)
+            except (LoadError, OSError) as exc:
+                # A record file failing in a later slice keeps the records already taken.
+                readers.pop(run, None)
+                offset = 0
+                reason = (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
+                if isinstance(exc, NotADocument):
+                    skipped.append({"source": file.source, "reason": reason})
+                else:
+                    failed.append({"source": file.source, "reason": reason})
+                    notify("failed", failed[-1])
                 continue
-            except LoadError as exc:
-                failed.append({"source": file.source, "reason": str(exc)})
-                notify("failed", failed[-1])
-                continue
-            except OSError as exc:
-                failed.append({"source": file.source, "reason": exc.strerror or str(exc)})
-                notify("failed", failed[-1])
-                continue
-            settled.append(file.source)
+            offset = 0 if done else offset + len(documents)
+            if done:
+                settled.append(file.source)
             for doc in documents:
                 if shard and not shard.owns(doc.source):
                     continue
@@ -202,6 +237,9 @@ def build_ingest_graph(
                         loaded_at=time.time(),
                     )
                 )
+            if not done:
+                batch = batch[: count - 1]  # the rest of this file comes in the next step
+                break
         notify(
             "loaded",
             {
@@ -212,6 +250,7 @@ def build_ingest_graph(
         )
         return {
             "position": start + len(batch),
+            "offset": offset,
             "pending": state.get("pending", []) + pending,
             "unchanged": unchanged,
             "failed": failed,
@@ -224,6 +263,7 @@ def build_ingest_graph(
     queues: dict[str, EmbedQueue] = {}  # each run's requests in flight
 
     def close_queue(state: IngestState) -> None:
+        readers.pop(state.get("run", ""), None)
         queue = queues.pop(state.get("run", ""), None)
         if queue is not None:
             queue.close()

@@ -5,6 +5,7 @@ import functools
 import hashlib
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from archivist.ingest.loaders import (
     LoadError,
     Section,
     check_size,
-    load,
+    iter_load,
 )
 from archivist.ingest.splitter import SplitterSettings, split_text
 from archivist.tools.errors import ArchivistError
@@ -126,21 +127,33 @@ def make_documents(
 ) -> list[Document]:
     """Load a file and split it into documents: one for the file, or one per record with an
     id (source `file#id`). Raise LoadError if the file cannot be ingested."""
+    return list(iter_documents(file, splitter, options, file_hash))
+
+
+def iter_documents(
+    file: SourceFile,
+    splitter: SplitterSettings,
+    options: LoaderOptions | None = None,
+    file_hash: str | None = None,
+) -> Iterator[Document]:
+    """As `make_documents`, a document at a time: a record with an id as soon as it is read
+    (JSON Lines are read line by line), the file's records without an id last, together."""
     options = options or LoaderOptions()
-    sections = load(file.path, options)
-    documents: list[Document] = []
-    keyed = [s for s in sections if s.key is not None]
-    for section in keyed:
+    rest: list[Section] = []
+    found = False
+    for section in iter_load(file.path, options):
+        if section.key is None:
+            rest.append(section)
+            continue
         chunks = chunk_sections(f"{file.source}#{section.key}", [section], splitter)
         if chunks:
-            hashed = record_hash(section, splitter, options)
-            documents.append(Document(chunks[0].source, hashed, chunks))
-    rest = [s for s in sections if s.key is None]
+            found = True
+            yield Document(chunks[0].source, record_hash(section, splitter, options), chunks)
     if rest:
         chunks = chunk_sections(file.source, rest, splitter)
         if chunks:
+            found = True
             doc_hash = file_hash or content_hash(file.path, splitter, options)
-            documents.append(Document(file.source, doc_hash, chunks))
-    if not documents:
+            yield Document(file.source, doc_hash, chunks)
+    if not found:
         raise LoadError("no text in the file")
-    return documents

@@ -7,6 +7,7 @@ own modules; `LOADERS` maps extensions to them, and `LoaderOptions` adds plain-t
 LangChain loaders named for file patterns.
 """
 
+from collections.abc import Iterator
 from pathlib import Path
 
 from archivist.ingest.loaders.base import (
@@ -64,6 +65,7 @@ __all__ = [
     "check_size",
     "decode_text",
     "iter_jsonl",
+    "iter_load",
     "load",
     "looks_binary",
     "read_text",
@@ -145,13 +147,25 @@ def load(path: Path, options: LoaderOptions | None = None) -> list[Section]:
     Whatever a loader raises (a library's own error on a damaged or hostile file) fails that
     file alone, with the error as its reason.
     """
+    return list(iter_load(path, options))
+
+
+def iter_load(path: Path, options: LoaderOptions | None = None) -> Iterator[Section]:
+    """Load a file section by section: JSON Lines a record at a time, other formats whole.
+
+    Raises as `load` does, possibly after some sections were yielded (a bad line in the
+    middle of a JSON Lines file)."""
     options = options or LoaderOptions()
     loader = _loader(path, options)
     if loader is None:
         raise NotADocument(skip_reason(path))
     check_size(path)
+    with_text = False
     try:
-        sections = loader(path, options)
+        sections = iter_jsonl(path, options) if loader is load_jsonl else loader(path, options)
+        for section in sections:
+            with_text = with_text or bool(section.text.strip())
+            yield section
     except LoadError:
         raise
     except OSError as exc:
@@ -166,6 +180,5 @@ def load(path: Path, options: LoaderOptions | None = None) -> list[Section]:
         raise LoadError(
             f"unreadable {kind} ({type(exc).__name__}{': ' + detail if detail else ''})"
         ) from None
-    if not any(s.text.strip() for s in sections):
+    if not with_text:
         raise NotADocument("no text in the file")
-    return sections
