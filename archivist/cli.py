@@ -138,6 +138,7 @@ def ingest(
         list[str] | None,
         typer.Option(
             "--text-ext",
+            metavar="EXTS",
             help="Also ingest files with these extensions as plain text (e.g. .py,.toml).",
         ),
     ] = None,
@@ -145,21 +146,29 @@ def ingest(
         list[str] | None,
         typer.Option(
             "--loader",
+            metavar="PATTERN=CLASS",
             help="A LangChain document loader for a file pattern: 'PATTERN=module:Class' "
             "(e.g. '*.xml=langchain_community.document_loaders:UnstructuredXMLLoader').",
         ),
     ] = None,
     include: Annotated[
         list[str] | None,
-        typer.Option(help="Only files matching this glob (gitignore syntax; repeatable)."),
+        typer.Option(
+            metavar="GLOB", help="Only files matching this glob (gitignore syntax; repeatable)."
+        ),
     ] = None,
     exclude: Annotated[
         list[str] | None,
-        typer.Option(help="Leave out files and folders matching this glob (repeatable)."),
+        typer.Option(
+            metavar="GLOB", help="Leave out files and folders matching this glob (repeatable)."
+        ),
     ] = None,
     allow_chat_embedder: Annotated[
         bool,
-        typer.Option(help="Embed with a model Ollama does not list as an embedding model."),
+        typer.Option(
+            "--allow-chat-embedder",
+            help="Embed with a model Ollama does not list as an embedding model.",
+        ),
     ] = False,
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="List every skipped file with its reason.")

@@ -358,3 +358,16 @@ def test_office_packages_are_bounded_unpacked_before_parsing(tmp_path):
         path.write_bytes(bomb.read_bytes())
         with pytest.raises(LoadError, match="unpacks to 24 MB of text, over the 24 MB limit"):
             load(path)
+
+
+def test_a_named_loader_that_cannot_be_imported_is_refused_before_the_ingest():
+    from archivist.app import _named_loaders
+    from archivist.tools.errors import ArchivistError
+
+    with pytest.raises(ArchivistError, match=r"Cannot use --loader \*\.xml=no_such_pkg:Loader"):
+        _named_loaders(["*.xml=no_such_pkg:Loader"])
+    with pytest.raises(ArchivistError, match="does not name a loader"):
+        _named_loaders(["*.xml"])
+    assert _named_loaders(["*.txt=archivist.ingest.loaders.community:LoadError"]) == (
+        ("*.txt", "archivist.ingest.loaders.community:LoadError"),
+    )
