@@ -43,22 +43,25 @@ def load_docx(path: Path, options: LoaderOptions) -> list[Section]:
         document = docx.Document(str(path))
     except Exception as exc:
         raise LoadError(f"damaged DOCX: {exc}") from None
+    # Style names by id, read once: python-docx looks each paragraph's style up with an XPath
+    # query over all styles, which made a large document take minutes.
+    names = {style.style_id: style.name for style in document.styles}
     blocks = []
     for item in document.iter_inner_content():
         if isinstance(item, Table):
             blocks.append(_markdown_table([[c.text for c in row.cells] for row in item.rows]))
         else:
-            blocks.append(_docx_paragraph(item))
+            blocks.append(_docx_paragraph(item, names))
     title = document.core_properties.title
     text = "\n\n".join(b for b in blocks if b.strip())
     return [Section(text, {"title": title} if title else {})]
 
 
-def _docx_paragraph(paragraph) -> str:
+def _docx_paragraph(paragraph, names: dict[str, str]) -> str:
     text = paragraph.text.strip()
-    style = (paragraph.style.name if paragraph.style is not None else "") or ""
     if not text:
         return ""
+    style = names.get(paragraph._p.style or "Normal", "") or ""
     if style == "Title":
         return f"# {text}"
     if match := re.match(r"Heading (\d)", style):
