@@ -7,7 +7,11 @@ asks the conversation, and tells the view what happened. Tests script all three.
 from collections.abc import Callable
 from typing import Any, Protocol, TextIO
 
+from archivist.agent.records import EventFn, Passage, Turn
+from archivist.agent.turn import unsearched_note
+from archivist.render import tool_line
 from archivist.tools.errors import ArchivistError
+from archivist.words import count
 
 PROMPT = "› "
 HELP = """Ask a question, or use a command:
@@ -23,7 +27,7 @@ Esc then Enter adds a line break; pasted text keeps its lines."""
 class Conversation(Protocol):
     """What the chat loop asks of the application."""
 
-    def answer(self, question: str, on_event: Callable[[str, Any], None]) -> dict[str, Any]:
+    def answer(self, question: str, on_event: EventFn) -> Turn:
         """Answer a question, reporting progress; return the `ask --json` object."""
         ...
 
@@ -43,7 +47,7 @@ class Conversation(Protocol):
         """List the stores, each with `in_use`."""
         ...
 
-    def sources(self) -> list[dict[str, Any]]:
+    def sources(self) -> list[Passage]:
         """Return the last turn's search results, numbered."""
         ...
 
@@ -53,41 +57,29 @@ class View(Protocol):
 
     def begin(self) -> None: ...
     def event(self, kind: str, data: Any) -> None: ...
-    def finish(self, result: dict[str, Any]) -> None: ...
+    def finish(self, result: Turn) -> None: ...
     def stopped(self) -> None: ...
     def error(self, message: str) -> None: ...
     def info(self, text: str) -> None: ...
-    def sources(self, results: list[dict[str, Any]]) -> None: ...
+    def notice(self, text: str) -> None: ...
+    def sources(self, results: list[Passage]) -> None: ...
 
 
-def tool_line(call: dict[str, Any]) -> str:
-    """Describe one tool call: `search_x("query") · 5 results · 2 relevant · 14 ms`.
-
-    A graded search says how many passages were relevant (or that grading failed); a search
-    the grader rewrote is announced on a line of its own: `↻ rewrote to "query"`.
-    """
-    query = call["args"].get("query", "")
-    found = f"error: {call['error']}" if "error" in call else f"{len(call['results'])} results"
-    if "grading_error" in call:
-        found += " · grading failed, all kept"
-    elif "kept" in call:
-        found += f" · {len(call['kept'])} relevant"
-    line = f'{call["name"]}("{query}") · {found} · {call["latency_ms"]:.0f} ms'
-    if "grade_ms" in call:
-        line += f" + {call['grade_ms']:.0f} ms grading"
-    if "rewritten_from" in call:
-        line = f'↻ rewrote to "{query}"\n{line}'
-    return line
+def unsearched_line(result: Turn) -> str | None:
+    """The dim line under an answer the agent gave without searching, if it did."""
+    if result.get("searched", True):
+        return None
+    return unsearched_note(result["model"], result["stores"])
 
 
-def sources_line(result: dict[str, Any]) -> str | None:
+def sources_line(result: Turn) -> str | None:
     """List the sources an answer cited, if any."""
     if not result["citations"]:
         return None
     return "Sources: " + "  ".join(f"[{c['n']}] {c['source']}" for c in result["citations"])
 
 
-def invalid_line(result: dict[str, Any]) -> str | None:
+def invalid_line(result: Turn) -> str | None:
     """Warn about citation numbers that no search returned."""
     if not result.get("invalid_citations"):
         return None
@@ -95,7 +87,7 @@ def invalid_line(result: dict[str, Any]) -> str | None:
     return f"Warning: {cited} cited but not retrieved."
 
 
-def render_answer(result: dict[str, Any]) -> str:
+def render_answer(result: Turn) -> str:
     """Render a whole turn as text: tool lines, the answer, the cited sources."""
     lines = [tool_line(call) for call in result["tool_calls"]]
     lines.append(result["answer"])
@@ -109,7 +101,7 @@ def stores_text(listing: list[dict[str, Any]]) -> str:
         return "No stores yet. Create one with: archivist ingest PATH --store NAME"
     return (
         "\n".join(
-            f"{'*' if s['in_use'] else ' '} {s['store']} ({s['chunks']} chunks)"
+            f"{'*' if s['in_use'] else ' '} {s['store']} ({count(s['chunks'], 'chunk')})"
             + (f": {s['description']}" if s["description"] else "")
             for s in listing
         )
@@ -143,7 +135,7 @@ def run_command(line: str, conversation: Conversation, view: View) -> bool:
         view.info(conversation.describe())
     elif name == "/model":
         for notice in conversation.switch_model(argument):
-            view.info(notice)
+            view.notice(notice)
         view.info(conversation.describe())
     else:
         view.error(f"Unknown command {name}. Type /help for the commands.")
@@ -226,13 +218,13 @@ class PlainView:
             self.err.write(f"Note: {data}\n")
             self.err.flush()
 
-    def finish(self, result: dict[str, Any]) -> None:
+    def finish(self, result: Turn) -> None:
         if self._thinking or not self._streamed:
             self._end_line()
             self._write(result["answer"])
             self._open = True
         self._end_line()
-        for line in (sources_line(result), invalid_line(result)):
+        for line in (sources_line(result), invalid_line(result), unsearched_line(result)):
             if line:
                 self._write(line + "\n")
 
@@ -249,7 +241,13 @@ class PlainView:
         self._end_line()
         self._write(text + "\n")
 
-    def sources(self, results: list[dict[str, Any]]) -> None:
+    def notice(self, text: str) -> None:
+        """Notices go to stderr, so a pipe's stdout holds only answers and asked-for output."""
+        self._end_line()
+        self.err.write(text + "\n")
+        self.err.flush()
+
+    def sources(self, results: list[Passage]) -> None:
         self._end_line()
         if not results:
             self._write("No search results yet in this conversation.\n")

@@ -16,6 +16,8 @@ from rich.progress import (
 )
 from rich.text import Text
 
+from archivist.words import count
+
 
 class RateColumn(ProgressColumn):
     """Items per second, e.g. `41.7/s`."""
@@ -88,7 +90,7 @@ class IngestProgress:
             return
         if self.progress is None:
             if event == "stored":
-                self._line(f"  stored {data['source']} ({data['chunks']} chunks)")
+                self._line(f"  stored {data['source']} ({count(data['chunks'], 'chunk')})")
             elif event == "failed":
                 self._line(f"  failed {data['source']}: {data['reason']}")
             return

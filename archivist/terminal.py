@@ -12,7 +12,9 @@ from rich.segment import Segment
 from rich.spinner import Spinner
 from rich.text import Text
 
-from archivist.chat import invalid_line, sources_line, tool_line
+from archivist.agent.records import Passage, Turn
+from archivist.chat import invalid_line, sources_line, unsearched_line
+from archivist.render import tool_line
 
 
 class _Tail:
@@ -118,7 +120,7 @@ class RichView:
             self._thinking = True
         self.console.print(text, end="", style="dim italic", markup=False, highlight=False)
 
-    def finish(self, result: dict[str, Any]) -> None:
+    def finish(self, result: Turn) -> None:
         if not self._text:
             self._text = result["answer"]
         self._settle()
@@ -126,6 +128,8 @@ class RichView:
             self._print(line, "dim")
         if line := invalid_line(result):
             self._print(line, "yellow")
+        if line := unsearched_line(result):
+            self._print(line, "dim")
 
     def stopped(self) -> None:
         self._settle()
@@ -139,7 +143,10 @@ class RichView:
         self._settle()
         self._print(text)
 
-    def sources(self, results: list[dict[str, Any]]) -> None:
+    def notice(self, text: str) -> None:
+        self.info(text)
+
+    def sources(self, results: list[Passage]) -> None:
         self._settle()
         if not results:
             self._print("No search results yet in this conversation.")

@@ -245,17 +245,12 @@ def our_ingest(url: str, home: Path, corpus: Path, store: str = "bench") -> tupl
 def stored_texts(url: str, home: Path, store: str, prefix: str = "search_document: ") -> list[str]:
     """The chunk texts a store holds, as they were sent to the embedder."""
     from archivist.app import Archivist
+    from archivist.tools.engine import scroll_pages
 
     app = Archivist(_settings(url, home))
-    texts, offset = [], None
     try:
-        while True:
-            points, offset = app.client.scroll(
-                store, limit=2048, offset=offset, with_payload=["text"], with_vectors=False
-            )
-            texts += [prefix + p.payload["text"] for p in points]
-            if offset is None:
-                return texts
+        pages = scroll_pages(app.client, store, 2048, with_payload=["text"])
+        return [prefix + p.payload["text"] for points in pages for p in points]
     finally:
         app.close()
 
@@ -430,7 +425,8 @@ def agent_overhead(client, store_name: str, queries: list[str], turns: int = 100
 
     from archivist.agent.graph import build_agent
     from archivist.agent.retrieval import make_retrieval_tool
-    from archivist.app import run_turn
+    from archivist.agent.setup import AgentSetup
+    from archivist.agent.turn import run_turn
     from archivist.tools.store import KnowledgeStore
 
     store = KnowledgeStore(client, store_name)
@@ -449,6 +445,7 @@ def agent_overhead(client, store_name: str, queries: list[str], turns: int = 100
             return self
 
     graph = build_agent(ScriptedModel(messages=script()), [tool], "system", 6, InMemorySaver())
+    setup = AgentSetup(graph, "agent", "fake", [store_name])
     direct_model = ScriptedModel(messages=script())
 
     def direct(question: str) -> None:
@@ -458,7 +455,7 @@ def agent_overhead(client, store_name: str, queries: list[str], turns: int = 100
 
     def graph_turn(question: str) -> None:
         # A new conversation each turn, as `ask` runs: a growing history would be measured too.
-        result = run_turn(graph, question, "fake", [store_name], "agent")
+        result = run_turn(setup, question)
         assert result["tool_calls"] and result["answer"]
 
     timings: dict[str, list[float]] = {"graph": [], "direct": []}

@@ -19,6 +19,7 @@ import itertools
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from operator import add
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
@@ -39,9 +40,9 @@ from archivist.ingest.sync import (
     make_documents,
 )
 from archivist.tools.embedding import PrefixedEmbeddings
+from archivist.tools.progress import ProgressFn, ignore
 from archivist.tools.store import Chunk, KnowledgeStore
 
-ProgressFn = Callable[[str, dict[str, Any]], None]
 DIMENSION_PROBE = "dimension probe"
 LOOKAHEAD = 2
 """Requests left queued, per request in flight, when a step returns to read more files."""
@@ -103,46 +104,53 @@ class IngestState(IngestInput, total=False):
     removed: Annotated[list[str], add]
 
 
-def build_ingest_graph(
-    store: KnowledgeStore,
-    embeddings: PrefixedEmbeddings,
-    splitter: SplitterSettings | None = None,
-    batch_files: int = 16,
-    embed: EmbedSettings | None = None,
-    loader_options: LoaderOptions | None = None,
-    on_progress: ProgressFn | None = None,
-    folder_rules: FolderRules | None = None,
-):
-    """Build the graph that keeps `store` in sync with a set of files and folders."""
-    splitter = splitter or SplitterSettings()
-    embed = embed or EmbedSettings()
-    options = loader_options or LoaderOptions()
-    notify = on_progress or (lambda event, data: None)
+@dataclass
+class IngestSteps:
+    """The ingest graph's steps, and the collaborators they share."""
 
-    def on_retry(error: BaseException, attempt: int, wait_s: float) -> None:
-        notify("retry", {"error": str(error), "attempt": attempt, "wait": wait_s})
+    store: KnowledgeStore
+    embeddings: PrefixedEmbeddings
+    splitter: SplitterSettings = field(default_factory=SplitterSettings)
+    batch_files: int = 16
+    """Files loaded per step (unchanged files, only hashed, do not count)."""
+    embed: EmbedSettings = field(default_factory=EmbedSettings)
+    loader_options: LoaderOptions = field(default_factory=LoaderOptions)
+    notify: ProgressFn = ignore
+    folder_rules: FolderRules = field(default_factory=FolderRules)
+    queues: dict[str, EmbedQueue] = field(default_factory=dict)
+    """Each run's embedding requests in flight, by run id."""
+    readers: dict[str, tuple[str, Iterator[Document]]] = field(default_factory=dict)
+    """Each run's record file being read in slices: (source, its documents not yet taken)."""
 
-    def prepare(state: IngestState) -> dict[str, Any]:
+    def on_retry(self, error: BaseException, attempt: int, wait_s: float) -> None:
+        """Report an embedding request that is tried again."""
+        self.notify("retry", {"error": str(error), "attempt": attempt, "wait": wait_s})
+
+    def prepare(self, state: IngestState) -> dict[str, Any]:
+        """Create or check the store, discover the files, and note what the store holds."""
+        store = self.store
         if store.exists():
             dimension = store.fingerprint.get("dimension")
         else:
-            probe = embed_with_retry(embeddings, [DIMENSION_PROBE], embed, on_retry)
+            probe = embed_with_retry(self.embeddings, [DIMENSION_PROBE], self.embed, self.on_retry)
             dimension = len(probe[0])
         store.ensure(
-            {**embeddings.fingerprint(dimension), "splitter": splitter.as_dict()},
+            {**self.embeddings.fingerprint(dimension), "splitter": self.splitter.as_dict()},
             state.get("description"),
         )
         shard = _shard(state)
-        files, failed, skipped = discover([Path(p) for p in state["paths"]], options, folder_rules)
+        files, failed, skipped = discover(
+            [Path(p) for p in state["paths"]], self.loader_options, self.folder_rules
+        )
         known = {s: info.doc_hash for s, info in store.sources().items() if info.complete}
         if shard:
             # A record file is read by every shard; each keeps the records it owns.
             files = [f for f in files if f.has_records or shard.owns(f.source)]
             skipped = [f for f in skipped if shard.owns(f.source)]
             known = {s: h for s, h in known.items() if shard.owns(s)}
-        notify("discovered", {"files": len(files)})
+        self.notify("discovered", {"files": len(files)})
         for failure in failed:
-            notify("failed", failure.to_dict())
+            self.notify("failed", failure.to_dict())
         return {
             "run": uuid.uuid4().hex,
             "files": files,
@@ -154,233 +162,284 @@ def build_ingest_graph(
             "skipped": [f.to_dict() for f in skipped],
         }
 
-    readers: dict[str, tuple[str, Iterator[Document]]] = {}  # each run's record file, open
-
-    def take(run: str, file: SourceFile, file_hash: str | None, offset: int):
-        """The next slice of a record file's documents from `offset`, and whether it is the
-        last (a run resumed in another process opens the file again and skips `offset`)."""
-        reader = readers.get(run)
-        if reader is None or reader[0] != file.source:
-            documents = iter_documents(file, splitter, options, file_hash)
-            for _ in itertools.islice(documents, offset):
-                pass
-            reader = readers[run] = (file.source, documents)
-        taken = list(itertools.islice(reader[1], RECORDS_PER_STEP))
-        done = len(taken) < RECORDS_PER_STEP
-        if done:
-            readers.pop(run, None)
-        return taken, done
-
-    def load_batch(state: IngestState) -> dict[str, Any]:
+    def load_batch(self, state: IngestState) -> dict[str, Any]:
+        """Read the next batch of files; queue the documents that changed."""
         start = state["position"]
         offset = state.get("offset", 0)
-        run = state["run"]
         # A batch is `batch_files` files to load; unchanged files, only hashed, are cheap, so
         # a step passes over up to UNCHANGED_PER_LOADED times as many.
-        batch = state["files"][start : start + batch_files * UNCHANGED_PER_LOADED]
+        batch = state["files"][start : start + self.batch_files * UNCHANGED_PER_LOADED]
         known = state["known"]
         shard = _shard(state)
-        pending, unchanged, failed, skipped, settled, present, whole = [], [], [], [], [], [], []
+        read = _Batch()
         loaded = 0
         for count, file in enumerate(batch, 1):
-            if loaded == batch_files:
+            if loaded == self.batch_files:
                 batch = batch[: count - 1]
                 break
-            file_options = options if file.has_records else None
-            file_hash, done = None, True
-            try:
-                if offset == 0 or run not in readers:
-                    file_hash = content_hash(file.path, splitter, file_options)
-                if offset == 0 and known.get(file.source) == file_hash:
-                    unchanged.append(file.source)
-                    present.append(file.source)
-                    settled.append(file.source)
-                    if file.has_records:
-                        whole.append(file.source)
-                    continue
-                loaded += 1
-                if file.has_records:
-                    documents, done = take(run, file, file_hash, offset)
-                else:
-                    documents = make_documents(file, splitter, options, file_hash)
-            except (LoadError, OSError) as exc:
-                # A record file failing in a later slice keeps the records already taken.
-                readers.pop(run, None)
-                offset = 0
-                reason = (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
-                if isinstance(exc, NotADocument):
-                    skipped.append({"source": file.source, "reason": reason})
-                else:
-                    failed.append({"source": file.source, "reason": reason})
-                    notify("failed", failed[-1])
-                continue
-            offset = 0 if done else offset + len(documents)
-            if done:
-                settled.append(file.source)
-            for doc in documents:
-                if shard and not shard.owns(doc.source):
-                    continue
-                present.append(doc.source)
-                if known.get(doc.source) == doc.doc_hash:
-                    unchanged.append(doc.source)
-                    continue
-                status = "updated" if doc.source in known else "new"
-                pending.append(
-                    PendingDoc(
-                        source=doc.source,
-                        doc_hash=doc.doc_hash,
-                        chunks=doc.chunks,
-                        status=status,
-                        sent=0,
-                        stored=0,
-                        failed=False,
-                        loaded_at=time.time(),
-                    )
-                )
-            if not done:
+            was_loaded, offset = self._load_file(
+                file, known, shard, read, state.get("run", ""), offset
+            )
+            loaded += was_loaded
+            if offset:
                 batch = batch[: count - 1]  # the rest of this file comes in the next step
                 break
-        notify(
+        self.notify(
             "loaded",
             {
                 "files": len(batch),
-                "unchanged": len(unchanged),
-                "chunks": sum(len(d["chunks"]) for d in pending),
+                "unchanged": len(read.unchanged),
+                "chunks": sum(len(d["chunks"]) for d in read.pending),
             },
         )
         return {
             "position": start + len(batch),
             "offset": offset,
-            "pending": state.get("pending", []) + pending,
-            "unchanged": unchanged,
-            "failed": failed,
-            "skipped": skipped,
-            "settled": settled,
-            "present": present,
-            "whole": whole,
+            "pending": state.get("pending", []) + read.pending,
+            "unchanged": read.unchanged,
+            "failed": read.failed,
+            "skipped": read.skipped,
+            "settled": read.settled,
+            "present": read.present,
+            "whole": read.whole,
         }
 
-    queues: dict[str, EmbedQueue] = {}  # each run's requests in flight
+    def _load_file(
+        self,
+        file: SourceFile,
+        known: dict[str, str],
+        shard: Shard | None,
+        read: "_Batch",
+        run: str,
+        offset: int = 0,
+    ) -> tuple[bool, int]:
+        """Add one file's outcome to `read`, going on from document `offset` of a record file
+        read in slices; return whether it counts as loaded (read, not only hashed) and the
+        offset to go on from in the next step (0: the file is done)."""
+        file_options = self.loader_options if file.has_records else None
+        file_hash = None
+        try:
+            if offset == 0 or run not in self.readers:
+                file_hash = content_hash(file.path, self.splitter, file_options)
+        except (LoadError, OSError) as exc:
+            self._failed(file, exc, read, run)
+            return False, 0
+        if offset == 0 and known.get(file.source) == file_hash:
+            read.unchanged.append(file.source)
+            read.present.append(file.source)
+            read.settled.append(file.source)
+            if file.has_records:
+                read.whole.append(file.source)
+            return False, 0
+        done = True
+        try:
+            if file.has_records:
+                documents, done = self._take(run, file, file_hash, offset)
+            else:
+                documents = make_documents(file, self.splitter, self.loader_options, file_hash)
+        except (LoadError, OSError) as exc:
+            # A record file failing in a later slice keeps the records already taken.
+            self._failed(file, exc, read, run)
+            return True, 0
+        if done:
+            read.settled.append(file.source)
+        for doc in documents:
+            if shard and not shard.owns(doc.source):
+                continue
+            read.present.append(doc.source)
+            if known.get(doc.source) == doc.doc_hash:
+                read.unchanged.append(doc.source)
+                continue
+            read.pending.append(
+                PendingDoc(
+                    source=doc.source,
+                    doc_hash=doc.doc_hash,
+                    chunks=doc.chunks,
+                    status="updated" if doc.source in known else "new",
+                    sent=0,
+                    stored=0,
+                    failed=False,
+                    loaded_at=time.time(),
+                )
+            )
+        return True, 0 if done else offset + len(documents)
 
-    def close_queue(state: IngestState) -> None:
-        readers.pop(state.get("run", ""), None)
-        queue = queues.pop(state.get("run", ""), None)
-        if queue is not None:
-            queue.close()
+    def _take(
+        self, run: str, file: SourceFile, file_hash: str | None, offset: int
+    ) -> tuple[list[Document], bool]:
+        """The next slice of a record file's documents from `offset`, and whether it is the
+        last (a run resumed in another process opens the file again and skips `offset`)."""
+        reader = self.readers.get(run)
+        if reader is None or reader[0] != file.source:
+            documents = iter_documents(file, self.splitter, self.loader_options, file_hash)
+            for _ in itertools.islice(documents, offset):
+                pass
+            reader = self.readers[run] = (file.source, documents)
+        taken = list(itertools.islice(reader[1], RECORDS_PER_STEP))
+        done = len(taken) < RECORDS_PER_STEP
+        if done:
+            self.readers.pop(run, None)
+        return taken, done
 
-    def embed_and_store(state: IngestState) -> dict[str, Any]:
+    def _failed(self, file: SourceFile, exc: Exception, read: "_Batch", run: str) -> None:
+        """Record a file that could not be read: skipped if it is not a document (reported
+        in the summary), failed (and reported now) otherwise."""
+        self.readers.pop(run, None)
+        reason = str(exc)
+        if isinstance(exc, OSError):
+            reason = exc.strerror or reason
+        if isinstance(exc, NotADocument):
+            read.skipped.append({"source": file.source, "reason": reason})
+            return
+        read.failed.append({"source": file.source, "reason": reason})
+        self.notify("failed", read.failed[-1])
+
+    def embed_and_store(self, state: IngestState) -> dict[str, Any]:
+        """Send the loaded chunks to the embedder; store the answers that are back."""
         docs = [PendingDoc(**d) for d in state["pending"]]
-        queue = queues.get(state["run"])
+        queue = self.queues.get(state["run"])
         if queue is None:
             # A new run, or one resumed in another process: what was in flight is sent again.
-            queue = queues[state["run"]] = EmbedQueue(embeddings, embed, on_retry)
+            queue = self.queues[state["run"]] = EmbedQueue(
+                self.embeddings, self.embed, self.on_retry
+            )
             for doc in docs:
                 doc["sent"] = doc["stored"] = 0
         by_source = {doc["source"]: doc for doc in docs}
         last = state["position"] >= len(state["files"])
-        for job in _pack_batches(docs, embed.batch_size, flush=last):
+        for job in _pack_batches(docs, self.embed.batch_size, flush=last):
             queue.submit(*job)
-        stored, failed = [], []
-        keep = 0 if last else LOOKAHEAD * max(1, embed.concurrency)
+        stored: list[dict[str, Any]] = []
+        failed: list[dict[str, str]] = []
+        keep = 0 if last else LOOKAHEAD * max(1, self.embed.concurrency)
         for segments, result in queue.results(keep):
             if isinstance(result, BaseException):
-                if len(segments) > 1:
-                    # Refused input fails only its own document: send each part alone.
-                    for source, i, j in segments:
-                        if source in by_source:
-                            chunks = by_source[source]["chunks"][i:j]
-                            queue.submit([(source, i, j)], [c.text for c in chunks])
-                    continue
-                doc = by_source.get(segments[0][0])
-                if doc is not None and not doc["failed"]:
-                    doc["failed"] = True
-                    failed.append(
-                        {"source": doc["source"], "reason": f"embedding refused: {result}"}
-                    )
-                    notify("failed", failed[-1])
-                continue
-            offset = 0
-            for source, i, j in segments:
-                vectors, offset = result[offset : offset + j - i], offset + j - i
-                doc = by_source.get(source)
-                if doc is None or doc["failed"]:
-                    continue  # a document another request failed
-                chunks, total = doc["chunks"][i:j], len(doc["chunks"])
-                store.upsert(
-                    chunks,
-                    vectors,
-                    [doc["doc_hash"]] * len(chunks),
-                    [total] * len(chunks),
-                    doc["loaded_at"],
-                )
-                notify("embedded", {"source": source, "chunks": len(chunks)})
-                doc["stored"] += len(chunks)
-                if doc["stored"] == total:
-                    store.delete_stale(source, doc["doc_hash"])
-                    stored.append({"source": source, "status": doc["status"], "chunks": total})
-                    notify("stored", {"source": source, "chunks": total})
+                self._refused(queue, segments, result, by_source, failed)
+            else:
+                self._store_vectors(segments, result, by_source, stored)
         if last:
-            close_queue(state)
-        notify("batch_stored", {"documents": len(stored)})
+            self.close_queue(state)
+        self.notify("batch_stored", {"documents": len(stored)})
         pending = [d for d in docs if not d["failed"] and d["stored"] < len(d["chunks"])]
         return {"pending": pending, "stored": stored, "failed": failed}
 
-    def prune(state: IngestState) -> dict[str, Any]:
+    def _refused(
+        self,
+        queue: EmbedQueue,
+        segments: list["Segment"],
+        error: BaseException,
+        by_source: dict[str, PendingDoc],
+        failed: list[dict[str, str]],
+    ) -> None:
+        """Handle a request the embedder refused: a refused input fails only its own
+        document, so a request of several documents is sent again one part at a time."""
+        if len(segments) > 1:
+            for source, i, j in segments:
+                if source in by_source:
+                    chunks = by_source[source]["chunks"][i:j]
+                    queue.submit([(source, i, j)], [c.text for c in chunks])
+            return
+        doc = by_source.get(segments[0][0])
+        if doc is not None and not doc["failed"]:
+            doc["failed"] = True
+            failed.append({"source": doc["source"], "reason": f"embedding refused: {error}"})
+            self.notify("failed", failed[-1])
+
+    def _store_vectors(
+        self,
+        segments: list["Segment"],
+        vectors: list[list[float]],
+        by_source: dict[str, PendingDoc],
+        stored: list[dict[str, Any]],
+    ) -> None:
+        """Store a request's chunks with their vectors; a document whose last chunk is stored
+        is complete, and only then are its old versions removed."""
+        offset = 0
+        for source, i, j in segments:
+            part, offset = vectors[offset : offset + j - i], offset + j - i
+            doc = by_source.get(source)
+            if doc is None or doc["failed"]:
+                continue  # a document another request failed
+            chunks, total = doc["chunks"][i:j], len(doc["chunks"])
+            self.store.upsert(
+                chunks,
+                part,
+                [doc["doc_hash"]] * len(chunks),
+                [total] * len(chunks),
+                doc["loaded_at"],
+            )
+            self.notify("embedded", {"source": source, "chunks": len(chunks)})
+            doc["stored"] += len(chunks)
+            if doc["stored"] == total:
+                self.store.delete_stale(source, doc["doc_hash"])
+                stored.append({"source": source, "status": doc["status"], "chunks": total})
+                self.notify("stored", {"source": source, "chunks": total})
+
+    def prune(self, state: IngestState) -> dict[str, Any]:
+        """Remove the sources no longer among the files (a file that failed to load keeps
+        what the store holds of it)."""
         present = set(state.get("present", []))
         settled = set(state.get("settled", []))
         whole = set(state.get("whole", []))
-        # A file that failed to load keeps what the store holds of it.
         unread = [f for f in state["files"] if f.source not in settled]
         shard = _shard(state)
         removed = [
             s
-            for s in store.sources()
+            for s in self.store.sources()
             if (shard is None or shard.owns(s))
             and s not in present
             and not _record_of(s, whole)
             and not any(f.owns(s) for f in unread)
         ]
         for source in removed:
-            store.delete_source(source)
+            self.store.delete_source(source)
         return {"removed": removed}
 
-    def after_load(state: IngestState) -> str:
-        # Documents to store, or requests still in flight (the last step closes the queue).
-        if state["pending"] or state.get("run") in queues:
+    def after_load(self, state: IngestState) -> str:
+        """Route to storing while documents wait or requests are in flight."""
+        # The last store step closes the queue, so an open queue means requests in flight.
+        if state["pending"] or state.get("run") in self.queues:
             return "embed_and_store"
-        return after_store(state)
+        return self.after_store(state)
 
-    def after_store(state: IngestState) -> str:
+    def after_store(self, state: IngestState) -> str:
+        """Route to the next batch, then to pruning (if asked) or the end."""
         if state["position"] < len(state["files"]):
             return "load_batch"
         return "prune" if state.get("prune") else END
 
-    def closing_on_error(node: Callable[[IngestState], dict[str, Any]]):
-        """Stop the run's requests in flight when a step fails or is interrupted."""
+    def close_queue(self, state: IngestState) -> None:
+        """Stop and forget the run's requests in flight and its record file being read."""
+        self.readers.pop(state.get("run", ""), None)
+        queue = self.queues.pop(state.get("run", ""), None)
+        if queue is not None:
+            queue.close()
 
-        @functools.wraps(node)
+    def closing_on_error(self, step: Callable[[IngestState], dict[str, Any]]):
+        """Wrap a step so that its failure or interruption stops the run's requests in flight."""
+
+        @functools.wraps(step)
         def run(state: IngestState) -> dict[str, Any]:
             try:
-                return node(state)
+                return step(state)
             except BaseException:
-                close_queue(state)
+                self.close_queue(state)
                 raise
 
         return run
 
-    builder = StateGraph(IngestState, input_schema=IngestInput)
-    builder.add_node(prepare)
-    builder.add_node("load_batch", closing_on_error(load_batch))
-    builder.add_node("embed_and_store", closing_on_error(embed_and_store))
-    builder.add_node(prune)
-    builder.add_edge(START, "prepare")
-    builder.add_conditional_edges("prepare", after_store, ["load_batch", "prune", END])
-    builder.add_conditional_edges(
-        "load_batch", after_load, ["embed_and_store", "load_batch", "prune", END]
-    )
-    builder.add_conditional_edges("embed_and_store", after_store, ["load_batch", "prune", END])
-    builder.add_edge("prune", END)
-    return builder.compile(name="ingest")
+
+@dataclass
+class _Batch:
+    """What one load step found, by outcome."""
+
+    pending: list[PendingDoc] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    failed: list[dict[str, str]] = field(default_factory=list)
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    settled: list[str] = field(default_factory=list)
+    present: list[str] = field(default_factory=list)
+    whole: list[str] = field(default_factory=list)
 
 
 def _record_of(source: str, files: set[str]) -> bool:
@@ -457,3 +516,41 @@ def run_ingest(
         "removed": state.get("removed", []),
         "chunks_embedded": sum(s["chunks"] for s in state.get("stored", [])),
     }
+
+
+def build_ingest_graph(
+    store: KnowledgeStore,
+    embeddings: PrefixedEmbeddings,
+    splitter: SplitterSettings | None = None,
+    batch_files: int = 16,
+    embed: EmbedSettings | None = None,
+    loader_options: LoaderOptions | None = None,
+    on_progress: ProgressFn | None = None,
+    folder_rules: FolderRules | None = None,
+):
+    """Build the graph that keeps `store` in sync with a set of files and folders."""
+    steps = IngestSteps(
+        store,
+        embeddings,
+        splitter or SplitterSettings(),
+        batch_files,
+        embed or EmbedSettings(),
+        loader_options or LoaderOptions(),
+        on_progress or ignore,
+        folder_rules or FolderRules(),
+    )
+    builder = StateGraph(IngestState, input_schema=IngestInput)
+    builder.add_node(steps.prepare)
+    builder.add_node("load_batch", steps.closing_on_error(steps.load_batch))
+    builder.add_node("embed_and_store", steps.closing_on_error(steps.embed_and_store))
+    builder.add_node(steps.prune)
+    builder.add_edge(START, "prepare")
+    builder.add_conditional_edges("prepare", steps.after_store, ["load_batch", "prune", END])
+    builder.add_conditional_edges(
+        "load_batch", steps.after_load, ["embed_and_store", "load_batch", "prune", END]
+    )
+    builder.add_conditional_edges(
+        "embed_and_store", steps.after_store, ["load_batch", "prune", END]
+    )
+    builder.add_edge("prune", END)
+    return builder.compile(name="ingest")

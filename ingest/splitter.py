@@ -9,10 +9,12 @@ the extracted text back to exactly the chunk.
 import re
 from dataclasses import asdict, dataclass, replace
 
+from archivist.tools.sparse import CJK
+
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$")
 _FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|(?<=[。！？；])")
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+_CJK = re.compile(f"[{CJK}]")
 # Conservative characters per token for embedding tokenizers: English prose averages about
 # four, code and numbers nearer three; a CJK character is about one token.
 LATIN_CHARS_PER_TOKEN = 3

@@ -1,19 +1,25 @@
 """Fixtures: a fake Ollama on a loopback port, a temporary home, stores and the CLI."""
 
 import os
+import shutil
 import subprocess
 import sys
+import traceback
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from fake_ollama import FakeOllama
+from typer.testing import CliRunner
 
 from archivist.app import Archivist
-from archivist.settings import Settings, mask_url
+from archivist.cli import main as cli_main
+from archivist.settings import TRACING_VARIABLES, Settings, mask_url
 
 ROOT = Path(__file__).resolve().parents[1]
 SHOP = ROOT / "examples" / "shop"
+SHOP_DESCRIPTION = "policies of an outdoor shop"
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -24,6 +30,30 @@ def pytest_report_header(config: pytest.Config) -> str:
     return "Qdrant server leg: skipped, QDRANT_URL is not set (tests/test_congruence.py)"
 
 
+# Files whose tests run processes, kernels or the benchmark, longest first: under
+# `--dist loadfile` the short files then fill in around them instead of trailing after them.
+SLOW_FILES = (
+    "test_reliability_processes.py",
+    "test_notebooks.py",
+    "test_benchmark.py",
+    "test_reliability_secrets.py",
+    "test_chat_interrupts.py",
+    "test_chat_terminal.py",
+    "test_reliability_ollama.py",
+    "test_packaging.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run the slowest files first (a stable sort: each file keeps its own order)."""
+
+    def rank(item: pytest.Item) -> int:
+        name = item.path.name
+        return SLOW_FILES.index(name) if name in SLOW_FILES else len(SLOW_FILES)
+
+    items.sort(key=rank)
+
+
 @pytest.fixture(autouse=True)
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Point Archivist's data folder at a temp dir: tests never touch a real home."""
@@ -31,6 +61,10 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("ARCHIVIST_HOME", str(path))
     for name in ("QDRANT_URL", "QDRANT_API_KEY", "ARCHIVIST_CHAT_MODEL", "ARCHIVIST_EMBED_MODEL"):
         monkeypatch.delenv(name, raising=False)
+    # Tests never send traces anywhere, whatever the developer's shell has set.
+    for group in TRACING_VARIABLES:
+        for name in group:
+            monkeypatch.delenv(name, raising=False)
     return path
 
 
@@ -53,10 +87,26 @@ def archivist(settings: Settings) -> Iterator[Archivist]:
     app.close()
 
 
+@pytest.fixture(scope="session")
+def sample_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A home holding the sample knowledge base in `shop_docs`, ingested once per session: the
+    fake Ollama's embeddings are deterministic, so a copy equals a fresh ingest
+    (tests/test_sample_home.py checks that)."""
+    path = tmp_path_factory.mktemp("sample") / "home"
+    with FakeOllama() as fake:
+        app = Archivist(Settings(ollama_host=fake.url, home=path))
+        try:
+            app.ingest([str(SHOP)], "shop_docs", description=SHOP_DESCRIPTION)
+        finally:
+            app.close()
+    return path
+
+
 @pytest.fixture
-def shop_store(archivist: Archivist) -> str:
-    """The sample knowledge base, ingested into `shop_docs`."""
-    archivist.ingest([str(SHOP)], "shop_docs", description="policies of an outdoor shop")
+def shop_store(archivist: Archivist, sample_home: Path, home: Path) -> str:
+    """The sample knowledge base in `shop_docs`: a copy of the session's ingested home."""
+    archivist.close()  # the copy goes in before the store is first opened
+    shutil.copytree(sample_home, home, dirs_exist_ok=True)
     return "shop_docs"
 
 
@@ -79,18 +129,71 @@ def run_cli(
     stdin: str | None = None,
     timeout: float = 120,
     cwd: Path = ROOT,
+    process: bool = False,
 ) -> subprocess.CompletedProcess:
-    """Run `python -m archivist ARGS` as a user would, against the given Ollama and home."""
-    env = {**os.environ, "OLLAMA_HOST": ollama_url, "ARCHIVIST_HOME": str(home)}
-    return subprocess.run(
-        [sys.executable, "-m", "archivist", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=timeout,
-        cwd=cwd,
-    )
+    """Run `archivist ARGS` against the given Ollama and home: in this process through the CLI's
+    entry point, or with `process=True` as `python -m archivist` where the process boundary is the
+    point (import paths, signals, locks between processes)."""
+    env = {"OLLAMA_HOST": ollama_url, "ARCHIVIST_HOME": str(home)}
+    if process:
+        return subprocess.run(
+            [sys.executable, "-m", "archivist", *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env={**os.environ, **env},
+            timeout=timeout,
+            cwd=cwd,
+        )
+    return _run_in_process(list(args), env, stdin, cwd)
+
+
+def _run_in_process(
+    args: list[str], env: dict[str, str], stdin: str | None, cwd: Path
+) -> subprocess.CompletedProcess:
+    # The real entry point, `main()`, so settings loading and error rendering are the user's;
+    # Typer's runner swaps stdin/stdout/stderr and the environment for the run and restores them.
+    status = 0
+    before = os.getcwd()
+    with (
+        CliRunner().isolation(input=stdin, env=env) as (out, err, _),
+        pytest.MonkeyPatch.context() as patch,
+        warnings.catch_warnings(),
+    ):
+        patch.setattr(sys, "argv", ["archivist", *args])
+        _warn_as_python_does()
+        os.chdir(cwd)
+        try:
+            cli_main()
+        except SystemExit as stop:
+            status = stop.code or 0
+            if isinstance(status, str):  # sys.exit("message"), as Python prints it
+                sys.stderr.write(status + "\n")
+                status = 1
+        except BaseException:  # noqa: BLE001 - a process would die printing it, exit status 1
+            traceback.print_exc()
+            status = 1
+        finally:
+            os.chdir(before)
+            sys.stdout.flush()
+            sys.stderr.flush()
+        stdout = out.getvalue().decode()
+        stderr = err.getvalue().decode("utf-8", "backslashreplace")
+    return subprocess.CompletedProcess(["archivist", *args], status, stdout, stderr)
+
+
+def _warn_as_python_does() -> None:
+    # Warnings go to the run's stderr under Python's default filters, as in a process, rather
+    # than into pytest's record: a test of what a user sees on stderr sees them too.
+    warnings.resetwarnings()
+    warnings.simplefilter("default")
+    for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
+        warnings.simplefilter("ignore", category)
+
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+    warnings.showwarning = show  # the caller's catch_warnings() restores it
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
-"""Processes for the reliability tests: the CLI and the fake Ollama as subprocesses, and the
-store opened through its public interface (`connect(path)`, KnowledgeStore) as any later
-process would, so the tests hold whatever engine sits behind `archivist.tools.store.connect()`."""
+"""Processes for the reliability tests: the CLI and the fake Ollama as subprocesses that can be
+killed, and the store opened through its public interface (`connect(path)`, KnowledgeStore) as
+any later process would, so the tests hold whatever engine sits behind
+`archivist.tools.store.connect()`."""
 
 import os
 import subprocess

@@ -3,16 +3,20 @@ import json
 import pytest
 from conftest import SHOP, write_files
 from fake_ollama import FakeOllama
+from langchain_core.embeddings import DeterministicFakeEmbedding
+from langgraph.graph import END
 from samples import HTML_PAGE, make_docx, make_pdf
 
 from archivist import models
 from archivist.app import Archivist
 from archivist.ingest.embedder import EmbedSettings
-from archivist.ingest.graph import build_ingest_graph, run_ingest
+from archivist.ingest.graph import IngestSteps, PendingDoc, build_ingest_graph, run_ingest
 from archivist.ingest.loaders import load
 from archivist.ingest.splitter import SplitterSettings
+from archivist.ingest.sync import content_hash, discover
+from archivist.tools.embedding import PrefixedEmbeddings
 from archivist.tools.errors import StoreMismatch
-from archivist.tools.store import KnowledgeStore
+from archivist.tools.store import Chunk, KnowledgeStore
 
 DOCS = {
     "guide/refunds.md": "---\ntitle: Refunds\n---\n# Refunds\n\nRefunds are paid within 30 days.",
@@ -132,15 +136,19 @@ def test_the_store_is_created_with_the_models_real_dimension(archivist, ollama):
     assert fingerprint["document_prefix"] == "search_document: "
 
 
-def test_querying_with_another_embedding_model_is_refused(archivist, settings, tmp_path):
+def test_a_store_is_queried_with_the_model_it_was_built_with(archivist, settings, ollama, tmp_path):
     ingest(archivist, [write_files(tmp_path / "kb", DOCS)])
     from archivist.app import Archivist
 
     other = Archivist(settings.with_overrides(embed_model="all-minilm"))
     other.__dict__["client"] = archivist.client
-    with pytest.raises(StoreMismatch) as refused:
-        other.search("refunds", "docs")
-    assert "nomic-embed-text" in str(refused.value) and "all-minilm" in str(refused.value)
+    ollama.clear_requests()
+    found = other.search("refunds", "docs")
+    assert found[0]["source"] == "guide/refunds.md"
+    assert found == archivist.search("refunds", "docs")
+    asked = ollama.requests_to("/api/embed")
+    assert {r["model"] for r in asked} == {"nomic-embed-text"}
+    assert asked[0]["input"] == ["search_query: refunds"]
     assert models.embeddings(settings, "all-minilm").document_prefix == ""
 
 
@@ -361,3 +369,143 @@ def test_a_bad_line_late_in_a_record_file_fails_it_and_the_rest_goes_on(
         }
     ]
     assert "z.md" in {s["source"] for s in report["stored"]}
+
+
+class RecordingStore:
+    """The two writes `embed_and_store` makes, in order."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def upsert(self, chunks, vectors, doc_hashes, doc_chunks, ingested_at) -> None:
+        self.calls.append(("upsert", [c.chunk_index for c in chunks], len(vectors), doc_hashes))
+
+    def delete_stale(self, source: str, doc_hash: str) -> None:
+        self.calls.append(("delete_stale", source, doc_hash))
+
+
+class Refused(Exception):
+    """What Ollama answers to input it cannot embed."""
+
+    status_code = 400
+
+
+class LengthEmbeddings(PrefixedEmbeddings):
+    """Vectors of text lengths, recording each request's texts."""
+
+    def __init__(self, refuse: str | None = None) -> None:
+        super().__init__(DeterministicFakeEmbedding(size=4), "fake")
+        self.requests: list[list[str]] = []
+        self.refuse = refuse
+
+    def embed_documents(self, texts):
+        self.requests.append(list(texts))
+        if self.refuse and any(self.refuse in t for t in texts):
+            raise Refused("input too long")
+        return [[float(len(t)), 1.0, 0.0, 0.0] for t in texts]
+
+
+def _pending(source: str, texts: list[str], doc_hash: str = "h") -> PendingDoc:
+    chunks = [Chunk(text, source, i) for i, text in enumerate(texts)]
+    return PendingDoc(
+        source=source,
+        doc_hash=doc_hash,
+        chunks=chunks,
+        status="new",
+        sent=0,
+        stored=0,
+        failed=False,
+        loaded_at=1.0,
+    )
+
+
+def test_load_batch_alone_queues_changed_documents_and_passes_over_unchanged_ones(tmp_path):
+    root = write_files(tmp_path / "kb", {"a.md": "# A\n\nalpha", "b.md": "# B\n\nbeta"})
+    steps = IngestSteps(store=None, embeddings=None, batch_files=1)
+    files = sorted(discover([root])[0], key=lambda f: f.source)
+    unchanged = content_hash(files[0].path, steps.splitter)
+    update = steps.load_batch({"files": files, "known": {"a.md": unchanged}, "position": 0})
+    assert update["position"] == 2  # one file loaded; the unchanged one cost only its hash
+    assert update["unchanged"] == ["a.md"] and update["present"] == ["a.md", "b.md"]
+    [doc] = update["pending"]
+    assert (doc["source"], doc["status"], doc["sent"]) == ("b.md", "new", 0)
+    assert [c.text for c in doc["chunks"]] == ["# B\n\nbeta"]
+
+
+def test_load_batch_alone_reports_a_file_it_cannot_read_and_goes_on(tmp_path):
+    root = write_files(tmp_path / "kb", {"bad.pdf": b"not a pdf", "ok.md": "fine"})
+    events = []
+    steps = IngestSteps(store=None, embeddings=None, notify=lambda e, d: events.append((e, d)))
+    files = sorted(discover([root])[0], key=lambda f: f.source)
+    update = steps.load_batch({"files": files, "known": {}, "position": 0})
+    assert [f["source"] for f in update["failed"]] == ["bad.pdf"]
+    assert update["settled"] == ["ok.md"]
+    assert events[0] == ("failed", update["failed"][0])
+    assert events[-1] == ("loaded", {"files": 2, "unchanged": 0, "chunks": 1})
+
+
+def test_embed_and_store_alone_stores_every_chunk_before_removing_the_old_version():
+    store = RecordingStore()
+    embeddings = LengthEmbeddings()
+    steps = IngestSteps(store, embeddings, embed=EmbedSettings(batch_size=2, concurrency=1))
+    docs = [_pending("a.md", ["one", "two", "three"], "ha"), _pending("b.md", ["four"], "hb")]
+    state = {"run": "r1", "files": [], "position": 0, "pending": docs}
+    update = steps.embed_and_store(state)
+    # Requests are packed across documents: [one, two], [three, four].
+    assert embeddings.requests == [["one", "two"], ["three", "four"]]
+    assert store.calls == [
+        ("upsert", [0, 1], 2, ["ha", "ha"]),
+        ("upsert", [2], 1, ["ha"]),
+        ("delete_stale", "a.md", "ha"),
+        ("upsert", [0], 1, ["hb"]),
+        ("delete_stale", "b.md", "hb"),
+    ]
+    assert update["stored"] == [
+        {"source": "a.md", "status": "new", "chunks": 3},
+        {"source": "b.md", "status": "new", "chunks": 1},
+    ]
+    assert update["pending"] == [] and "r1" not in steps.queues  # the last step closes
+
+
+def test_embed_and_store_alone_fails_only_the_document_whose_input_is_refused():
+    store = RecordingStore()
+    embeddings = LengthEmbeddings(refuse="poison")
+    steps = IngestSteps(store, embeddings, embed=EmbedSettings(batch_size=4, concurrency=1))
+    docs = [_pending("bad.md", ["poison"]), _pending("good.md", ["fine"])]
+    update = steps.embed_and_store({"run": "r", "files": [], "position": 0, "pending": docs})
+    assert embeddings.requests == [["poison", "fine"], ["poison"], ["fine"]]
+    assert [f["source"] for f in update["failed"]] == ["bad.md"]
+    assert update["stored"] == [{"source": "good.md", "status": "new", "chunks": 1}]
+    assert ("delete_stale", "bad.md", "h") not in store.calls
+
+
+def test_the_routes_follow_the_files_the_pending_documents_and_prune():
+    steps = IngestSteps(store=None, embeddings=None)
+    files = ["f1", "f2"]
+    assert steps.after_store({"files": files, "position": 1}) == "load_batch"
+    assert steps.after_store({"files": files, "position": 2}) == END
+    assert steps.after_store({"files": files, "position": 2, "prune": True}) == "prune"
+    assert steps.after_load({"files": files, "position": 2, "pending": [{}]}) == "embed_and_store"
+    steps.queues["r"] = None  # requests still in flight for run r
+    assert steps.after_load({"run": "r", "files": files, "position": 2, "pending": []}) == (
+        "embed_and_store"
+    )
+
+
+def test_a_failing_step_stops_the_runs_requests_in_flight():
+    steps = IngestSteps(store=None, embeddings=None)
+
+    class Queue:
+        closed = False
+
+        def close(self) -> None:
+            self.closed = True
+
+    queue = steps.queues["r"] = Queue()
+
+    def broken(state):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        steps.closing_on_error(broken)({"run": "r"})
+    assert queue.closed and steps.queues == {}

@@ -6,14 +6,11 @@ the congruence suite copies into a server when QDRANT_URL is set.
 """
 
 import json
-import subprocess
-import sys
 
 import pytest
 from conftest import SHOP, run_cli
 from fake_ollama import FakeOllama
 
-from archivist import cli
 from archivist.app import Archivist
 from archivist.settings import Settings
 from archivist.tools.store import KnowledgeStore, connect
@@ -53,19 +50,11 @@ def two_stores(tmp_path_factory):
 
 
 @pytest.fixture
-def migrate(monkeypatch, capsys):
-    """Run `archivist migrate ARGS` in this process (faster than a subprocess): (status, out,
-    err). The first test runs it as a subprocess, as users do."""
+def migrate():
+    """Run `archivist migrate ARGS` against a home, with no Ollama (migrating embeds nothing)."""
 
     def run(*args, home):
-        monkeypatch.setenv("ARCHIVIST_HOME", str(home))
-        monkeypatch.setenv("OLLAMA_HOST", DEAD_OLLAMA)
-        monkeypatch.setattr(sys, "argv", ["archivist", "migrate", *args])
-        capsys.readouterr()
-        with pytest.raises(SystemExit) as stopped:
-            cli.main()
-        out, err = capsys.readouterr()
-        return subprocess.CompletedProcess(args, stopped.value.code or 0, out, err)
+        return run_cli("migrate", *args, ollama_url=DEAD_OLLAMA, home=home)
 
     return run
 

@@ -1,8 +1,9 @@
 """Processes that die or collide: an ingest killed with SIGKILL while it writes, and a second
 process opening the embedded store while an ingest runs.
 
-Everything goes through the public interface (the CLI as subprocesses, `connect(path)` and
-KnowledgeStore), so these tests hold whatever engine sits behind `archivist.tools.store.connect()`.
+Everything goes through the public interface (the CLI, as subprocesses where they die or
+collide, `connect(path)` and KnowledgeStore), so these tests hold whatever engine sits behind
+`archivist.tools.store.connect()`.
 """
 
 import os

@@ -1,7 +1,8 @@
-"""Qdrant Edge (Qdrant's in-process engine) behind the part of `QdrantClient` the stores use.
+"""Qdrant Edge (Qdrant's in-process engine) behind the `Engine` seam the stores code against.
 
-`EdgeClient` takes and returns `qdrant_client.models` objects, so `KnowledgeStore` codes
-against one interface whether its collections live in this process or on a Qdrant server.
+`EdgeClient` takes and returns `qdrant_client.models` objects with `QdrantClient`'s method
+names (see tools/engine.py), so `KnowledgeStore` has one code path whether its collections
+live in this process or on a Qdrant server. It translates what the stores send, no more.
 Each collection is one Edge shard in `<root>/<name>/shard`; what Edge does not keep (the
 collection's vector configuration, its metadata and payload indexes) is in
 `<root>/<name>/collection.json`, replaced atomically. A collection exists once that file does.
@@ -19,13 +20,13 @@ import shutil
 import sys
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import portalocker
 import qdrant_edge as qe
-from qdrant_client import QdrantClient, models
+from qdrant_client import models
 from qdrant_client.http.models import QueryResponse
 
 from archivist.tools.errors import StoreLocked
@@ -35,8 +36,6 @@ SHARD_DIR = "shard"
 LOCK_FILE = ".lock"
 MIGRATING_FILE = "migrating"
 FORMAT = 1
-# Qdrant's default RRF constant; the server and qdrant-client's local mode use it too.
-RRF_K = 2
 # Dense vectors are stored as float16: half the memory and disk of float32, and scores within
 # ~1e-3 of float32's (Ollama's nomic-embed-text itself runs with float16 weights).
 #
@@ -56,21 +55,9 @@ INDEX_CHECK_POINTS = 2_000
 # Seconds between flushes of a shard's segments (a Qdrant server's flush_interval_sec).
 FLUSH_INTERVAL = 5.0
 
-_DISTANCES = {
-    models.Distance.COSINE: qe.Distance.Cosine,
-    models.Distance.EUCLID: qe.Distance.Euclid,
-    models.Distance.DOT: qe.Distance.Dot,
-    models.Distance.MANHATTAN: qe.Distance.Manhattan,
-}
-_SCHEMAS = {
-    models.PayloadSchemaType.KEYWORD: qe.PayloadSchemaType.Keyword,
-    models.PayloadSchemaType.INTEGER: qe.PayloadSchemaType.Integer,
-    models.PayloadSchemaType.FLOAT: qe.PayloadSchemaType.Float,
-    models.PayloadSchemaType.BOOL: qe.PayloadSchemaType.Bool,
-    models.PayloadSchemaType.TEXT: qe.PayloadSchemaType.Text,
-    models.PayloadSchemaType.DATETIME: qe.PayloadSchemaType.Datetime,
-    models.PayloadSchemaType.UUID: qe.PayloadSchemaType.Uuid,
-}
+# The stores make cosine collections and keyword payload indexes, nothing else.
+_DISTANCES = {models.Distance.COSINE: qe.Distance.Cosine}
+_SCHEMAS = {models.PayloadSchemaType.KEYWORD: qe.PayloadSchemaType.Keyword}
 
 
 class EdgeClient:
@@ -85,7 +72,10 @@ class EdgeClient:
         self._flushed: dict[str, float] = {}
         self._unchecked: dict[str, int] = {}  # points written since the last index check
         self._closed = False
-        # The CLI never closes explicitly; flushing and indexing must still happen at exit.
+        # Closing flushes the shards, indexes a grown store's last part and releases the lock.
+        # The CLI (when a command ends), the server and `archivist copy` close explicitly, but
+        # a notebook or script using the Python API ends without a close call: its exit is the
+        # one moment left to do it, so the hook stays there. An explicit close() unregisters it.
         atexit.register(self.close)
 
     # -- collections -------------------------------------------------------------------------
@@ -140,9 +130,14 @@ class EdgeClient:
         collection_name: str,
         vectors_config: models.VectorParams | Mapping[str, models.VectorParams] | None = None,
         sparse_vectors_config: Mapping[str, models.SparseVectorParams] | None = None,
+        shard_number: int | None = None,
+        replication_factor: int | None = None,
+        write_consistency_factor: int | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> bool:
         self._check_open()
+        if (shard_number, replication_factor, write_consistency_factor) != (None, None, None):
+            raise ValueError("The embedded store has one node and one shard: give no layout.")
         if self.collection_exists(collection_name):
             raise ValueError(f"Collection {collection_name} already exists")
         if isinstance(vectors_config, models.VectorParams):
@@ -225,8 +220,6 @@ class EdgeClient:
     def upsert(
         self, collection_name: str, points: Sequence[models.PointStruct], wait: bool = True
     ) -> models.UpdateResult:
-        if not isinstance(points, Sequence):
-            raise NotImplementedError("EdgeClient.upsert takes a list of PointStruct.")
         edge_points = [
             qe.Point(_point_id(p.id), _vectors_to_edge(p.vector), p.payload) for p in points
         ]
@@ -241,22 +234,9 @@ class EdgeClient:
         return _completed()
 
     def delete(
-        self,
-        collection_name: str,
-        points_selector: models.Filter | models.FilterSelector | models.PointIdsList | list,
-        wait: bool = True,
+        self, collection_name: str, points_selector: models.Filter, wait: bool = True
     ) -> models.UpdateResult:
-        if isinstance(points_selector, models.FilterSelector):
-            points_selector = points_selector.filter
-        if isinstance(points_selector, models.Filter):
-            operation = qe.UpdateOperation.delete_points_by_filter(_filter(points_selector))
-        else:
-            ids = (
-                points_selector.points
-                if isinstance(points_selector, models.PointIdsList)
-                else points_selector
-            )
-            operation = qe.UpdateOperation.delete_points([_point_id(i) for i in ids])
+        operation = qe.UpdateOperation.delete_points_by_filter(_filter(points_selector))
         self._write(collection_name, operation, wait)
         return _completed()
 
@@ -273,8 +253,8 @@ class EdgeClient:
             offset=None if offset is None else _point_id(offset),
             limit=limit,
             filter=_filter(scroll_filter),
-            with_payload=_with_payload(with_payload),
-            with_vector=_with_vectors(with_vectors),
+            with_payload=_selection(with_payload),
+            with_vector=_selection(with_vectors),
         )
         records, next_offset = self._shard(collection_name).scroll(request)
         return (
@@ -287,30 +267,24 @@ class EdgeClient:
             None if next_offset is None else _id_out(next_offset),
         )
 
-    def query_points(
-        self,
-        collection_name: str,
-        query: Any = None,
-        using: str | None = None,
-        prefetch: models.Prefetch | Sequence[models.Prefetch] | None = None,
-        query_filter: models.Filter | None = None,
-        limit: int = 10,
-        offset: int | None = None,
-        with_payload: bool | Sequence[str] | models.PayloadSelector = True,
-        with_vectors: bool | Sequence[str] = False,
-        score_threshold: float | None = None,
-    ) -> QueryResponse:
-        request = qe.QueryRequest(
-            limit=limit,
-            offset=offset,
-            query=_query(query, using),
-            prefetches=_prefetches(prefetch),
-            filter=_filter(query_filter),
-            score_threshold=score_threshold,
-            with_payload=_with_payload(with_payload),
-            with_vector=_with_vectors(with_vectors),
+    def query_batch_points(
+        self, collection_name: str, requests: Sequence[models.QueryRequest]
+    ) -> list[QueryResponse]:
+        """Run several nearest-vector queries; in process, one after another."""
+        return [self._query(collection_name, r) for r in requests]
+
+    def _query(self, collection_name: str, request: models.QueryRequest) -> QueryResponse:
+        query = request.query
+        if not isinstance(query, models.SparseVector | list):
+            raise NotImplementedError("EdgeClient runs nearest-vector queries only.")
+        edge_request = qe.QueryRequest(
+            limit=request.limit or 10,
+            query=qe.Query.Nearest(_vector_to_edge(query), using=request.using),
+            filter=_filter(request.filter),
+            with_payload=_selection(request.with_payload or False),
+            with_vector=_selection(request.with_vector or False),
         )
-        scored = self._shard(collection_name).query(request)
+        scored = self._shard(collection_name).query(edge_request)
         return QueryResponse(
             points=[
                 models.ScoredPoint(
@@ -324,36 +298,15 @@ class EdgeClient:
             ]
         )
 
-    def query_batch_points(
-        self, collection_name: str, requests: Sequence[models.QueryRequest]
-    ) -> list[QueryResponse]:
-        """Run several queries; in process, a batch is just one query after another."""
-        return [
-            self.query_points(
-                collection_name,
-                query=r.query,
-                using=r.using,
-                prefetch=r.prefetch,
-                query_filter=r.filter,
-                limit=r.limit or 10,
-                offset=r.offset,
-                with_payload=False if r.with_payload is None else r.with_payload,
-                with_vectors=False if r.with_vector is None else r.with_vector,
-                score_threshold=r.score_threshold,
-            )
-            for r in requests
-        ]
-
     def facet(
         self,
         collection_name: str,
         key: str,
-        facet_filter: models.Filter | None = None,
         limit: int = 10,
         exact: bool = False,
     ) -> models.FacetResponse:
         """Count the points per value of a keyword payload field."""
-        request = qe.FacetRequest(key=key, limit=limit, exact=exact, filter=_filter(facet_filter))
+        request = qe.FacetRequest(key=key, limit=limit, exact=exact)
         hits = self._shard(collection_name).facet(request).hits
         # Unvalidated: a store's facet can have a hit per source (thousands).
         return models.FacetResponse.model_construct(
@@ -423,81 +376,6 @@ class EdgeClient:
         os.replace(temporary, target)
 
 
-def migrate_legacy(legacy: Path, target: EdgeClient) -> list[str]:
-    """Move the stores an earlier release kept in qdrant-client's local mode into `target`.
-
-    Runs once: the old folder is renamed to `<name>.migrated` afterwards (kept as a backup),
-    so a store deleted later does not come back. Returns the names copied.
-    """
-    if not (legacy / "meta.json").is_file():
-        return []
-    try:
-        copied = migrate_local(legacy, target)
-    except RuntimeError as exc:
-        if "already accessed" in str(exc):
-            raise StoreLocked(
-                f"The embedded store at {legacy} is in use by another Archivist process.",
-                "Wait for it to finish; this release then moves its stores to Qdrant Edge.",
-            ) from None
-        raise
-    backup = legacy.with_name(legacy.name + ".migrated")
-    shutil.rmtree(backup, ignore_errors=True)
-    legacy.rename(backup)
-    if copied:
-        sys.stderr.write(
-            f"Moved {len(copied)} store(s) ({', '.join(copied)}) from {legacy} to the Qdrant "
-            f"Edge engine at {target.path}; the old folder is kept as {backup}: delete it "
-            "once you no longer need it.\n"
-        )
-    return copied
-
-
-def migrate_local(source: Path, target: EdgeClient, batch: int = 512) -> list[str]:
-    """Copy the collections of a qdrant-client local-mode folder into `target`.
-
-    Points keep their ids, vectors and payloads (nothing is re-embedded) and collections their
-    metadata. Collections `target` already holds are left alone, except one whose copy was
-    interrupted, which is copied again. Returns the names copied.
-    """
-    legacy = QdrantClient(path=str(source))
-    copied = []
-    try:
-        for description in legacy.get_collections().collections:
-            name = description.name
-            marker = target.path / name / MIGRATING_FILE
-            if target.collection_exists(name):
-                if not marker.exists():
-                    continue
-                target.delete_collection(name)
-            info = legacy.get_collection(name)
-            target.create_collection(
-                name,
-                vectors_config=info.config.params.vectors,
-                sparse_vectors_config=info.config.params.sparse_vectors,
-                metadata=info.config.metadata,
-            )
-            marker.touch()
-            target.create_payload_index(name, "source", models.PayloadSchemaType.KEYWORD)
-            offset = None
-            while True:
-                records, offset = legacy.scroll(
-                    name, limit=batch, offset=offset, with_payload=True, with_vectors=True
-                )
-                points = [
-                    models.PointStruct(id=r.id, vector=r.vector or {}, payload=r.payload)
-                    for r in records
-                ]
-                if points:
-                    target.upsert(name, points)
-                if offset is None:
-                    break
-            marker.unlink()
-            copied.append(name)
-    finally:
-        legacy.close()
-    return copied
-
-
 def _acquire_lock(path: Path) -> portalocker.Lock:
     lock = portalocker.Lock(str(path), mode="a", flags=portalocker.LOCK_EX | portalocker.LOCK_NB)
     try:
@@ -536,9 +414,6 @@ def _edge_config(
     vectors: Mapping[str, models.VectorParams],
     sparse_vectors: Mapping[str, models.SparseVectorParams],
 ) -> qe.EdgeConfig:
-    for name, params in vectors.items():
-        if params.multivector_config or params.quantization_config:
-            raise NotImplementedError(f"Vector '{name}': multivectors and quantization.")
     return qe.EdgeConfig(
         vectors={
             name: qe.EdgeVectorParams(
@@ -587,9 +462,7 @@ def _sparse(vector: models.SparseVector) -> qe.SparseVector:
 def _vector_to_edge(vector: Any) -> Any:
     if isinstance(vector, models.SparseVector):
         return _sparse(vector)
-    if isinstance(vector, models.Document | models.Image | models.InferenceObject):
-        raise NotImplementedError("EdgeClient does no inference: pass vectors.")
-    return [float(x) for x in vector] if not isinstance(vector, list) else vector
+    return vector if isinstance(vector, list) else [float(x) for x in vector]
 
 
 def _vectors_to_edge(vector: Any) -> Any:
@@ -608,92 +481,29 @@ def _vectors_from_edge(vector: Any) -> Any:
     return list(vector)
 
 
-def _with_payload(value: Any) -> Any:
-    if isinstance(value, models.PayloadSelectorInclude):
-        return qe.PayloadSelector.Include(list(value.include))
-    if isinstance(value, models.PayloadSelectorExclude):
-        return qe.PayloadSelector.Exclude(list(value.exclude))
+def _selection(value: bool | Sequence[str]) -> bool | list[str]:
+    """All (True), none (False) or the named payload fields or vectors."""
     return value if isinstance(value, bool) else list(value)
-
-
-def _with_vectors(value: Any) -> Any:
-    return value if isinstance(value, bool) else list(value)
-
-
-def _nearest(vector: Any, using: str | None) -> qe.Query:
-    return qe.Query.Nearest(_vector_to_edge(vector), using=using)
-
-
-def _query(query: Any, using: str | None) -> Any:
-    if query is None:
-        return None
-    if isinstance(query, models.NearestQuery):
-        return _nearest(query.nearest, using)
-    if isinstance(query, models.FusionQuery):
-        if query.fusion == models.Fusion.DBSF:
-            return qe.Fusion.Dbsf()
-        return qe.Fusion.Rrf(k=RRF_K)
-    if isinstance(query, models.RrfQuery):
-        k = RRF_K if query.rrf.k is None else query.rrf.k
-        return qe.Fusion.Rrf(k=k, weights=query.rrf.weights)
-    if isinstance(query, models.SparseVector | list | tuple) or hasattr(query, "tolist"):
-        return _nearest(query, using)
-    raise NotImplementedError(f"EdgeClient does not translate {type(query).__name__} queries.")
-
-
-def _prefetches(prefetch: Any) -> list[qe.Prefetch] | None:
-    if prefetch is None:
-        return None
-    if isinstance(prefetch, models.Prefetch):
-        prefetch = [prefetch]
-    return [
-        qe.Prefetch(
-            limit=p.limit if p.limit is not None else 10,
-            query=_query(p.query, p.using),
-            prefetches=_prefetches(p.prefetch),
-            filter=_filter(p.filter),
-            score_threshold=p.score_threshold,
-        )
-        for p in prefetch
-    ]
 
 
 def _filter(value: models.Filter | None) -> qe.Filter | None:
+    """Translate the filters the stores make: field conditions that must (not) match."""
     if value is None:
         return None
-    if value.min_should is not None:
-        raise NotImplementedError("EdgeClient does not translate min_should filters.")
-    return qe.Filter(
-        must=_conditions(value.must),
-        should=_conditions(value.should),
-        must_not=_conditions(value.must_not),
-    )
+    if value.should is not None or value.min_should is not None:
+        raise NotImplementedError("EdgeClient translates must and must_not filters only.")
+    return qe.Filter(must=_conditions(value.must), must_not=_conditions(value.must_not))
 
 
 def _conditions(value: Any) -> list[Any] | None:
     if value is None:
         return None
-    items: Iterable[Any] = value if isinstance(value, list) else [value]
-    return [_condition(c) for c in items]
+    return [_condition(c) for c in (value if isinstance(value, list) else [value])]
 
 
 def _condition(condition: Any) -> Any:
-    if isinstance(condition, models.Filter):
-        return _filter(condition)
-    if isinstance(condition, models.HasIdCondition):
-        return qe.HasIdCondition({_point_id(i) for i in condition.has_id})
-    if isinstance(condition, models.IsEmptyCondition):
-        return qe.IsEmptyCondition(condition.is_empty.key)
-    if isinstance(condition, models.IsNullCondition):
-        return qe.IsNullCondition(condition.is_null.key)
-    if isinstance(condition, models.FieldCondition):
-        if condition.match is not None:
-            return qe.FieldCondition(key=condition.key, match=_match(condition.match))
-        if isinstance(condition.range, models.Range):
-            r = condition.range
-            return qe.FieldCondition(
-                key=condition.key, range=qe.RangeFloat(gte=r.gte, gt=r.gt, lte=r.lte, lt=r.lt)
-            )
+    if isinstance(condition, models.FieldCondition) and condition.match is not None:
+        return qe.FieldCondition(key=condition.key, match=_match(condition.match))
     raise NotImplementedError(f"EdgeClient does not translate {condition!r}.")
 
 
@@ -702,8 +512,4 @@ def _match(match: Any) -> Any:
         return qe.MatchValue(match.value)
     if isinstance(match, models.MatchAny):
         return qe.MatchAny(list(match.any))
-    if isinstance(match, models.MatchExcept):
-        return qe.MatchExcept(list(match.except_))
-    if isinstance(match, models.MatchText):
-        return qe.MatchText(match.text)
     raise NotImplementedError(f"EdgeClient does not translate {type(match).__name__}.")

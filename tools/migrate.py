@@ -1,35 +1,40 @@
-"""Copy stores between Qdrants (embedded to server, server to embedded, home to home).
+"""Copy stores between Qdrants (embedded to server, server to embedded, home to home), and
+move the stores an earlier release kept in qdrant-client's local mode into Qdrant Edge.
 
 Points are copied with their vectors and payloads, so nothing is embedded again, through the
 operations every engine offers (scroll with vectors, upsert), with the store's metadata
 (fingerprint, description, creation time) as it was.
 """
 
+import shutil
+import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
-from qdrant_client import QdrantClient
+from qdrant_client import QdrantClient, models
 
-from archivist.tools.errors import ArchivistError
+from archivist.tools.edge import MIGRATING_FILE, EdgeClient
+from archivist.tools.engine import Engine, scroll_pages
+from archivist.tools.errors import ArchivistError, StoreLocked
+from archivist.tools.progress import ProgressFn, ignore
 from archivist.tools.store import KnowledgeStore, ServerLayout, copy_points, list_stores
-
-ProgressFn = Callable[[int, int], None]
 
 
 def copy_stores(
-    source: QdrantClient,
-    target: QdrantClient,
+    source: Engine,
+    target: Engine,
     names: Sequence[str] = (),
     layout: ServerLayout | None = None,
     batch: int = 256,
     force: bool = False,
-    on_progress: Callable[[str, int, int], None] | None = None,
+    on_progress: ProgressFn | None = None,
 ) -> list[dict[str, Any]]:
     """Copy the named stores (default: all) from one Qdrant to another; report each one.
 
     Every target is checked before anything is copied, so a refusal leaves both sides as
-    they were.
+    they were. Progress: "copied" events with the store, the chunks copied and the total.
     """
     names = list(dict.fromkeys(names)) or list_stores(source)
     pairs = [(KnowledgeStore(source, n), KnowledgeStore(target, n, layout)) for n in names]
@@ -43,8 +48,7 @@ def copy_stores(
     copied = []
     for origin, copy in pairs:
         started = time.perf_counter()
-        progress = on_progress and (lambda done, total, n=origin.name: on_progress(n, done, total))
-        chunks = copy_store(origin, copy, batch, force, progress)
+        chunks = copy_store(origin, copy, batch, force, on_progress)
         seconds = round(time.perf_counter() - started, 2)
         copied.append({"store": origin.name, "chunks": chunks, "seconds": seconds})
     return copied
@@ -74,8 +78,12 @@ def copy_store(
         target.drop()
     target.ensure(info["fingerprint"], info.get("description", ""))
     target.client.update_collection(target.name, metadata={"archivist": info})
+    notify = on_progress or ignore
     copied = copy_points(
-        source, target, batch, (lambda copied: on_progress(copied, total)) if on_progress else None
+        source,
+        target,
+        batch,
+        lambda event, fields: notify(event, {"store": source.name, **fields, "total": total}),
     )
     stored = target.count()
     if stored != total:
@@ -84,4 +92,72 @@ def copy_store(
             f"{total}.",
             "Run the same command again with --force to copy it anew.",
         )
+    return copied
+
+
+def migrate_legacy(legacy: Path, target: EdgeClient) -> list[str]:
+    """Move the stores an earlier release kept in qdrant-client's local mode into `target`.
+
+    Runs once: the old folder is renamed to `<name>.migrated` afterwards (kept as a backup),
+    so a store deleted later does not come back. Returns the names copied.
+    """
+    if not (legacy / "meta.json").is_file():
+        return []
+    try:
+        copied = migrate_local(legacy, target)
+    except RuntimeError as exc:
+        if "already accessed" in str(exc):
+            raise StoreLocked(
+                f"The embedded store at {legacy} is in use by another Archivist process.",
+                "Wait for it to finish; this release then moves its stores to Qdrant Edge.",
+            ) from None
+        raise
+    backup = legacy.with_name(legacy.name + ".migrated")
+    shutil.rmtree(backup, ignore_errors=True)
+    legacy.rename(backup)
+    if copied:
+        sys.stderr.write(
+            f"Moved {len(copied)} store(s) ({', '.join(copied)}) from {legacy} to the Qdrant "
+            f"Edge engine at {target.path}; the old folder is kept as {backup}: delete it "
+            "once you no longer need it.\n"
+        )
+    return copied
+
+
+def migrate_local(source: Path, target: EdgeClient, batch: int = 512) -> list[str]:
+    """Copy the collections of a qdrant-client local-mode folder into `target`.
+
+    Points keep their ids, vectors and payloads (nothing is re-embedded) and collections their
+    metadata. Collections `target` already holds are left alone, except one whose copy was
+    interrupted, which is copied again. Returns the names copied.
+    """
+    legacy = QdrantClient(path=str(source))
+    copied = []
+    try:
+        for description in legacy.get_collections().collections:
+            name = description.name
+            marker = target.path / name / MIGRATING_FILE
+            if target.collection_exists(name):
+                if not marker.exists():
+                    continue
+                target.delete_collection(name)
+            info = legacy.get_collection(name)
+            target.create_collection(
+                name,
+                vectors_config=info.config.params.vectors,
+                sparse_vectors_config=info.config.params.sparse_vectors,
+                metadata=info.config.metadata,
+            )
+            marker.touch()
+            target.create_payload_index(name, "source", models.PayloadSchemaType.KEYWORD)
+            for records in scroll_pages(legacy, name, batch, with_vectors=True):
+                points = [
+                    models.PointStruct(id=r.id, vector=r.vector or {}, payload=r.payload)
+                    for r in records
+                ]
+                target.upsert(name, points=points)
+            marker.unlink()
+            copied.append(name)
+    finally:
+        legacy.close()
     return copied

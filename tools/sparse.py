@@ -13,9 +13,11 @@ K1 = 1.2
 B = 0.75
 AVG_DOC_TOKENS = 256.0
 
-_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
-_CJK_RUN = re.compile(f"[{_CJK}]+")
-_WORD = re.compile(f"[^\\W_{_CJK}]+")
+# Kana, CJK ideographs (extension A, unified, compatibility) and Hangul: indexed as character
+# bigrams here, and given smaller chunks by the splitter, which imports this one definition.
+CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+_CJK_RUN = re.compile(f"[{CJK}]+")
+_WORD = re.compile(f"[^\\W_{CJK}]+")
 # Product codes and identifiers ("NW-TX-2290", "v1.2.3") also count as one token each.
 # A code starts where a word does and never gives back characters (possessive), so finding
 # them takes one pass instead of backtracking through every long word or CJK run.

@@ -11,7 +11,7 @@ import re
 import time
 import uuid
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -19,7 +19,9 @@ from typing import Any, Literal
 from qdrant_client import QdrantClient, models
 
 from archivist.tools import sparse
+from archivist.tools.engine import Engine, scroll_pages
 from archivist.tools.errors import ArchivistError, StoreMismatch, StoreNotFound
+from archivist.tools.progress import ProgressFn, ignore
 
 DENSE = "dense"
 SPARSE = "bm25"
@@ -133,7 +135,7 @@ def connect(
     prefer_grpc: bool = False,
     timeout: int | None = None,
     legacy_path: Path | None = None,
-):
+) -> Engine:
     """Open the Qdrant behind the stores: a server when `url` is given, else Qdrant Edge at `path`.
 
     With `prefer_grpc`, a server is spoken to over gRPC (port 6334) instead of REST. Stores that
@@ -143,7 +145,8 @@ def connect(
     if url:
         return QdrantClient(url=url, api_key=api_key, prefer_grpc=prefer_grpc, timeout=timeout)
     assert path is not None, "connect() needs a path or a url"
-    from archivist.tools.edge import EdgeClient, migrate_legacy
+    from archivist.tools.edge import EdgeClient
+    from archivist.tools.migrate import migrate_legacy
 
     client = EdgeClient(path)
     if legacy_path is not None:
@@ -158,33 +161,28 @@ def copy_points(
     source: "KnowledgeStore",
     target: "KnowledgeStore",
     batch: int = 256,
-    on_progress: Callable[[int], None] | None = None,
+    on_progress: ProgressFn = ignore,
 ) -> int:
     """Copy every point of `source` into `target` (vectors and payloads; nothing re-embedded).
 
-    The two stores may live on different Qdrants; returns how many points were copied.
+    The two stores may live on different Qdrants; reports "copied" events with the chunks
+    copied so far; returns how many points were copied.
     """
-    copied, offset = 0, None
-    while True:
-        points, offset = source.client.scroll(
-            source.name, limit=batch, offset=offset, with_payload=True, with_vectors=True
+    copied = 0
+    for points in scroll_pages(source.client, source.name, batch, with_vectors=True):
+        target.client.upsert(
+            target.name,
+            points=[
+                models.PointStruct(id=p.id, vector=p.vector, payload=p.payload) for p in points
+            ],
+            wait=True,
         )
-        if points:
-            target.client.upsert(
-                target.name,
-                points=[
-                    models.PointStruct(id=p.id, vector=p.vector, payload=p.payload) for p in points
-                ],
-                wait=True,
-            )
-            copied += len(points)
-            if on_progress:
-                on_progress(copied)
-        if offset is None:
-            return copied
+        copied += len(points)
+        on_progress("copied", {"chunks": copied})
+    return copied
 
 
-def list_stores(client: QdrantClient) -> list[str]:
+def list_stores(client: Engine) -> list[str]:
     """Return the names of the stores (collections) this Qdrant holds, without rebuilds."""
     names = (c.name for c in client.get_collections().collections)
     return sorted(n for n in names if not n.endswith(REBUILD_SUFFIX))
@@ -198,7 +196,7 @@ def fingerprints_match(stored: dict[str, Any], wanted: dict[str, Any]) -> bool:
 class KnowledgeStore:
     """A named store of chunks: its collection's lifecycle, writes and queries."""
 
-    def __init__(self, client: QdrantClient, name: str, layout: ServerLayout | None = None) -> None:
+    def __init__(self, client: Engine, name: str, layout: ServerLayout | None = None) -> None:
         self.client = client
         self.name = validate_store_name(name)
         self.layout = layout or ServerLayout()
@@ -286,15 +284,33 @@ class KnowledgeStore:
         """Refuse to mix vectors from another embedding model or prefix policy."""
         fingerprint = {**fingerprint, "sparse": SPARSE_SCHEME}
         stored = self.fingerprint
-        if not fingerprints_match(stored, fingerprint):
+        if fingerprints_match(stored, fingerprint):
+            return
+        model = stored.get("embed_model")
+        if stored.get("sparse") != fingerprint["sparse"] and fingerprints_match(
+            {**stored, "sparse": None}, {**fingerprint, "sparse": None}
+        ):
             raise StoreMismatch(
-                f"Store '{self.name}' was built with embedding model "
-                f"'{stored.get('embed_model')}' ({stored.get('dimension')} dimensions), "
-                f"but '{fingerprint.get('embed_model')}' ({fingerprint.get('dimension')} "
-                "dimensions) is configured.",
-                f"Use the same model (--embed-model {stored.get('embed_model')}), ingest into a "
-                "new store, or rebuild this one with --reindex.",
+                f"Store '{self.name}' keeps keyword vectors of the scheme "
+                f"'{stored.get('sparse')}'; this release reads '{fingerprint['sparse']}'.",
+                f"Rebuild it (nothing else changes): archivist ingest PATH --store {self.name} "
+                "--reindex",
             )
+        if model == fingerprint.get("embed_model"):
+            raise StoreMismatch(
+                f"Store '{self.name}' was built with '{model}' under other task prefixes "
+                f"(document {stored.get('document_prefix')!r}, query "
+                f"{stored.get('query_prefix')!r}).",
+                f"Rebuild it: archivist ingest PATH --store {self.name} --reindex",
+            )
+        # The other model's dimension is unknown until it embeds something: not stated.
+        raise StoreMismatch(
+            f"Store '{self.name}' was built with embedding model '{model}' "
+            f"({stored.get('dimension')} dimensions), but '{fingerprint.get('embed_model')}' is "
+            "configured.",
+            f"Ingest with the store's model (--embed-model {model}, or ARCHIVIST_EMBED_MODEL), "
+            "ingest into a new store, or rebuild this one with --reindex.",
+        )
 
     def drop(self) -> None:
         """Delete the store's collection and everything in it."""
@@ -423,20 +439,9 @@ class KnowledgeStore:
         self, selector: models.Filter | None, fields: Sequence[str] | bool = SOURCE_FIELDS
     ) -> Iterator[dict[str, Any]]:
         """The payloads of the chunks `selector` picks (all: None), with `fields` (all: True)."""
-        offset = None
-        while True:
-            points, offset = self.client.scroll(
-                self.name,
-                scroll_filter=selector,
-                limit=2048,
-                offset=offset,
-                with_payload=fields if isinstance(fields, bool) else list(fields),
-                with_vectors=False,
-            )
+        for points in scroll_pages(self.client, self.name, 2048, selector, fields):
             for point in points:
                 yield point.payload or {}
-            if offset is None:
-                return
 
     def chunks(self, sources: Iterable[str] | None = None) -> list[dict[str, Any]]:
         """Return the stored chunks (of `sources`, else all) as flat records for a table,

@@ -13,8 +13,11 @@ from typing import Any
 import httpx
 
 from archivist import models
+from archivist.agent.records import Passage, ToolCall, Turn
 from archivist.agent.retrieval import format_results, tool_name
-from archivist.app import AGENT, Archivist, run_turn
+from archivist.agent.setup import AGENT, AgentSetup
+from archivist.agent.turn import run_turn
+from archivist.app import Archivist
 from archivist.tools.errors import ArchivistError
 from archivist.tools.store import SearchMode
 
@@ -40,6 +43,10 @@ COUNT_METRICS = (
     "errors",
     "runs",
 )
+TEXT_CALL_METRICS = ("text_calls_recovered", "text_calls_unrun", "wrong_names_retried")
+"""How a model called its tools: calls it wrote as text and Archivist ran, calls written as text
+that could not be run (no such tool, bad arguments), calls to a wrong tool name that it then
+corrected within the turn."""
 GRADING_METRICS = ("grade_calls", "rewrite_calls", "searches", "passages_shown")
 """Counts that show what grading costs: its model calls, extra searches, passages kept."""
 USAGE_KEYS = ("model_calls", "input_tokens", "output_tokens", "grade_calls", "rewrite_calls")
@@ -163,7 +170,7 @@ def _normalized(text: str) -> str:
     return " ".join(text.casefold().split())
 
 
-def _call_is_valid(call: dict[str, Any]) -> bool:
+def _call_is_valid(call: ToolCall) -> bool:
     query = call.get("args", {}).get("query")
     return "error" not in call and isinstance(query, str) and bool(query.strip())
 
@@ -202,7 +209,7 @@ def _tool_match(called: Sequence[str], expected: Sequence[str]) -> bool:
     return bool(result["score"])
 
 
-def score_turn(case: Case, turn: dict[str, Any] | None, mode: str, k: int) -> dict[str, Any]:
+def score_turn(case: Case, turn: Turn | None, mode: str, k: int) -> dict[str, Any]:
     """Score one run of a case; an outcome is None where the case sets no expectation.
 
     `turn` is None when the run failed: it then fails every expectation the case states,
@@ -215,6 +222,10 @@ def score_turn(case: Case, turn: dict[str, Any] | None, mode: str, k: int) -> di
         + ("answer_contains", "citations_valid")
     )
     outcomes["valid_calls"] = outcomes["calls"] = 0
+    written = turn.get("text_calls", []) if turn else []
+    outcomes["text_calls_recovered"] = sum(1 for c in written if c["recovered"])
+    outcomes["text_calls_unrun"] = len(written) - outcomes["text_calls_recovered"]
+    outcomes["wrong_names_retried"] = _wrong_names_retried(calls)
     outcomes["valid_citations"] = outcomes["invalid_citations"] = 0
     by_model = [c for c in calls if "rewritten_from" not in c]
     outcomes["searches"] = len(calls)
@@ -255,7 +266,14 @@ def score_turn(case: Case, turn: dict[str, Any] | None, mode: str, k: int) -> di
     return outcomes
 
 
-def _shown_results(call: dict[str, Any]) -> list[dict[str, Any]]:
+def _wrong_names_retried(calls: Sequence[ToolCall]) -> int:
+    """Count calls to a tool that does not exist followed, later in the turn, by a call that
+    ran: the model read the list of tools it was sent back and corrected itself."""
+    last_ran = max((i for i, c in enumerate(calls) if "error" not in c), default=-1)
+    return sum(1 for c in calls[:last_ran] if c.get("error") == "unknown tool")
+
+
+def _shown_results(call: ToolCall) -> list[Passage]:
     """The passages of a search the model was given: after grading, those it `shown`."""
     if "shown" not in call:
         return call["results"]
@@ -383,6 +401,8 @@ def summarize(runs: Sequence[dict[str, Any]], repeat: int) -> dict[str, Any]:
     support["latency_p50_ms"] = support["latency_p95_ms"] = len(latencies)
     for key in ("input_tokens", "output_tokens", "model_calls", "grade_calls", "rewrite_calls"):
         metrics[key] = sum(r["usage"].get(key, 0) for r in runs)
+    for key in TEXT_CALL_METRICS:
+        metrics[key] = sum(o[key] for o in outcomes)
     metrics["searches"] = sum(o["searches"] for o in outcomes)
     metrics["passages_shown"] = sum(o["passages_shown"] for o in outcomes)
     metrics["errors"] = sum(r["error"] is not None for r in runs)
@@ -417,7 +437,7 @@ GRADING_FIELDS = (
 )
 
 
-def _trajectory(calls: Sequence[dict[str, Any]], agent: bool) -> list[dict[str, Any]]:
+def _trajectory(calls: Sequence[ToolCall], agent: bool) -> list[dict[str, Any]]:
     """Describe a turn's tool calls for the report, without the passages' text."""
     return [
         {
@@ -425,6 +445,7 @@ def _trajectory(calls: Sequence[dict[str, Any]], agent: bool) -> list[dict[str, 
             "args": c["args"],
             "by": "grader" if "rewritten_from" in c else "model" if agent else "application",
             "valid": _call_is_valid(c),
+            **({"from_text": True} if c.get("from_text") else {}),
             **({"error": c["error"]} if "error" in c else {}),
             "latency_ms": c.get("latency_ms"),
             **{key: c[key] for key in GRADING_FIELDS if key in c},
@@ -453,7 +474,7 @@ class Judge:
             prompt=RAG_GROUNDEDNESS_PROMPT, feedback_key="groundedness", judge=chat
         )
 
-    def __call__(self, turn: dict[str, Any]) -> dict[str, Any]:
+    def __call__(self, turn: Turn) -> dict[str, Any]:
         """Judge whether the answer helps with the question and is grounded in what was found."""
         verdicts: dict[str, Any] = {"judge_helpfulness": None, "judge_groundedness": None}
         comments: dict[str, str] = {}
@@ -487,7 +508,8 @@ def _raise_if_unreachable(exc: BaseException, model: str) -> None:
         ) from None
 
 
-ProgressFn = Callable[[str, Case, int], None]
+CaseDone = Callable[[str, Case, int], None]
+"""Told after each run of a case: the model's column label, the case, the attempt (from 0)."""
 
 
 def variant_label(model: str, grade: bool) -> str:
@@ -504,7 +526,7 @@ def evaluate(
     repeat: int = 1,
     seed: int | None = 42,
     judge_model: str | None = None,
-    on_run: ProgressFn | None = None,
+    on_run: CaseDone | None = None,
     grading: Sequence[bool] = (False,),
 ) -> dict[str, Any]:
     """Run every case `repeat` times against every model; return the report.
@@ -520,34 +542,26 @@ def evaluate(
     k = archivist.settings.k
     started = datetime.now(UTC)
     # Build every graph first: a missing model or store fails before any time is spent.
-    graphs = {
-        (name, grade): archivist.agent(stores, name, seed=seed, grade=grade)
+    setups = [
+        archivist.agent(stores, name, seed=seed, grade=grade)
         for name in dict.fromkeys(model_names)
         for grade in dict.fromkeys(grading)
-    }
+    ]
     if judge_model:
         models.show(archivist.settings, judge_model)
     judge = Judge(archivist, judge_model, seed) if judge_model else None
     runs: list[dict[str, Any]] = []
     summaries = []
-    for (name, grade), (graph, mode) in graphs.items():
-        label = variant_label(name, grade)
+    for setup in setups:
+        label = variant_label(setup.model, setup.grade)
         model_runs = []
         for case in cases:
             for attempt in range(repeat):
-                run = _run_case(archivist, graph, case, name, stores, mode, attempt, judge, grade)
-                model_runs.append(run)
+                model_runs.append(_run_case(archivist, setup, case, attempt, judge))
                 if on_run:
                     on_run(label, case, attempt)
-        summaries.append(
-            {
-                "model": name,
-                "label": label,
-                "grade": grade,
-                "mode": mode,
-                **summarize(model_runs, repeat),
-            }
-        )
+        about = {"model": setup.model, "label": label, "grade": setup.grade, "mode": setup.mode}
+        summaries.append({**about, **summarize(model_runs, repeat)})
         runs.extend(model_runs)
     return {
         "dataset": str(dataset),
@@ -568,23 +582,14 @@ def evaluate(
 
 
 def _run_case(
-    archivist: Archivist,
-    graph,
-    case: Case,
-    model: str,
-    stores: Sequence[str],
-    mode: str,
-    attempt: int,
-    judge: Judge | None,
-    grade: bool = False,
+    archivist: Archivist, setup: AgentSetup, case: Case, attempt: int, judge: Judge | None
 ) -> dict[str, Any]:
     """Run one case once in a fresh thread and score it."""
-    turn: dict[str, Any] | None = None
+    model, mode, grade = setup.model, setup.mode, setup.grade
+    turn: Turn | None = None
     error = None
     try:
-        turn = run_turn(
-            graph, case.question, model, stores, mode, f"eval-{uuid.uuid4()}", grade=grade
-        )
+        turn = run_turn(setup, case.question, f"eval-{uuid.uuid4()}")
     except Exception as exc:
         _raise_if_unreachable(exc, model)
         explained = models.explain(exc, archivist.settings)
@@ -600,6 +605,8 @@ def _run_case(
         "expect": case.to_dict(),
         "answer": turn["answer"] if turn else None,
         "tool_calls": _trajectory(turn["tool_calls"], mode == AGENT) if turn else [],
+        "text_calls": turn["text_calls"] if turn else [],
+        "searched": turn["searched"] if turn else None,
         "citations": turn["citations"] if turn else [],
         "invalid_citations": turn["invalid_citations"] if turn else [],
         "latency_ms": turn["latency_ms"] if turn else None,

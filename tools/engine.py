@@ -1,0 +1,110 @@
+"""The seam between the stores and Qdrant: the engine methods `KnowledgeStore` calls.
+
+Two engines satisfy it: qdrant-client's `QdrantClient` (a Qdrant server or cluster) and
+`EdgeClient` (Qdrant Edge, in this process). Only the methods and arguments the stores and
+the store copies really pass are listed, so an engine implements exactly these.
+"""
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Protocol
+
+from qdrant_client import models
+from qdrant_client.http.models import QueryResponse
+
+
+class Engine(Protocol):
+    """What a store needs of a Qdrant: collections, points, queries and facets.
+
+    Arguments before `*` are passed by position, the others by name, as the stores do.
+    """
+
+    def collection_exists(self, collection_name: str) -> bool: ...
+
+    def get_collections(self) -> models.CollectionsResponse: ...
+
+    def get_collection(self, collection_name: str) -> models.CollectionInfo: ...
+
+    def create_collection(
+        self,
+        collection_name: str,
+        *,
+        vectors_config: Mapping[str, models.VectorParams] | None = None,
+        sparse_vectors_config: Mapping[str, models.SparseVectorParams] | None = None,
+        shard_number: int | None = None,
+        replication_factor: int | None = None,
+        write_consistency_factor: int | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> bool: ...
+
+    def update_collection(
+        self, collection_name: str, *, metadata: dict[str, Any] | None = None
+    ) -> bool: ...
+
+    def create_payload_index(
+        self,
+        collection_name: str,
+        field_name: str,
+        field_schema: models.PayloadSchemaType,
+        *,
+        wait: bool = True,
+    ) -> models.UpdateResult: ...
+
+    def delete_collection(self, collection_name: str) -> bool: ...
+
+    def count(
+        self, collection_name: str, *, count_filter: models.Filter | None = None, exact: bool = True
+    ) -> models.CountResult: ...
+
+    def upsert(
+        self, collection_name: str, *, points: Sequence[models.PointStruct], wait: bool = True
+    ) -> models.UpdateResult: ...
+
+    def delete(
+        self, collection_name: str, *, points_selector: models.Filter, wait: bool = True
+    ) -> models.UpdateResult: ...
+
+    def scroll(
+        self,
+        collection_name: str,
+        *,
+        scroll_filter: models.Filter | None = None,
+        limit: int = 10,
+        offset: models.ExtendedPointId | None = None,
+        with_payload: bool | Sequence[str] = True,
+        with_vectors: bool | Sequence[str] = False,
+    ) -> tuple[list[models.Record], models.ExtendedPointId | None]: ...
+
+    def query_batch_points(
+        self, collection_name: str, *, requests: Sequence[models.QueryRequest]
+    ) -> list[QueryResponse]: ...
+
+    def facet(
+        self, collection_name: str, *, key: str, limit: int = 10, exact: bool = False
+    ) -> models.FacetResponse: ...
+
+    def close(self) -> None: ...
+
+
+def scroll_pages(
+    engine: Engine,
+    collection: str,
+    limit: int,
+    selector: models.Filter | None = None,
+    with_payload: bool | Sequence[str] = True,
+    with_vectors: bool = False,
+) -> Iterator[list[models.Record]]:
+    """Yield a collection's points (those `selector` picks) a page of `limit` at a time."""
+    offset = None
+    while True:
+        points, offset = engine.scroll(
+            collection,
+            scroll_filter=selector,
+            limit=limit,
+            offset=offset,
+            with_payload=with_payload if isinstance(with_payload, bool) else list(with_payload),
+            with_vectors=with_vectors,
+        )
+        if points:
+            yield points
+        if offset is None:
+            return
