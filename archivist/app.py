@@ -29,6 +29,7 @@ from archivist.tools.store import (
     KnowledgeStore,
     SearchMode,
     connect,
+    finish_swaps,
     heading_path,
     list_stores,
 )
@@ -74,6 +75,7 @@ class Archivist:
     def store(self, name: str, must_exist: bool = True) -> KnowledgeStore:
         """Return the named store; by default it must exist and match the embedding model."""
         store = KnowledgeStore(self.client, name, self.settings.server_layout)
+        store.finish_swap()
         if must_exist:
             store.check(self.embeddings.fingerprint(store.fingerprint.get("dimension")))
         return store
@@ -81,6 +83,7 @@ class Archivist:
     def stores(self) -> list[dict[str, Any]]:
         """List the stores with their size, model and description."""
         listing = []
+        finish_swaps(self.client)
         for name in list_stores(self.client):
             store = KnowledgeStore(self.client, name)
             info = store.info()
