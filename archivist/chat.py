@@ -7,6 +7,7 @@ asks the conversation, and tells the view what happened. Tests script all three.
 from collections.abc import Callable
 from typing import Any, Protocol, TextIO
 
+from archivist.printable import printable, printable_name
 from archivist.tools.errors import ArchivistError
 
 PROMPT = "› "
@@ -66,7 +67,7 @@ def tool_line(call: dict[str, Any]) -> str:
     A graded search says how many passages were relevant (or that grading failed); a search
     the grader rewrote is announced on a line of its own: `↻ rewrote to "query"`.
     """
-    query = call["args"].get("query", "")
+    query = printable_name(str(call["args"].get("query", "")))
     found = f"error: {call['error']}" if "error" in call else f"{len(call['results'])} results"
     if "grading_error" in call:
         found += " · grading failed, all kept"
@@ -84,7 +85,9 @@ def sources_line(result: dict[str, Any]) -> str | None:
     """List the sources an answer cited, if any."""
     if not result["citations"]:
         return None
-    return "Sources: " + "  ".join(f"[{c['n']}] {c['source']}" for c in result["citations"])
+    return "Sources: " + "  ".join(
+        f"[{c['n']}] {printable_name(c['source'])}" for c in result["citations"]
+    )
 
 
 def invalid_line(result: dict[str, Any]) -> str | None:
@@ -98,7 +101,7 @@ def invalid_line(result: dict[str, Any]) -> str | None:
 def render_answer(result: dict[str, Any]) -> str:
     """Render a whole turn as text: tool lines, the answer, the cited sources."""
     lines = [tool_line(call) for call in result["tool_calls"]]
-    lines.append(result["answer"])
+    lines.append(printable(result["answer"]))
     lines += [line for line in (sources_line(result), invalid_line(result)) if line]
     return "\n".join(lines)
 
@@ -110,7 +113,7 @@ def stores_text(listing: list[dict[str, Any]]) -> str:
     return (
         "\n".join(
             f"{'*' if s['in_use'] else ' '} {s['store']} ({s['chunks']} chunks)"
-            + (f": {s['description']}" if s["description"] else "")
+            + (f": {printable_name(s['description'])}" if s["description"] else "")
             for s in listing
         )
         + "\n(* searched in this chat)"
@@ -193,7 +196,7 @@ class PlainView:
         self._thinking = False
 
     def _write(self, text: str) -> None:
-        self.out.write(text)
+        self.out.write(printable(text))
         self.out.flush()
 
     def _end_line(self) -> None:
@@ -223,7 +226,7 @@ class PlainView:
             self._write(tool_line(data) + "\n")
         elif kind == "note":
             self._end_line()
-            self.err.write(f"Note: {data}\n")
+            self.err.write(printable(f"Note: {data}\n"))
             self.err.flush()
 
     def finish(self, result: dict[str, Any]) -> None:
@@ -242,7 +245,7 @@ class PlainView:
 
     def error(self, message: str) -> None:
         self._end_line()
-        self.err.write(message + "\n")
+        self.err.write(printable(message) + "\n")
         self.err.flush()
 
     def info(self, text: str) -> None:
@@ -254,7 +257,8 @@ class PlainView:
         if not results:
             self._write("No search results yet in this conversation.\n")
         for r in results:
-            self._write(f"[{r['n']}] {r['source']} (score {r['score']:.3f})\n{r['text']}\n\n")
+            source = printable_name(r["source"])
+            self._write(f"[{r['n']}] {source} (score {r['score']:.3f})\n{r['text']}\n\n")
 
 
 def stdin_reader(stream: TextIO) -> Callable[[str], str]:

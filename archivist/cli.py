@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
+from archivist.printable import escape_json_controls, printable, printable_name
 from archivist.settings import DEFAULT_STORE, Settings, load_settings
 from archivist.tools.errors import ArchivistError
 
@@ -89,11 +90,11 @@ def _app(**overrides: Any):
 
 
 def _print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+    sys.stdout.write(escape_json_controls(json.dumps(data, ensure_ascii=False, indent=2)) + "\n")
 
 
 def _notice(message: str) -> None:
-    sys.stderr.write(message + "\n")
+    sys.stderr.write(printable(message) + "\n")
 
 
 @app.command()
@@ -175,7 +176,7 @@ def ingest(
             f"in {report['seconds']:g} s; {report['points']} chunks in the store."
         )
         for failure in report["failed"]:
-            print(f"  failed: {failure['source']}: {failure['reason']}")
+            print(f"  failed: {printable_name(failure['source'])}: {printable(failure['reason'])}")
     if report["failed"]:
         raise typer.Exit(1)
 
@@ -202,7 +203,7 @@ def ask(
         return
     for note in result["notes"]:
         _notice(f"Note: {note}")
-    print(render_answer(result))
+    print(printable(render_answer(result)))
 
 
 @app.command()
@@ -233,7 +234,8 @@ def search(
         _print_json(results)
         return
     for r in results:
-        print(f"[{r['rank']}] {r['source']} (score {r['score']:.3f})\n{r['text']}\n")
+        source, text = printable_name(r["source"]), printable(r["text"])
+        print(f"[{r['rank']}] {source} (score {r['score']:.3f})\n{text}\n")
     if not results:
         print("No matching passages.")
 
@@ -408,7 +410,8 @@ def stores(as_json: JsonOpt = False) -> None:
         _print_json(listing)
         return
     for s in listing:
-        print(f"{s['store']}\t{s['chunks']} chunks\t{s['embed_model']}\t{s['description']}")
+        description = printable_name(s["description"])
+        print(f"{s['store']}\t{s['chunks']} chunks\t{s['embed_model']}\t{description}")
     if not listing:
         print("No stores yet. Create one with: archivist ingest PATH --store NAME")
 
@@ -433,7 +436,7 @@ def sources(store: StoreOpt, as_json: JsonOpt = False) -> None:
         _print_json(listing)
         return
     for s in listing:
-        print(f"{s['source']}\t{s['chunks']} chunks\t{s['ingested_at']}")
+        print(f"{printable_name(s['source'])}\t{s['chunks']} chunks\t{s['ingested_at']}")
 
 
 @app.command()
@@ -448,7 +451,7 @@ def delete(
             f"Store '{store}' has no source '{source}'.",
             f"List its sources with: archivist sources --store {store}",
         )
-    print(f"Removed {removed} chunks of {source} from {store}.")
+    print(f"Removed {removed} chunks of {printable_name(source)} from {store}.")
 
 
 @app.command()
@@ -592,7 +595,7 @@ def logs(
         _print_json(turns)
         return
     for turn in turns:
-        print(summary(turn))
+        print(printable(summary(turn)))
     if not turns:
         print("No turns logged yet. They are logged by `archivist ask` and `archivist chat`.")
 
@@ -615,7 +618,7 @@ def _show_turn(turn_id: int, as_json: bool) -> None:
     if as_json:
         _print_json(turn)
     else:
-        print(details(turn))
+        print(printable(details(turn)))
 
 
 def main() -> None:

@@ -16,6 +16,8 @@ from rich.progress import (
 )
 from rich.text import Text
 
+from archivist.printable import printable, printable_name
+
 
 class RateColumn(ProgressColumn):
     """Items per second, e.g. `41.7/s`."""
@@ -68,6 +70,7 @@ class IngestProgress:
             self.progress.stop()
 
     def _line(self, message: str) -> None:
+        message = printable(message)
         if self.progress:
             self.progress.console.print(message, markup=False, highlight=False)
         else:
@@ -84,9 +87,9 @@ class IngestProgress:
             return
         if self.progress is None:
             if event == "stored":
-                self._line(f"  stored {data['source']} ({data['chunks']} chunks)")
+                self._line(f"  stored {printable_name(data['source'])} ({data['chunks']} chunks)")
             elif event == "failed":
-                self._line(f"  failed {data['source']}: {data['reason']}")
+                self._line(f"  failed {printable_name(data['source'])}: {data['reason']}")
             return
         if event == "discovered":
             self.progress.update(self.files, total=data["files"])
@@ -97,4 +100,4 @@ class IngestProgress:
         elif event == "embedded":
             self.progress.advance(self.chunks, data["chunks"])
         elif event == "failed":
-            self._line(f"  failed {data['source']}: {data['reason']}")
+            self._line(f"  failed {printable_name(data['source'])}: {data['reason']}")

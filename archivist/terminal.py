@@ -13,6 +13,7 @@ from rich.spinner import Spinner
 from rich.text import Text
 
 from archivist.chat import invalid_line, sources_line, tool_line
+from archivist.printable import printable, printable_name
 
 
 class _Tail:
@@ -45,7 +46,7 @@ class RichView:
         self._open = False
 
     def _print(self, text: str, style: str = "") -> None:
-        self.console.print(Text(text, style=style), soft_wrap=True, highlight=False)
+        self.console.print(Text(printable(text), style=style), soft_wrap=True, highlight=False)
 
     def _show(self, renderable: Any) -> None:
         if self._display is None:
@@ -88,6 +89,7 @@ class RichView:
         if kind == "token":
             if self._thinking:
                 self._settle()
+            data = printable(data)
             self._text += data
             if self.live:
                 self._show(_Tail(self._text))
@@ -116,11 +118,13 @@ class RichView:
                 self._display.stop()
                 self._display = None
             self._thinking = True
-        self.console.print(text, end="", style="dim italic", markup=False, highlight=False)
+        self.console.print(
+            printable(text), end="", style="dim italic", markup=False, highlight=False
+        )
 
     def finish(self, result: dict[str, Any]) -> None:
         if not self._text:
-            self._text = result["answer"]
+            self._text = printable(result["answer"])
         self._settle()
         if line := sources_line(result):
             self._print(line, "dim")
@@ -144,9 +148,9 @@ class RichView:
         if not results:
             self._print("No search results yet in this conversation.")
         for r in results:
-            title = Text(f"[{r['n']}] {r['source']} · score {r['score']:.3f}")
+            title = Text(f"[{r['n']}] {printable_name(r['source'])} · score {r['score']:.3f}")
             self.console.print(Rule(title, align="left"))
-            self.console.print(r["text"], markup=False, highlight=False)
+            self.console.print(printable(r["text"]), markup=False, highlight=False)
 
 
 def prompt_reader(history: Path) -> Callable[[str], str]:

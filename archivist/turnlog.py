@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from archivist.chat import tool_line
+from archivist.printable import printable_name
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS turns (
@@ -160,8 +161,9 @@ def details(turn: dict[str, Any]) -> str:
                 mark = "  relevant" if verdict else "  irrelevant" if verdict is False else ""
                 if shown is not None and r["n"] not in shown:
                     mark += ", not shown"
+            source = printable_name(r["source"])
             lines.append(
-                f"  [{r['n']}] {r['source']}  score {r['score']:.3f}  chunk {r['chunk_id']}{mark}"
+                f"  [{r['n']}] {source}  score {r['score']:.3f}  chunk {r['chunk_id']}{mark}"
             )
         if call.get("grading_error"):
             lines.append(f"  grading failed (all kept): {call['grading_error']}")
@@ -171,7 +173,8 @@ def details(turn: dict[str, Any]) -> str:
         lines.append(f"Answer: {turn['answer']}")
     if turn["citations"]:
         lines.append(
-            "Citations: " + "  ".join(f"[{c['n']}] {c['source']}" for c in turn["citations"])
+            "Citations: "
+            + "  ".join(f"[{c['n']}] {printable_name(c['source'])}" for c in turn["citations"])
         )
     if turn["invalid_citations"]:
         lines.append(f"Cited but not retrieved: {turn['invalid_citations']}")
