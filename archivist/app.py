@@ -296,10 +296,13 @@ class Archivist:
         model: str | None = None,
         think: bool | None = None,
         grade: bool | None = None,
+        on_event: Callable[[str, Any], None] | None = None,
     ) -> dict[str, Any]:
-        """Answer one question in a fresh conversation, log it; return the `ask --json` object."""
+        """Answer one question in a fresh conversation, log it; return the `ask --json` object.
+
+        `on_event` hears the turn as it runs, as `run_turn` describes."""
         setup = self.build(stores, model, think=think, grade=grade)
-        return logged_turn(self.turn_log, "ask", setup, question)
+        return logged_turn(self.turn_log, "ask", setup, question, on_event=on_event)
 
 
 @dataclass
@@ -344,6 +347,8 @@ class _Relay(BaseCallbackHandler):
             self.on_event("tool", data)
         elif name == NOTE_EVENT:
             self.on_event("note", data)
+        elif name == models.RETRY_EVENT:
+            self.on_event("retry", data)
 
 
 def run_turn(
@@ -361,7 +366,8 @@ def run_turn(
 
     `on_event(kind, data)` hears the turn as it runs: "token" and "thinking" text as the model
     streams it, "tool" with each finished tool call's record, "note" when the context guard
-    left something out. `grade` says whether the graph grades its searches (reported as is).
+    left something out, "retry" when a model request Ollama refused is tried again. `grade`
+    says whether the graph grades its searches (reported as is).
     """
     started = time.perf_counter()
     config: dict[str, Any] = {

@@ -224,7 +224,7 @@ class PlainView:
         elif kind == "tool":
             self._end_line()
             self._write(tool_line(data) + "\n")
-        elif kind == "note":
+        elif kind in ("note", "retry"):
             self._end_line()
             self.err.write(printable(f"Note: {data}\n"))
             self.err.flush()

@@ -197,7 +197,13 @@ def ask(
     from archivist.chat import render_answer
 
     archivist = _app(max_steps=max_steps, num_ctx=num_ctx, grade=grade, max_rewrites=max_rewrites)
-    result = archivist.ask(question, stores or [DEFAULT_STORE], model, think)
+    result = archivist.ask(
+        question,
+        stores or [DEFAULT_STORE],
+        model,
+        think,
+        on_event=lambda kind, data: _notice(data) if kind == "retry" else None,
+    )
     if as_json:
         _print_json(result)
         return

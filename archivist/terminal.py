@@ -103,7 +103,7 @@ class RichView:
             self._print(tool_line(data), "dim")
             if self.live:
                 self._show(Spinner("dots", Text(" working…", style="dim")))
-        elif kind == "note":
+        elif kind in ("note", "retry"):
             self._settle()
             self._print(f"Note: {data}", "yellow")
 

@@ -23,3 +23,7 @@ class StoreMismatch(ArchivistError):
 
 class StoreLocked(ArchivistError):
     """Another process holds the embedded store."""
+
+
+class DiskFull(ArchivistError):
+    """The disk holding the embedded store has too little room left to write safely."""
