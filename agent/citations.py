@@ -2,7 +2,8 @@
 
 import re
 from collections.abc import Iterable
-from typing import Any
+
+from archivist.agent.records import Citation, ToolCall
 
 _MARKER = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")
 
@@ -16,12 +17,11 @@ def cited_numbers(answer: str) -> list[int]:
     return list(seen)
 
 
-def check_citations(
-    answer: str, calls: Iterable[dict[str, Any]]
-) -> tuple[list[dict[str, Any]], list[int]]:
+def check_citations(answer: str, calls: Iterable[ToolCall]) -> tuple[list[Citation], list[int]]:
     """Return (valid citations with their sources, numbers cited that nothing retrieved)."""
     retrieved = {r["n"]: r for call in calls for r in call["results"]}
-    valid, invalid = [], []
+    valid: list[Citation] = []
+    invalid: list[int] = []
     for n in cited_numbers(answer):
         if n in retrieved:
             valid.append(

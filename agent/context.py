@@ -90,6 +90,17 @@ class Fitted:
     notes: list[str] = field(default_factory=list)
 
 
+def turn_start(messages: Sequence[BaseMessage]) -> int:
+    """Return where the current turn starts: its human message (0 when there is none)."""
+    return max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=0)
+
+
+def question_of(messages: Sequence[BaseMessage]) -> str:
+    """Return the question of the current turn ("" when there is none)."""
+    first = messages[turn_start(messages)] if messages else None
+    return str(first.content) if isinstance(first, HumanMessage) else ""
+
+
 def complete_tool_calls(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     """Drop tool calls left without results (a turn stopped with Ctrl-C), and stray results."""
     answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
@@ -128,34 +139,28 @@ def _stub(message: ToolMessage) -> ToolMessage:
     return message.model_copy(update={"content": note})
 
 
-def fit_messages(messages: Sequence[BaseMessage], limit: int | None, num_ctx: int) -> Fitted:
-    """Fit a conversation (without its system prompt) into `limit` tokens.
+class _Sizes:
+    """Token estimates of messages, each counted once however often it is weighed."""
 
-    The current turn (from the last human message on) is kept; before it, search results of
-    earlier turns are shortened first, then the oldest turns are left out whole, so a tool
-    call is never separated from its result. If the current turn is still too long, its
-    search results lose their last passages. What was left out is said in the notes.
-    Raises ArchivistError when even that cannot make the question fit.
-    """
-    messages = complete_tool_calls(messages)
-    sizes: dict[int, int] = {}  # by id(): every message counted stays referenced until we return
+    def __init__(self) -> None:
+        # By id(), holding the message too, so no id is reused while this lives.
+        self._known: dict[int, tuple[BaseMessage, int]] = {}
 
-    def cost(message: BaseMessage) -> int:
-        if id(message) not in sizes:
-            sizes[id(message)] = message_tokens(message)
-        return sizes[id(message)]
+    def __call__(self, messages: Sequence[BaseMessage]) -> int:
+        return sum(self.one(m) for m in messages)
 
-    def count(some: Sequence[BaseMessage]) -> int:
-        return sum(cost(m) for m in some)
+    def one(self, message: BaseMessage) -> int:
+        """Estimate one message's tokens."""
+        if id(message) not in self._known:
+            self._known[id(message)] = (message, message_tokens(message))
+        return self._known[id(message)][1]
 
-    if limit is None or count(messages) <= limit:
-        return Fitted(messages)
-    start = max(
-        (i for i, m in enumerate(messages) if isinstance(m, HumanMessage)),
-        default=0,
-    )
-    history, current = messages[:start], messages[start:]
-    room = limit - count(current)
+
+def _fit_history(
+    history: list[BaseMessage], room: int, count: _Sizes
+) -> tuple[list[BaseMessage], int, int]:
+    """Fit earlier turns into `room`: stub their search results, oldest first, then leave out
+    the oldest turns whole. Returns what is kept, the messages left out, the results stubbed."""
     stubbed: list[int] = []
     size = count(history)
     for i, message in enumerate(history):
@@ -163,7 +168,7 @@ def fit_messages(messages: Sequence[BaseMessage], limit: int | None, num_ctx: in
             break
         if isinstance(message, ToolMessage) and not _text(message).startswith("["):
             history[i] = _stub(message)
-            size += cost(history[i]) - cost(message)
+            size += count.one(history[i]) - count.one(message)
             stubbed.append(i)
     kept = history
     if size > room:
@@ -176,11 +181,17 @@ def fit_messages(messages: Sequence[BaseMessage], limit: int | None, num_ctx: in
             allow_partial=False,
         )
     dropped = len(history) - len(kept)
-    shortened = sum(1 for i in stubbed if i >= dropped)
+    return kept, dropped, sum(1 for i in stubbed if i >= dropped)
+
+
+def _fit_current(
+    current: list[BaseMessage], room: int, count: _Sizes
+) -> tuple[list[BaseMessage], int]:
+    """Cut the last passages of the current turn's search results until it fits `room`;
+    return the messages and the passages cut."""
     cut = 0
-    kept_size = count(kept)
     for i, message in enumerate(current):
-        over = kept_size + count(current) - limit
+        over = count(current) - room
         if over <= 0:
             break
         if isinstance(message, ToolMessage | HumanMessage):
@@ -189,7 +200,27 @@ def fit_messages(messages: Sequence[BaseMessage], limit: int | None, num_ctx: in
             if removed:
                 current[i] = message.model_copy(update={"content": text})
                 cut += removed
-    total = kept_size + count(current)
+    return current, cut
+
+
+def fit_messages(messages: Sequence[BaseMessage], limit: int | None, num_ctx: int) -> Fitted:
+    """Fit a conversation (without its system prompt) into `limit` tokens.
+
+    The current turn (from the last human message on) is kept; before it, search results of
+    earlier turns are shortened first, then the oldest turns are left out whole, so a tool
+    call is never separated from its result. If the current turn is still too long, its
+    search results lose their last passages. What was left out is said in the notes.
+    Raises ArchivistError when even that cannot make the question fit.
+    """
+    messages = complete_tool_calls(messages)
+    count = _Sizes()
+    if limit is None or count(messages) <= limit:
+        return Fitted(messages)
+    start = turn_start(messages)
+    history, current = messages[:start], messages[start:]
+    kept, dropped, shortened = _fit_history(history, limit - count(current), count)
+    current, cut = _fit_current(current, limit - count(kept), count)
+    total = count(kept) + count(current)
     if total > limit:
         raise ArchivistError(
             f"This message does not fit the model's context window (about {total} tokens "

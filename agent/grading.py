@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 
 from archivist.agent import prompts
 from archivist.agent.context import estimate_tokens
+from archivist.agent.records import ModelCall, Passage, ToolCall
 from archivist.agent.retrieval import format_results
 
 STRUCTURED_TAG = "archivist:structured"
@@ -55,8 +56,7 @@ class Asked:
 
     value: Any
     error: str | None
-    usage: dict[str, Any]
-    """kind, input_tokens, output_tokens, ms (and error) of the model call."""
+    usage: ModelCall
 
 
 class Grader:
@@ -76,7 +76,7 @@ class Grader:
         reply = runnable.invoke([SystemMessage(system), HumanMessage(request)])
         counts = reply["raw"].usage_metadata or {}
         error = reply["parsing_error"]
-        usage: dict[str, Any] = {
+        usage: ModelCall = {
             "kind": kind,
             "input_tokens": counts.get("input_tokens", 0),
             "output_tokens": counts.get("output_tokens", 0),
@@ -86,19 +86,18 @@ class Grader:
             usage["error"] = _short(error)
         return Asked(None if error else reply["parsed"], usage.get("error"), usage)
 
-    def grade(self, question: str, record: dict[str, Any]) -> list[dict[str, Any]]:
-        """Grade a search's passages in one request; record `grades`, `kept` and the cost.
+    def grade(self, question: str, call: ToolCall) -> tuple[ToolCall, list[ModelCall]]:
+        """Grade a search's passages in one request; return the call with its `grades` and
+        `kept`, and the model calls made (one, or none for a search that found nothing).
 
         A passage the grader gives no verdict for is kept; so is every passage when the reply
-        cannot be read (`grading_error` says why). Returns the model calls made: one, or none
-        for a search that found nothing.
+        cannot be read (`grading_error` says why).
         """
-        results = record["results"]
+        results = call["results"]
         if not results:
-            record["grades"], record["kept"] = [], []
-            return []
+            return {**call, "grades": [], "kept": []}, []
         numbers = ", ".join(f"[{r['n']}]" for r in results)
-        passages = format_results(record["name"], str(record["args"].get("query", "")), results)
+        passages = format_results(call["name"], str(call["args"].get("query", "")), results)
         asked = self._ask(
             self._grades,
             "grade",
@@ -107,18 +106,23 @@ class Grader:
         )
         ours = {r["n"] for r in results}
         verdicts: dict[int, bool] = {}
+        failed: dict[str, str] = {}
         if asked.value is not None:
             for verdict in asked.value.grades:
                 if verdict.n in ours:
                     verdicts.setdefault(verdict.n, verdict.relevant)
         else:
-            record["grading_error"] = asked.error
-        record["grades"] = [{"n": n, "relevant": v} for n, v in verdicts.items()]
-        record["kept"] = [r["n"] for r in results if verdicts.get(r["n"], True)]
-        record["grade_ms"] = asked.usage["ms"]
-        return [asked.usage]
+            failed["grading_error"] = asked.error or "no verdicts"
+        graded: ToolCall = {
+            **call,
+            **failed,
+            "grades": [{"n": n, "relevant": v} for n, v in verdicts.items()],
+            "kept": [r["n"] for r in results if verdicts.get(r["n"], True)],
+            "grade_ms": asked.usage["ms"],
+        }
+        return graded, [asked.usage]
 
-    def rewrite(self, question: str, tried: Sequence[str]) -> tuple[list[str], dict[str, Any]]:
+    def rewrite(self, question: str, tried: Sequence[str]) -> tuple[list[str], ModelCall]:
         """Propose new searches (at most two) for a question; [] when none new came back."""
         asked = self._ask(
             self._rewrite,
@@ -143,7 +147,7 @@ def _short(error: BaseException) -> str:
     return text if len(text) <= 300 else text[:299] + "…"
 
 
-def edges_first(ranked: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def edges_first(ranked: Sequence[Passage]) -> list[Passage]:
     """Put the most relevant passages first and last, the least relevant in the middle.
 
     Models attend best to the start and the end of a long context ("lost in the middle"):
@@ -156,7 +160,7 @@ def edges_first(ranked: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 class Assembled:
     """The passages chosen for the model, and what was left out."""
 
-    passages: list[dict[str, Any]]
+    passages: list[Passage]
     """In the order the model reads them, each keeping its turn-wide number `n`."""
     repeats: dict[int, int]
     """Passages found again this turn: their number -> the number they were shown under."""
@@ -165,7 +169,7 @@ class Assembled:
 
 
 def assemble(
-    ranked: Sequence[dict[str, Any]],
+    ranked: Sequence[Passage],
     shown: dict[str, int],
     budget: int | None,
     render=lambda passages: format_results("search", "", passages),
@@ -175,7 +179,7 @@ def assemble(
     `ranked` is most relevant first. `shown` maps the chunk ids already shown this turn to their
     numbers; it is updated. Over budget, the least relevant passages go first.
     """
-    fresh: list[dict[str, Any]] = []
+    fresh: list[Passage] = []
     repeats: dict[int, int] = {}
     mine: dict[str, int] = {}
     for result in ranked:

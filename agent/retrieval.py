@@ -1,12 +1,14 @@
 """The retrieval tool: one `search_<store>` tool per store, returning numbered passages."""
 
+from collections.abc import Sequence
 from html import escape
-from typing import Any
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from archivist.agent.records import Passage
+from archivist.tools.errors import ArchivistError
 from archivist.tools.store import KnowledgeStore, SearchMode
 
 NO_RESULTS = "No matching passages were found."
@@ -61,7 +63,7 @@ def tool_name(store_name: str) -> str:
 
 
 def format_results(
-    name: str, query: str, results: list[dict[str, Any]], start: int = 1, source: str | None = None
+    name: str, query: str, results: Sequence[Passage], start: int = 1, source: str | None = None
 ) -> str:
     """Render results as a delimited block of numbered passages for the model.
 
@@ -117,7 +119,7 @@ def make_retrieval_tool(
     """
     name = tool_name(store.name)
 
-    def search(query: str, source: str | None = None) -> tuple[str, list[dict[str, Any]]]:
+    def search(query: str, source: str | None = None) -> tuple[str, list[Passage]]:
         sources = None
         if source:
             sources = store.match_sources(source)
@@ -142,3 +144,26 @@ def make_retrieval_tool(
         args_schema=SearchArgs,
         response_format="content_and_artifact",
     )
+
+
+def search_alone(tool: BaseTool, query: str, source: str | None = None) -> list[Passage]:
+    """Run a retrieval tool outside any agent (`archivist search`); return its results.
+
+    What a model would read as an error to correct becomes an ArchivistError for a person.
+    """
+    store = tool.name.removeprefix("search_")
+    args = {"query": query, **({"source": source} if source else {})}
+    try:
+        message = tool.invoke(
+            {"name": tool.name, "args": args, "id": "search", "type": "tool_call"}
+        )
+    except ToolException as exc:
+        raise ArchivistError(
+            str(exc).split(" Call ", 1)[0],
+            f"Use --source with one of them (archivist sources --store {store} lists all), "
+            "or leave it out.",
+        ) from None
+    except ValidationError as exc:
+        problems = "; ".join(e["msg"] for e in exc.errors())
+        raise ArchivistError(f"Invalid search: {problems}.") from None
+    return message.artifact

@@ -6,11 +6,12 @@ The installed package is `archivist`; its layers live in folders at the top of t
   migration. Imports nothing else of Archivist's.
 * `archivist.ingest` (ingest/) — the write path: discover, load, split, sync, embed, the
   ingest graph. Uses storage.
-* `archivist.agent` (agent/) — the query engine: the agent graphs, the retrieval tool,
-  context fitting, grading, citations, prompts. Uses storage.
+* `archivist.agent` (agent/) — the query engine: the typed records, the agent graphs and
+  their steps, the agent's setup and one turn, the retrieval tool, context fitting, grading,
+  citations, prompts. Uses storage.
 * `archivist` (archivist/) — the application shell on top: settings, the model factory, the
-  `Archivist` facade, the CLI, the chat, the LangGraph server, doctor, the turn log; and
-  `archivist.evaluation`, the tool-calling evaluations.
+  `Archivist` facade, the CLI, the chat and its conversation, the LangGraph server, doctor,
+  the turn log; and `archivist.evaluation`, the tool-calling evaluations.
 """
 
 from importlib.metadata import PackageNotFoundError, version

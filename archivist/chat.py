@@ -7,7 +7,9 @@ asks the conversation, and tells the view what happened. Tests script all three.
 from collections.abc import Callable
 from typing import Any, Protocol, TextIO
 
+from archivist.agent.records import EventFn, Passage, Turn
 from archivist.printable import printable, printable_name
+from archivist.render import tool_line
 from archivist.tools.errors import ArchivistError
 
 PROMPT = "› "
@@ -24,7 +26,7 @@ Esc then Enter adds a line break; pasted text keeps its lines."""
 class Conversation(Protocol):
     """What the chat loop asks of the application."""
 
-    def answer(self, question: str, on_event: Callable[[str, Any], None]) -> dict[str, Any]:
+    def answer(self, question: str, on_event: EventFn) -> Turn:
         """Answer a question, reporting progress; return the `ask --json` object."""
         ...
 
@@ -44,7 +46,7 @@ class Conversation(Protocol):
         """List the stores, each with `in_use`."""
         ...
 
-    def sources(self) -> list[dict[str, Any]]:
+    def sources(self) -> list[Passage]:
         """Return the last turn's search results, numbered."""
         ...
 
@@ -54,34 +56,14 @@ class View(Protocol):
 
     def begin(self) -> None: ...
     def event(self, kind: str, data: Any) -> None: ...
-    def finish(self, result: dict[str, Any]) -> None: ...
+    def finish(self, result: Turn) -> None: ...
     def stopped(self) -> None: ...
     def error(self, message: str) -> None: ...
     def info(self, text: str) -> None: ...
-    def sources(self, results: list[dict[str, Any]]) -> None: ...
+    def sources(self, results: list[Passage]) -> None: ...
 
 
-def tool_line(call: dict[str, Any]) -> str:
-    """Describe one tool call: `search_x("query") · 5 results · 2 relevant · 14 ms`.
-
-    A graded search says how many passages were relevant (or that grading failed); a search
-    the grader rewrote is announced on a line of its own: `↻ rewrote to "query"`.
-    """
-    query = printable_name(str(call["args"].get("query", "")))
-    found = f"error: {call['error']}" if "error" in call else f"{len(call['results'])} results"
-    if "grading_error" in call:
-        found += " · grading failed, all kept"
-    elif "kept" in call:
-        found += f" · {len(call['kept'])} relevant"
-    line = f'{call["name"]}("{query}") · {found} · {call["latency_ms"]:.0f} ms'
-    if "grade_ms" in call:
-        line += f" + {call['grade_ms']:.0f} ms grading"
-    if "rewritten_from" in call:
-        line = f'↻ rewrote to "{query}"\n{line}'
-    return line
-
-
-def sources_line(result: dict[str, Any]) -> str | None:
+def sources_line(result: Turn) -> str | None:
     """List the sources an answer cited, if any."""
     if not result["citations"]:
         return None
@@ -90,7 +72,7 @@ def sources_line(result: dict[str, Any]) -> str | None:
     )
 
 
-def invalid_line(result: dict[str, Any]) -> str | None:
+def invalid_line(result: Turn) -> str | None:
     """Warn about citation numbers that no search returned."""
     if not result.get("invalid_citations"):
         return None
@@ -98,7 +80,7 @@ def invalid_line(result: dict[str, Any]) -> str | None:
     return f"Warning: {cited} cited but not retrieved."
 
 
-def render_answer(result: dict[str, Any]) -> str:
+def render_answer(result: Turn) -> str:
     """Render a whole turn as text: tool lines, the answer, the cited sources."""
     lines = [tool_line(call) for call in result["tool_calls"]]
     lines.append(printable(result["answer"]))
@@ -229,7 +211,7 @@ class PlainView:
             self.err.write(printable(f"Note: {data}\n"))
             self.err.flush()
 
-    def finish(self, result: dict[str, Any]) -> None:
+    def finish(self, result: Turn) -> None:
         if self._thinking or not self._streamed:
             self._end_line()
             self._write(result["answer"])
@@ -252,7 +234,7 @@ class PlainView:
         self._end_line()
         self._write(text + "\n")
 
-    def sources(self, results: list[dict[str, Any]]) -> None:
+    def sources(self, results: list[Passage]) -> None:
         self._end_line()
         if not results:
             self._write("No search results yet in this conversation.\n")

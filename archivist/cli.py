@@ -271,8 +271,8 @@ def chat(
 
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    from archivist.app import Conversation
     from archivist.chat import PlainView, chat_loop, stdin_reader
+    from archivist.conversation import Conversation
 
     if resume and thread:
         raise ArchivistError("--resume and --thread both name a conversation.", "Give one.")
@@ -365,8 +365,8 @@ def evaluate(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from archivist.evaluation.report import table, write_report
+    from archivist.evaluation.run import Case, load_dataset
     from archivist.evaluation.run import evaluate as run_evaluation
-    from archivist.evaluation.run import load_dataset
 
     if grade not in (None, "off", "on", "both"):
         raise ArchivistError(f"Unknown --grade '{grade}'.", "Use --grade off, on or both.")
@@ -389,7 +389,7 @@ def evaluate(
             "evaluating", total=len(names) * len(grading) * len(cases) * repeat
         )
 
-        def advance(model: str, case, attempt: int) -> None:
+        def advance(model: str, case: Case, attempt: int) -> None:
             progress.update(task, advance=1, description=f"{model} · {case.id}")
 
         report = run_evaluation(

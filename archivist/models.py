@@ -6,7 +6,6 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -15,27 +14,11 @@ import orjson
 from langchain_core.callbacks import dispatch_custom_event
 from langchain_ollama import ChatOllama, OllamaEmbeddings
 
+from archivist.agent.records import ModelInfo
+from archivist.agent.steps import RETRY_EVENT
 from archivist.settings import Settings, mask_url
 from archivist.tools.embedding import PrefixedEmbeddings
 from archivist.tools.errors import ArchivistError
-
-
-@dataclass(frozen=True)
-class ModelInfo:
-    """What Ollama's /api/show says about a model."""
-
-    name: str
-    capabilities: tuple[str, ...]
-    context_length: int | None
-    embedding_length: int | None
-
-    @property
-    def tools(self) -> bool:
-        return "tools" in self.capabilities
-
-    @property
-    def thinking(self) -> bool:
-        return "thinking" in self.capabilities
 
 
 def client(settings: Settings) -> ollama.Client:
@@ -47,7 +30,6 @@ def client(settings: Settings) -> ollama.Client:
 # times, waiting CHAT_BACKOFF seconds, then twice as long each time: as ingest's requests.
 CHAT_ATTEMPTS = 4
 CHAT_BACKOFF = 1.0
-RETRY_EVENT = "archivist_retry"
 
 
 class CompleteChatOllama(ChatOllama):

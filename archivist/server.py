@@ -18,7 +18,8 @@ from langgraph.runtime import Runtime
 from typing_extensions import TypedDict  # pydantic reads its schema on Python 3.11 too
 
 from archivist import models
-from archivist.agent.graph import turn_input
+from archivist.agent.records import ToolCall
+from archivist.agent.state import turn_input
 from archivist.app import Archivist
 from archivist.settings import DEFAULT_STORE, Settings, load_settings, normalize_host
 from archivist.tools.errors import ArchivistError
@@ -58,15 +59,8 @@ def run_settings(context: ServerContext | None) -> Settings:
     )
 
 
-def _explained(exc: Exception, settings: Settings) -> Exception:
-    """An Ollama failure as the CLI would word it (with its fix), else the failure itself."""
-    if isinstance(exc, ArchivistError):
-        return exc
-    return models.explain(exc, settings) or exc
-
-
 class ServerAgentState(MessagesState):
-    calls: list[dict[str, Any]]
+    calls: list[ToolCall]
     """The last turn's tool calls: name, arguments, numbered results, latency, error."""
     mode: str
     """How the last turn was answered: "agent", or "retrieve-then-answer"."""
@@ -77,17 +71,17 @@ def answer(state: ServerAgentState, runtime: Runtime[ServerContext]) -> dict[str
     settings = run_settings(runtime.context)
     stores = (runtime.context and runtime.context.stores) or [DEFAULT_STORE]
     archivist = Archivist(settings)
+    history = state["messages"]
     try:
-        graph, mode = archivist.agent(stores)
-        history = state["messages"]
-        # A new turn's reset fields, with the thread's whole conversation as its messages.
-        start = {**turn_input(""), "messages": history}
-        turn = graph.invoke(start, {"recursion_limit": 100})
-    except Exception as exc:
-        raise _explained(exc, settings) from None
+        with models.explained(settings):
+            setup = archivist.agent(stores)
+            # A new turn's reset fields, with the thread's whole conversation as its messages.
+            start = {**turn_input(""), "messages": history}
+            turn = setup.graph.invoke(start, {"recursion_limit": 100})
     finally:
         archivist.close()
-    return {"messages": turn["messages"][len(history) :], "calls": turn["calls"], "mode": mode}
+    calls = turn["calls"]
+    return {"messages": turn["messages"][len(history) :], "calls": calls, "mode": setup.mode}
 
 
 def build_server_agent():
@@ -131,17 +125,16 @@ def ingest(state: ServerIngestState, runtime: Runtime[ServerContext]) -> dict[st
     write = get_stream_writer()
     archivist = Archivist(settings)
     try:
-        report = archivist.ingest(
-            state["paths"],
-            state["store"],
-            state.get("prune", False),
-            state.get("description"),
-            lambda event, data: write({"event": event, **data}),
-            reindex=state.get("reindex", False),
-            shard=state.get("shard"),
-        )
-    except Exception as exc:
-        raise _explained(exc, settings) from None
+        with models.explained(settings):
+            report = archivist.ingest(
+                state["paths"],
+                state["store"],
+                state.get("prune", False),
+                state.get("description"),
+                lambda event, data: write({"event": event, **data}),
+                reindex=state.get("reindex", False),
+                shard=state.get("shard"),
+            )
     finally:
         archivist.close()
     return {"report": report}

@@ -12,8 +12,10 @@ from rich.segment import Segment
 from rich.spinner import Spinner
 from rich.text import Text
 
-from archivist.chat import invalid_line, sources_line, tool_line
+from archivist.agent.records import Passage, Turn
+from archivist.chat import invalid_line, sources_line
 from archivist.printable import printable, printable_name
+from archivist.render import tool_line
 
 
 class _Tail:
@@ -122,7 +124,7 @@ class RichView:
             printable(text), end="", style="dim italic", markup=False, highlight=False
         )
 
-    def finish(self, result: dict[str, Any]) -> None:
+    def finish(self, result: Turn) -> None:
         if not self._text:
             self._text = printable(result["answer"])
         self._settle()
@@ -143,7 +145,7 @@ class RichView:
         self._settle()
         self._print(text)
 
-    def sources(self, results: list[dict[str, Any]]) -> None:
+    def sources(self, results: list[Passage]) -> None:
         self._settle()
         if not results:
             self._print("No search results yet in this conversation.")

@@ -2,14 +2,18 @@
 
 import json
 import sqlite3
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Sequence
 from contextlib import closing, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from archivist.chat import tool_line
+from archivist.agent.records import EventFn, ToolCall, Turn
+from archivist.agent.setup import AgentSetup
+from archivist.agent.turn import run_turn
 from archivist.printable import printable_name
+from archivist.render import tool_line
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS turns (
@@ -37,7 +41,7 @@ _JSON_COLUMNS = ("stores", "tool_calls", "citations", "invalid_citations", "note
 _RESULT_FIELDS = ("n", "rank", "score", "source", "chunk_id")
 
 
-def _logged_calls(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _logged_calls(calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
     """Keep what identifies each retrieved chunk; its text stays in the store."""
     return [
         {
@@ -65,7 +69,7 @@ class TurnLog:
 
     def record(
         self,
-        turn: dict[str, Any],
+        turn: Turn | dict[str, Any],
         command: str,
         thread_id: str | None = None,
         error: str | None = None,
@@ -118,6 +122,33 @@ class TurnLog:
                 (command,),
             ).fetchone()
         return row["thread_id"] if row else None
+
+
+def logged_turn(
+    log: TurnLog,
+    command: str,
+    setup: AgentSetup,
+    question: str,
+    thread_id: str | None = None,
+    on_event: EventFn | None = None,
+) -> Turn:
+    """Run a turn and log it; a failed or stopped turn is logged with its error."""
+    started = time.perf_counter()
+    try:
+        result = run_turn(setup, question, thread_id, on_event)
+    except BaseException as exc:
+        reason = "stopped by the user" if isinstance(exc, KeyboardInterrupt) else repr(exc)
+        partial = {
+            "question": question,
+            "model": setup.model,
+            "mode": setup.mode,
+            "stores": setup.stores,
+            "latency_ms": round((time.perf_counter() - started) * 1000),
+        }
+        log.record(partial, command, thread_id, error=reason)
+        raise
+    log.record(result, command, thread_id)
+    return result
 
 
 def _turn(row: sqlite3.Row) -> dict[str, Any]:

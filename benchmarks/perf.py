@@ -425,7 +425,8 @@ def agent_overhead(client, store_name: str, queries: list[str], turns: int = 100
 
     from archivist.agent.graph import build_agent
     from archivist.agent.retrieval import make_retrieval_tool
-    from archivist.app import run_turn
+    from archivist.agent.setup import AgentSetup
+    from archivist.agent.turn import run_turn
     from archivist.tools.store import KnowledgeStore
 
     store = KnowledgeStore(client, store_name)
@@ -444,6 +445,7 @@ def agent_overhead(client, store_name: str, queries: list[str], turns: int = 100
             return self
 
     graph = build_agent(ScriptedModel(messages=script()), [tool], "system", 6, InMemorySaver())
+    setup = AgentSetup(graph, "agent", "fake", [store_name])
     direct_model = ScriptedModel(messages=script())
 
     def direct(question: str) -> None:
@@ -453,7 +455,7 @@ def agent_overhead(client, store_name: str, queries: list[str], turns: int = 100
 
     def graph_turn(question: str) -> None:
         # A new conversation each turn, as `ask` runs: a growing history would be measured too.
-        result = run_turn(graph, question, "fake", [store_name], "agent")
+        result = run_turn(setup, question)
         assert result["tool_calls"] and result["answer"]
 
     timings: dict[str, list[float]] = {"graph": [], "direct": []}

@@ -47,7 +47,7 @@ def test_a_thread_id_names_a_conversation_to_continue(ollama, home, store):
 def test_a_stopped_turn_leaves_the_thread_ready_for_the_next_question(archivist, shop_store):
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from archivist.app import Conversation
+    from archivist.conversation import Conversation
 
     conversation = Conversation(archivist, [shop_store], InMemorySaver())
 

@@ -16,8 +16,10 @@ from archivist import models
 from archivist.agent.grading import Grader, assemble, edges_first
 from archivist.agent.graph import build_agent, build_retrieve_then_answer
 from archivist.agent.retrieval import make_retrieval_tool
-from archivist.app import Archivist, run_turn
-from archivist.chat import tool_line
+from archivist.agent.setup import AgentSetup
+from archivist.agent.turn import run_turn
+from archivist.app import Archivist
+from archivist.render import tool_line
 from archivist.tools.store import KnowledgeStore
 from archivist.turnlog import details
 
@@ -64,17 +66,20 @@ def tool(archivist, shop_store):
 
 def agent(settings, tool, max_rewrites: int = 2):
     chat = models.chat_model(settings, MODEL, temperature=0)
-    return build_agent(chat, [tool], "system", grader=Grader(chat, max_rewrites))
+    graph = build_agent(chat, [tool], "system", grader=Grader(chat, max_rewrites))
+    return AgentSetup(graph, "agent", MODEL, [tool.name.removeprefix("search_")], grade=True)
 
 
 def rta(settings, tool, max_rewrites: int = 2):
     chat = models.chat_model(settings, NO_TOOLS, temperature=0)
-    return build_retrieve_then_answer(chat, [tool], "system", grader=Grader(chat, max_rewrites))
+    graph = build_retrieve_then_answer(chat, [tool], "system", grader=Grader(chat, max_rewrites))
+    stores = [tool.name.removeprefix("search_")]
+    return AgentSetup(graph, "retrieve-then-answer", NO_TOOLS, stores, grade=True)
 
 
 def test_irrelevant_passages_never_reach_the_agents_answer(settings, tool, ollama):
     ollama.script(MODEL, search("refund"), grades(2, 4, among=range(1, 6)))
-    result = run_turn(agent(settings, tool), REFUND_Q, MODEL, ["shop_docs"], "agent", grade=True)
+    result = run_turn(agent(settings, tool), REFUND_Q)
 
     [call] = result["tool_calls"]
     assert call["grades"] == [{"n": n, "relevant": n in (2, 4)} for n in range(1, 6)]
@@ -97,8 +102,7 @@ def test_irrelevant_passages_never_reach_the_agents_answer(settings, tool, ollam
 
 def test_retrieve_then_answer_drops_irrelevant_passages_and_orders_the_rest(settings, tool, ollama):
     ollama.script(NO_TOOLS, grades(1, 2, 3, 5, among=range(1, 6)))
-    graph = rta(settings, tool)
-    result = run_turn(graph, REFUND_Q, NO_TOOLS, ["shop_docs"], "retrieve-then-answer", grade=True)
+    result = run_turn(rta(settings, tool), REFUND_Q)
     [call] = result["tool_calls"]
     assert call["kept"] == [1, 2, 3, 5]
     # Most relevant first and last, the least relevant in the middle.
@@ -117,14 +121,8 @@ def test_a_missed_search_is_rewritten_and_the_new_search_finds_the_passage(setti
         grades(among=range(1, 6)),
         rewrite("refund within 30 days of delivery"),
     )  # the second search is graded by the fake's own policy
-    result = run_turn(
-        agent(settings, tool),
-        "I changed my mind. How long is the window to get my money back?",
-        MODEL,
-        ["shop_docs"],
-        "agent",
-        grade=True,
-    )
+    question = "I changed my mind. How long is the window to get my money back?"
+    result = run_turn(agent(settings, tool), question)
     first, second = result["tool_calls"]
     assert first["kept"] == [] and "rewritten_from" not in first
     assert second["args"] == {"query": "refund within 30 days of delivery"}
@@ -147,10 +145,7 @@ def test_a_missed_search_is_rewritten_and_the_new_search_finds_the_passage(setti
 
 def test_retrieve_then_answer_gets_a_second_chance(settings, tool, ollama):
     ollama.script(NO_TOOLS, grades(among=range(1, 6)), rewrite("refund 30 days"))
-    graph = rta(settings, tool)
-    result = run_turn(
-        graph, "Money back?", NO_TOOLS, ["shop_docs"], "retrieve-then-answer", grade=True
-    )
+    result = run_turn(rta(settings, tool), "Money back?")
     first, second = result["tool_calls"]
     assert first["args"] == {"query": "Money back?"} and first["shown"] == []
     assert second["rewritten_from"] == "Money back?" and second["kept"]
@@ -168,14 +163,7 @@ def test_the_round_limit_is_respected(settings, tool, ollama, max_rewrites):
         turns += [proposal, miss]
     ollama.script(MODEL, search("the moon landing"), *turns)
     embeds_before = len(ollama.requests_to("/api/embed"))
-    result = run_turn(
-        agent(settings, tool, max_rewrites),
-        "Who landed on the moon?",
-        MODEL,
-        ["shop_docs"],
-        "agent",
-        grade=True,
-    )
+    result = run_turn(agent(settings, tool, max_rewrites), "Who landed on the moon?")
     searches = result["tool_calls"]
     assert [c["args"]["query"] for c in searches] == [
         "the moon landing",
@@ -196,7 +184,7 @@ def test_the_round_limit_is_respected(settings, tool, ollama, max_rewrites):
 )
 def test_an_unreadable_grade_keeps_every_passage_and_is_recorded(settings, tool, ollama, bad):
     ollama.script(MODEL, search("refund"), {"content": bad})
-    result = run_turn(agent(settings, tool), REFUND_Q, MODEL, ["shop_docs"], "agent", grade=True)
+    result = run_turn(agent(settings, tool), REFUND_Q)
     [call] = result["tool_calls"]
     assert call["grading_error"] and call["grades"] == []
     assert call["kept"] == [1, 2, 3, 4, 5]
@@ -207,7 +195,7 @@ def test_an_unreadable_grade_keeps_every_passage_and_is_recorded(settings, tool,
 
 def test_an_unreadable_rewrite_stops_the_rounds_in_both_modes(settings, tool, ollama):
     ollama.script(MODEL, search("moon"), grades(among=range(1, 6)), {"content": "{oops"})
-    result = run_turn(agent(settings, tool), "Moon?", MODEL, ["shop_docs"], "agent", grade=True)
+    result = run_turn(agent(settings, tool), "Moon?")
     [call] = result["tool_calls"]
     assert call["kept"] == [] and call["rewrite_error"]
     assert kinds(ollama) == ["chat", "grade", "rewrite", "chat"]
@@ -215,8 +203,7 @@ def test_an_unreadable_rewrite_stops_the_rounds_in_both_modes(settings, tool, ol
 
     ollama.clear_requests()
     ollama.script(NO_TOOLS, grades(among=range(1, 6)), {"content": '{"queries": []}'})
-    graph = rta(settings, tool)
-    result = run_turn(graph, "Moon?", NO_TOOLS, ["shop_docs"], "retrieve-then-answer", grade=True)
+    result = run_turn(rta(settings, tool), "Moon?")
     [call] = result["tool_calls"]
     assert call["rewrite_error"] and kinds(ollama) == ["grade", "rewrite", "chat"]
     assert "None of the passages found is relevant" in chats(ollama)[-1]["messages"][-1]["content"]
@@ -231,7 +218,7 @@ def test_a_passage_found_twice_in_a_turn_is_shown_once(settings, tool, ollama):
         grades(6, 7, 8, among=range(6, 11)),
         {"content": "Thirty days [1]."},
     )
-    result = run_turn(agent(settings, tool), REFUND_Q, MODEL, ["shop_docs"], "agent", grade=True)
+    result = run_turn(agent(settings, tool), REFUND_Q)
     first, second = result["tool_calls"]
     assert first["results"][0]["chunk_id"] == second["results"][0]["chunk_id"]
     assert second["kept"] == [6, 7, 8] and second["shown"] == [8]
@@ -340,21 +327,15 @@ def test_tool_lines_say_what_grading_did():
 
 
 def test_the_chat_does_not_stream_the_graders_json(archivist, shop_store, ollama):
-    setup = archivist.build([shop_store], grade=True)
+    setup = archivist.agent([shop_store], grade=True)
     events: list[tuple[str, object]] = []
-    result = run_turn(
-        setup.graph,
-        REFUND_Q,
-        setup.model,
-        setup.stores,
-        setup.mode,
-        on_event=lambda kind, data: events.append((kind, data)),
-        grade=True,
-    )
+    result = run_turn(setup, REFUND_Q, on_event=lambda kind, data: events.append((kind, data)))
     streamed = "".join(str(data) for kind, data in events if kind == "token")
     assert streamed == result["answer"] and "grades" not in streamed
     tools = [data for kind, data in events if kind == "tool"]
-    assert tools == result["tool_calls"] and "kept" in tools[0]
+    # A search is reported once graded; what its answer showed is settled after.
+    assert tools == [{k: v for k, v in c.items() if k != "shown"} for c in result["tool_calls"]]
+    assert "kept" in tools[0] and "shown" in result["tool_calls"][0]
 
 
 def test_grading_follows_the_setting_and_a_thinking_model_grades_without_thinking(
@@ -366,9 +347,9 @@ def test_grading_follows_the_setting_and_a_thinking_model_grades_without_thinkin
     ollama.add_model(ModelSpec("qwen3:4b", ["completion", "tools", "thinking"]))
     app = Archivist(settings.with_overrides(grade=True, max_rewrites=1))
     try:
-        setup = app.build([shop_store], "qwen3:4b")
+        setup = app.agent([shop_store], "qwen3:4b")
         assert setup.grade
-        run_turn(setup.graph, REFUND_Q, setup.model, setup.stores, setup.mode, grade=True)
+        run_turn(setup, REFUND_Q)
     finally:
         app.close()
     graded = [c for c in chats(ollama) if c.get("format")]
@@ -429,16 +410,9 @@ def test_passages_over_the_context_budget_lose_the_least_relevant(settings, tool
     chat = models.chat_model(settings, MODEL, temperature=0)
     window = Window(num_ctx=1024, answer=256)
     graph = build_agent(chat, [tool], "system", window=window, grader=Grader(chat))
+    setup = AgentSetup(graph, "agent", MODEL, ["shop_docs"], grade=True)
     events: list[tuple[str, object]] = []
-    result = run_turn(
-        graph,
-        REFUND_Q,
-        MODEL,
-        ["shop_docs"],
-        "agent",
-        on_event=lambda kind, data: events.append((kind, data)),
-        grade=True,
-    )
+    result = run_turn(setup, REFUND_Q, on_event=lambda kind, data: events.append((kind, data)))
     [call] = result["tool_calls"]
     assert call["kept"] == [1, 2, 3, 4, 5]
     kept = sorted(call["shown"])
@@ -487,7 +461,7 @@ def test_a_search_that_found_nothing_is_rewritten_without_a_grading_call(setting
         response_format="content_and_artifact",
     )
     ollama.script(MODEL, search("refund"), rewrite("money back"))
-    result = run_turn(agent(settings, empty, 1), REFUND_Q, MODEL, ["shop"], "agent", grade=True)
+    result = run_turn(agent(settings, empty, 1), REFUND_Q)
     assert asked == ["refund", "money back"]
     assert kinds(ollama) == ["chat", "rewrite", "chat"]
     assert [(c["grades"], c["kept"]) for c in result["tool_calls"]] == [([], []), ([], [])]

@@ -5,7 +5,8 @@ import pytest
 from conftest import SHOP
 from fake_ollama import FakeOllama
 
-from archivist.app import Archivist, turn_passages
+from archivist.agent.turn import turn_passages
+from archivist.app import Archivist
 from archivist.evaluation.report import chart
 from archivist.evaluation.run import Case, hit_rates, retrieval_ranks
 

@@ -5,8 +5,9 @@ ignored, so a model never believes it filtered or widened a search it did not.""
 from langchain_core.messages import ToolMessage
 
 from archivist import models
-from archivist.agent.graph import build_agent, turn_input
+from archivist.agent.graph import build_agent
 from archivist.agent.retrieval import make_retrieval_tool
+from archivist.agent.state import turn_input
 from archivist.tools.store import KnowledgeStore
 
 BAD_ARGUMENTS = [

@@ -13,8 +13,11 @@ from typing import Any
 import httpx
 
 from archivist import models
+from archivist.agent.records import Passage, ToolCall, Turn
 from archivist.agent.retrieval import format_results, tool_name
-from archivist.app import AGENT, Archivist, run_turn
+from archivist.agent.setup import AGENT, AgentSetup
+from archivist.agent.turn import run_turn
+from archivist.app import Archivist
 from archivist.tools.errors import ArchivistError
 from archivist.tools.store import SearchMode
 
@@ -163,7 +166,7 @@ def _normalized(text: str) -> str:
     return " ".join(text.casefold().split())
 
 
-def _call_is_valid(call: dict[str, Any]) -> bool:
+def _call_is_valid(call: ToolCall) -> bool:
     query = call.get("args", {}).get("query")
     return "error" not in call and isinstance(query, str) and bool(query.strip())
 
@@ -202,7 +205,7 @@ def _tool_match(called: Sequence[str], expected: Sequence[str]) -> bool:
     return bool(result["score"])
 
 
-def score_turn(case: Case, turn: dict[str, Any] | None, mode: str, k: int) -> dict[str, Any]:
+def score_turn(case: Case, turn: Turn | None, mode: str, k: int) -> dict[str, Any]:
     """Score one run of a case; an outcome is None where the case sets no expectation.
 
     `turn` is None when the run failed: it then fails every expectation the case states,
@@ -255,7 +258,7 @@ def score_turn(case: Case, turn: dict[str, Any] | None, mode: str, k: int) -> di
     return outcomes
 
 
-def _shown_results(call: dict[str, Any]) -> list[dict[str, Any]]:
+def _shown_results(call: ToolCall) -> list[Passage]:
     """The passages of a search the model was given: after grading, those it `shown`."""
     if "shown" not in call:
         return call["results"]
@@ -417,7 +420,7 @@ GRADING_FIELDS = (
 )
 
 
-def _trajectory(calls: Sequence[dict[str, Any]], agent: bool) -> list[dict[str, Any]]:
+def _trajectory(calls: Sequence[ToolCall], agent: bool) -> list[dict[str, Any]]:
     """Describe a turn's tool calls for the report, without the passages' text."""
     return [
         {
@@ -453,7 +456,7 @@ class Judge:
             prompt=RAG_GROUNDEDNESS_PROMPT, feedback_key="groundedness", judge=chat
         )
 
-    def __call__(self, turn: dict[str, Any]) -> dict[str, Any]:
+    def __call__(self, turn: Turn) -> dict[str, Any]:
         """Judge whether the answer helps with the question and is grounded in what was found."""
         verdicts: dict[str, Any] = {"judge_helpfulness": None, "judge_groundedness": None}
         comments: dict[str, str] = {}
@@ -487,7 +490,8 @@ def _raise_if_unreachable(exc: BaseException, model: str) -> None:
         ) from None
 
 
-ProgressFn = Callable[[str, Case, int], None]
+CaseDone = Callable[[str, Case, int], None]
+"""Told after each run of a case: the model's column label, the case, the attempt (from 0)."""
 
 
 def variant_label(model: str, grade: bool) -> str:
@@ -504,7 +508,7 @@ def evaluate(
     repeat: int = 1,
     seed: int | None = 42,
     judge_model: str | None = None,
-    on_run: ProgressFn | None = None,
+    on_run: CaseDone | None = None,
     grading: Sequence[bool] = (False,),
 ) -> dict[str, Any]:
     """Run every case `repeat` times against every model; return the report.
@@ -520,34 +524,26 @@ def evaluate(
     k = archivist.settings.k
     started = datetime.now(UTC)
     # Build every graph first: a missing model or store fails before any time is spent.
-    graphs = {
-        (name, grade): archivist.agent(stores, name, seed=seed, grade=grade)
+    setups = [
+        archivist.agent(stores, name, seed=seed, grade=grade)
         for name in dict.fromkeys(model_names)
         for grade in dict.fromkeys(grading)
-    }
+    ]
     if judge_model:
         models.show(archivist.settings, judge_model)
     judge = Judge(archivist, judge_model, seed) if judge_model else None
     runs: list[dict[str, Any]] = []
     summaries = []
-    for (name, grade), (graph, mode) in graphs.items():
-        label = variant_label(name, grade)
+    for setup in setups:
+        label = variant_label(setup.model, setup.grade)
         model_runs = []
         for case in cases:
             for attempt in range(repeat):
-                run = _run_case(archivist, graph, case, name, stores, mode, attempt, judge, grade)
-                model_runs.append(run)
+                model_runs.append(_run_case(archivist, setup, case, attempt, judge))
                 if on_run:
                     on_run(label, case, attempt)
-        summaries.append(
-            {
-                "model": name,
-                "label": label,
-                "grade": grade,
-                "mode": mode,
-                **summarize(model_runs, repeat),
-            }
-        )
+        about = {"model": setup.model, "label": label, "grade": setup.grade, "mode": setup.mode}
+        summaries.append({**about, **summarize(model_runs, repeat)})
         runs.extend(model_runs)
     return {
         "dataset": str(dataset),
@@ -568,23 +564,14 @@ def evaluate(
 
 
 def _run_case(
-    archivist: Archivist,
-    graph,
-    case: Case,
-    model: str,
-    stores: Sequence[str],
-    mode: str,
-    attempt: int,
-    judge: Judge | None,
-    grade: bool = False,
+    archivist: Archivist, setup: AgentSetup, case: Case, attempt: int, judge: Judge | None
 ) -> dict[str, Any]:
     """Run one case once in a fresh thread and score it."""
-    turn: dict[str, Any] | None = None
+    model, mode, grade = setup.model, setup.mode, setup.grade
+    turn: Turn | None = None
     error = None
     try:
-        turn = run_turn(
-            graph, case.question, model, stores, mode, f"eval-{uuid.uuid4()}", grade=grade
-        )
+        turn = run_turn(setup, case.question, f"eval-{uuid.uuid4()}")
     except Exception as exc:
         _raise_if_unreachable(exc, model)
         explained = models.explain(exc, archivist.settings)

@@ -1,0 +1,131 @@
+"""The records that cross modules: passages, tool calls, model usage, turns.
+
+They are TypedDicts, so at run time they are plain dicts: they go through LangGraph's
+checkpointers (the chat's SqliteSaver), the turn log and `ask --json` unchanged. A step that
+adds to a record builds a new one (`{**call, "kept": [...]}`); none is changed in place, since
+the same record may already sit in the graph's state or have been sent to the chat's view.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal, NotRequired
+
+# pydantic reads these schemas (LangGraph Server) only from typing_extensions on Python 3.11.
+from typing_extensions import TypedDict
+
+
+class Passage(TypedDict):
+    """One search result, as `search --json` prints it."""
+
+    rank: int
+    """Its place in its own search's results, from 1."""
+    score: float
+    source: str
+    chunk_id: str
+    text: str
+    metadata: dict[str, Any]
+    n: NotRequired[int]
+    """Its number within the turn, which `[n]` citations use (unique across the turn)."""
+
+
+class Grade(TypedDict):
+    """The grader's verdict on one passage."""
+
+    n: int
+    relevant: bool
+
+
+class ToolCall(TypedDict):
+    """One search a turn made: by the model, the application or the grader's rewrite."""
+
+    name: str
+    args: dict[str, Any]
+    results: list[Passage]
+    error: NotRequired[str]
+    """Why the call failed (bad arguments, an unknown tool); then `results` is empty."""
+    latency_ms: NotRequired[float]
+    grades: NotRequired[list[Grade]]
+    """With grading: the verdicts the grader gave (a passage without one is kept)."""
+    kept: NotRequired[list[int]]
+    """With grading: the numbers of the passages judged relevant."""
+    shown: NotRequired[list[int]]
+    """With grading: the numbers of the passages the model was given to answer from."""
+    grade_ms: NotRequired[float]
+    grading_error: NotRequired[str]
+    """Why the grader's reply could not be read (every passage was then kept)."""
+    rewritten_from: NotRequired[str]
+    """For a search the grader rewrote: the query it replaced."""
+    rewrite_error: NotRequired[str]
+    """Why no rewrite followed this missed search."""
+
+
+class ModelCall(TypedDict):
+    """One grading or rewriting request: it leaves no message behind, so it is counted here."""
+
+    kind: Literal["grade", "rewrite"]
+    input_tokens: int
+    output_tokens: int
+    ms: float
+    error: NotRequired[str]
+
+
+class Usage(TypedDict):
+    """The model calls of one turn and the tokens Ollama reported for them."""
+
+    model_calls: int
+    input_tokens: int
+    output_tokens: int
+    grade_calls: int
+    rewrite_calls: int
+
+
+class Citation(TypedDict):
+    """A passage the answer cites as `[n]`."""
+
+    n: int
+    source: str
+    chunk_id: str
+
+
+class Turn(TypedDict):
+    """One answered question: the object `ask --json` prints."""
+
+    question: str
+    answer: str
+    model: str
+    stores: list[str]
+    mode: str
+    """"agent" or "retrieve-then-answer"."""
+    grade: bool
+    tool_calls: list[ToolCall]
+    citations: list[Citation]
+    invalid_citations: list[int]
+    """Numbers the answer cites that no search returned."""
+    notes: list[str]
+    """What was left out to fit the context window."""
+    latency_ms: int
+    usage: Usage
+
+
+EventFn = Callable[[str, Any], None]
+"""Hears a running turn: ("token" | "thinking", text), ("tool", a ToolCall), ("note", text)."""
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What Ollama's /api/show says about a model."""
+
+    name: str
+    capabilities: tuple[str, ...]
+    context_length: int | None
+    embedding_length: int | None
+
+    @property
+    def tools(self) -> bool:
+        """Whether the model can call tools."""
+        return "tools" in self.capabilities
+
+    @property
+    def thinking(self) -> bool:
+        """Whether the model has a thinking mode."""
+        return "thinking" in self.capabilities

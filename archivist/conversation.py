@@ -1,0 +1,108 @@
+"""The chat session: the agent over some stores, one thread in the checkpointer, the last results.
+
+`Conversation` is what the chat loop (archivist.chat) talks to; it is built on the facade.
+"""
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from archivist import models
+from archivist.agent.records import EventFn, Passage, ToolCall, Turn
+from archivist.agent.setup import AgentSetup
+from archivist.app import Archivist
+from archivist.turnlog import logged_turn
+
+
+def new_thread_id() -> str:
+    """Make a conversation id short enough to type after --thread."""
+    return uuid.uuid4().hex[:12]
+
+
+class Conversation:
+    """A chat: the agent over some stores, one thread in the checkpointer, the last results."""
+
+    def __init__(
+        self,
+        archivist: Archivist,
+        stores: Sequence[str],
+        checkpointer,
+        model: str | None = None,
+        think: bool | None = None,
+        thread_id: str | None = None,
+        grade: bool | None = None,
+    ) -> None:
+        self.archivist = archivist
+        self.checkpointer = checkpointer
+        self.think = think
+        self.grade = grade
+        self.setup = self._build(list(stores), model)
+        self.thread_id = thread_id or new_thread_id()
+        self.last_calls: list[ToolCall] = []
+
+    def _build(self, stores: list[str], model: str | None) -> AgentSetup:
+        with models.explained(self.archivist.settings):
+            return self.archivist.agent(
+                stores, model, checkpointer=self.checkpointer, think=self.think, grade=self.grade
+            )
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The graph config that addresses this conversation's thread."""
+        return {"configurable": {"thread_id": self.thread_id}}
+
+    def messages(self) -> list[Any]:
+        """Return the messages kept for this conversation so far."""
+        return self.setup.graph.get_state(self.config).values.get("messages", [])
+
+    def answer(self, question: str, on_event: EventFn) -> Turn:
+        """Answer in this conversation, streaming progress to `on_event`; log the turn."""
+        log = self.archivist.turn_log
+        try:
+            with models.explained(self.archivist.settings):
+                result = logged_turn(log, "chat", self.setup, question, self.thread_id, on_event)
+        finally:
+            self._settle_thread()
+        self.last_calls = result["tool_calls"]
+        return result
+
+    def _settle_thread(self) -> None:
+        """After a stopped or failed turn, drop its unfinished steps from the thread.
+
+        Otherwise the next question would resume them (a search half done) instead of
+        starting a turn of its own. What was said stays; a tool call left without its result
+        is skipped when the history is sent (archivist.agent.context.complete_tool_calls).
+        """
+        state = self.setup.graph.get_state(self.config)
+        if state.next:
+            self.setup.graph.update_state(self.config, None, as_node="__end__")
+
+    def new(self) -> str:
+        """Start a new conversation; return its id."""
+        self.thread_id = new_thread_id()
+        self.last_calls = []
+        return self.thread_id
+
+    def switch_model(self, name: str) -> list[str]:
+        """Use another chat model from now on, re-probing what it can do."""
+        self.setup = self._build(self.setup.stores, name)
+        return self.setup.notices
+
+    def describe(self) -> str:
+        """Say which model, mode, stores and thread this chat uses."""
+        setup = self.setup
+        thinking = " · thinking" if setup.thinking else ""
+        grading = " · grading" if setup.grade else ""
+        window = f"{setup.window.num_ctx}-token context · " if setup.window else ""
+        return (
+            f"{setup.model} · {setup.mode}{thinking}{grading} · {window}"
+            f"stores: {', '.join(setup.stores)} · thread {self.thread_id}"
+        )
+
+    def stores(self) -> list[dict[str, Any]]:
+        """List all stores, marking those this chat searches."""
+        return [{**s, "in_use": s["store"] in self.setup.stores} for s in self.archivist.stores()]
+
+    def sources(self) -> list[Passage]:
+        """Return the last answered turn's search results, in citation order."""
+        return [r for call in self.last_calls for r in call["results"]]

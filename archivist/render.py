@@ -1,0 +1,24 @@
+"""One-line renderings of the records a turn leaves, shared by the chat and the turn log."""
+
+from archivist.agent.records import ToolCall
+from archivist.printable import printable_name
+
+
+def tool_line(call: ToolCall) -> str:
+    """Describe one tool call: `search_x("query") · 5 results · 2 relevant · 14 ms`.
+
+    A graded search says how many passages were relevant (or that grading failed); a search
+    the grader rewrote is announced on a line of its own: `↻ rewrote to "query"`.
+    """
+    query = printable_name(str(call["args"].get("query", "")))
+    found = f"error: {call['error']}" if "error" in call else f"{len(call['results'])} results"
+    if "grading_error" in call:
+        found += " · grading failed, all kept"
+    elif "kept" in call:
+        found += f" · {len(call['kept'])} relevant"
+    line = f'{call["name"]}("{query}") · {found} · {call["latency_ms"]:.0f} ms'
+    if "grade_ms" in call:
+        line += f" + {call['grade_ms']:.0f} ms grading"
+    if "rewritten_from" in call:
+        line = f'↻ rewrote to "{query}"\n{line}'
+    return line

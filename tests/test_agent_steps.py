@@ -1,0 +1,119 @@
+"""The agent graphs' steps called alone, without a graph, a model or Ollama."""
+
+import copy
+
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.tools import StructuredTool
+from langgraph.graph import END
+
+from archivist.agent.records import ToolCall
+from archivist.agent.state import turn_input
+from archivist.agent.steps import AgentSteps, Prompter, graded_reply, run_tool, search_rounds
+
+
+def passage(n: int, chunk: str) -> dict:
+    return {
+        "rank": n,
+        "score": 1 / n,
+        "source": f"{chunk}.md",
+        "chunk_id": chunk,
+        "text": f"text of {chunk}",
+        "metadata": {},
+    }
+
+
+def search_tool(found: list[dict]) -> StructuredTool:
+    def search(query: str) -> tuple[str, list[dict]]:
+        return f"found {len(found)}", found
+
+    return StructuredTool.from_function(
+        search, name="search_docs", description="docs", response_format="content_and_artifact"
+    )
+
+
+def state_after(*calls: dict, steps: int = 1, earlier: list | None = None) -> dict:
+    asked = AIMessage("", tool_calls=[{**c, "id": f"c{i}"} for i, c in enumerate(calls)])
+    return {**turn_input("refund?"), "messages": [HumanMessage("refund?"), asked], "steps": steps,
+            "calls": earlier or []}  # fmt: skip
+
+
+def steps(tools=(), max_steps: int = 6, grader=None) -> AgentSteps:
+    # No model: these steps never call one.
+    return AgentSteps(None, list(tools), Prompter("system", None), max_steps, grader)
+
+
+def test_run_tools_answers_an_unknown_tool_with_the_tools_there_are():
+    update = steps([search_tool([])]).run_tools(
+        state_after({"name": "search_elsewhere", "args": {"query": "refund"}})
+    )
+    [reply] = update["messages"]
+    assert isinstance(reply, ToolMessage) and reply.status == "error"
+    assert reply.content == "Error: there is no tool search_elsewhere. Use one of: search_docs."
+    assert update["calls"] == [
+        {
+            "name": "search_elsewhere",
+            "args": {"query": "refund"},
+            "results": [],
+            "error": "unknown tool",
+            "latency_ms": 0.0,
+        }
+    ]
+
+
+def test_run_tools_numbers_passages_after_those_of_earlier_searches():
+    earlier: list[ToolCall] = [
+        {"name": "search_docs", "args": {"query": "x"}, "results": [passage(1, "a")]}
+    ]
+    tool = search_tool([passage(1, "b"), passage(2, "c")])
+    update = steps([tool]).run_tools(
+        state_after({"name": "search_docs", "args": {"query": "refund"}}, earlier=earlier)
+    )
+    [call] = update["calls"]
+    assert [r["n"] for r in call["results"]] == [2, 3]
+    assert '<result n="2" source="b.md"' in update["messages"][0].content
+
+
+def test_with_a_grader_run_tools_leaves_the_searches_to_the_grade_step():
+    update = steps([search_tool([passage(1, "a")])], grader=object()).run_tools(
+        state_after({"name": "search_docs", "args": {"query": "refund"}})
+    )
+    assert set(update) == {"ungraded"}
+    [waiting] = update["ungraded"]
+    assert waiting["request"]["id"] == "c0" and waiting["record"]["results"][0]["n"] == 1
+
+
+def test_route_refuses_tool_calls_past_the_step_limit():
+    asking = {"name": "search_docs", "args": {"query": "refund"}}
+    agent = steps(max_steps=2)
+    assert agent.route(state_after(asking, steps=2)) == "run_tools"
+    assert agent.route(state_after(asking, steps=3)) == "stop_searching"
+    answered = {**state_after(asking), "messages": [HumanMessage("q"), AIMessage("It is so.")]}
+    assert agent.route(answered) == END
+
+
+class MissingGrader:
+    """Finds nothing relevant and proposes no new search."""
+
+    max_rewrites = 2
+
+    def grade(self, question, call):
+        return {**call, "grades": [], "kept": []}, [
+            {"kind": "grade", "input_tokens": 1, "output_tokens": 1, "ms": 1.0}
+        ]
+
+    def rewrite(self, question, tried):
+        usage = {"kind": "rewrite", "input_tokens": 1, "output_tokens": 1, "ms": 1.0}
+        return [], {**usage, "error": "no JSON"}
+
+
+def test_search_rounds_build_new_records_and_leave_the_searches_given_unchanged():
+    first, _ = run_tool(search_tool([passage(1, "a")]), {"query": "refund"}, 1)
+    given = copy.deepcopy(first)
+    records, used = search_rounds(MissingGrader(), [first], [], "refund?", 2)
+    assert first == given
+    [record] = records
+    assert record["kept"] == [] and record["rewrite_error"] == "no JSON"
+    assert [u["kind"] for u in used] == ["grade", "rewrite"]
+    text, cut, shown = graded_reply(records, {}, None)
+    assert '"refund"' in text and cut == 0
+    assert shown == [{**record, "shown": []}] and "shown" not in record
