@@ -281,7 +281,7 @@ class Killed(BaseException):
 
 
 class DiesAt:
-    """An EdgeClient that dies instead of making its `fatal`-th write."""
+    """An EdgeClient that dies right after its `fatal`-th write."""
 
     def __init__(self, client: EdgeClient, fatal: int) -> None:
         self.client, self.fatal, self.writes = client, fatal, 0
@@ -292,10 +292,11 @@ class DiesAt:
             return attr
 
         def write(*args, **kwargs):
+            done = attr(*args, **kwargs)
             self.writes += 1
             if self.writes == self.fatal:
                 raise Killed
-            return attr(*args, **kwargs)
+            return done
 
         return write
 

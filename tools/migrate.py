@@ -129,18 +129,20 @@ def migrate_local(source: Path, target: EdgeClient, batch: int = 512) -> list[st
 
     Points keep their ids, vectors and payloads (nothing is re-embedded) and collections their
     metadata. Collections `target` already holds are left alone, except one whose copy was
-    interrupted, which is copied again. Returns the names copied.
+    interrupted, which is copied again: a marker beside the collection is made before it is
+    created and removed only once it holds every point. Returns the names copied.
     """
     legacy = QdrantClient(path=str(source))
     copied = []
     try:
         for description in legacy.get_collections().collections:
             name = description.name
-            marker = target.path / name / MIGRATING_FILE
+            marker = target.path / f"{name}.{MIGRATING_FILE}"
             if target.collection_exists(name):
                 if not marker.exists():
                     continue
                 target.delete_collection(name)
+            marker.touch()
             info = legacy.get_collection(name)
             target.create_collection(
                 name,
@@ -148,7 +150,6 @@ def migrate_local(source: Path, target: EdgeClient, batch: int = 512) -> list[st
                 sparse_vectors_config=info.config.params.sparse_vectors,
                 metadata=info.config.metadata,
             )
-            marker.touch()
             target.create_payload_index(name, "source", models.PayloadSchemaType.KEYWORD)
             for records in scroll_pages(legacy, name, batch, with_vectors=True):
                 points = [
@@ -156,6 +157,13 @@ def migrate_local(source: Path, target: EdgeClient, batch: int = 512) -> list[st
                     for r in records
                 ]
                 target.upsert(name, points=points)
+            held, total = target.count(name).count, legacy.count(name, exact=True).count
+            if held != total:
+                raise ArchivistError(
+                    f"Moving store '{name}' to Qdrant Edge copied {held} of its {total} chunks.",
+                    "Run the command again: the move is done again from the old folder, "
+                    f"{source}, which is kept until every store is moved.",
+                )
             marker.unlink()
             copied.append(name)
     finally:
