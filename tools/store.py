@@ -36,6 +36,8 @@ REBUILD_SUFFIX = "-rebuild"
 # The metadata mark of a rebuild that is complete: from then on it is swapped in, whatever
 # the store it replaces holds, until the swap has finished and dropped it.
 REBUILT = "rebuilt"
+# The metadata mark of a store being copied from another Qdrant, until the copy is whole.
+COPYING = "copying_from"
 # Payload fields the store filters and counts by.
 PAYLOAD_INDEXES = {
     "source": models.PayloadSchemaType.KEYWORD,
@@ -295,9 +297,18 @@ class KnowledgeStore:
                     self.client.create_payload_index(self.name, field_name, schema, wait=True)
 
     def check(self, fingerprint: dict[str, Any]) -> None:
-        """Refuse to mix vectors from another embedding model or prefix policy."""
+        """Refuse a store whose copy was cut short, and vectors from another embedding model
+        or prefix policy."""
         fingerprint = {**fingerprint, "sparse": SPARSE_SCHEME}
-        stored = self.fingerprint
+        info = self.info()
+        if info.get(COPYING):
+            raise ArchivistError(
+                f"Store '{self.name}' is an unfinished copy of {info[COPYING]}: it holds only "
+                "part of its chunks.",
+                "Run the same `archivist migrate` command again to finish the copy, or delete "
+                f"it: archivist delete --store {self.name} --yes",
+            )
+        stored = info.get("fingerprint", {})
         if not fingerprints_match(stored, fingerprint):
             raise StoreMismatch(
                 f"Store '{self.name}' was built with embedding model "
