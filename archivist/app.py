@@ -1,5 +1,7 @@
 """The application: stores, models and graphs wired from the settings, one call per command."""
 
+import math
+import os
 from collections.abc import Sequence
 from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any
@@ -105,6 +107,13 @@ class Archivist:
         """
         from archivist.ingest.pipeline import ingest_options, plan_ingest
 
+        missing = [p for p in paths if not os.path.lexists(p)]
+        if missing and len(missing) == len(paths):
+            raise ArchivistError(
+                f"Nothing to ingest: {', '.join(map(str, missing))} does not exist.",
+                "Check the path (relative paths start from the current folder); the store was "
+                "not created.",
+            )
         options = ingest_options(
             prune=prune,
             description=description,
@@ -153,6 +162,10 @@ class Archivist:
         mmr: float | None = None,
     ):
         """Build a store's retrieval tool with the settings, overridden by any values given."""
+        if min_score is not None and not math.isfinite(min_score):
+            raise ArchivistError(
+                f"--min-score {min_score} is not a score.", "Give a finite number, like 0.3."
+            )
         s = self.settings
         return make_retrieval_tool(
             store,
@@ -213,5 +226,9 @@ class Archivist:
         """Answer one question in a fresh conversation, log it; return the `ask --json` object.
 
         `on_event` hears the turn as it runs, as `run_turn` describes."""
+        if not question.strip():
+            raise ArchivistError(
+                "The question is empty.", 'Ask something: archivist ask "How do refunds work?"'
+            )
         setup = self.agent(stores, model, think=think, grade=grade)
         return logged_turn(self.turn_log, "ask", setup, question, on_event=on_event)

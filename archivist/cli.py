@@ -508,6 +508,11 @@ def migrate(
         raise ArchivistError("The source and the target are the same home.", "Choose another.")
     if to_url and from_url and to_url.rstrip("/") == from_url.rstrip("/"):
         raise ArchivistError("The source and the target are the same server.", "Choose another.")
+    if api_key or from_api_key:
+        _notice(
+            "Note: an API key given on the command line is visible to every user of this "
+            "machine in the process list; set QDRANT_API_KEY in the environment instead."
+        )
     origin = mask_url(from_url) if from_url else str(source_home)
     destination = mask_url(to_url) if to_url else str(to_home)
 
