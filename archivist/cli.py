@@ -451,13 +451,15 @@ def delete(
     source: Annotated[str, typer.Option(help="The source to remove, as `sources` lists it.")],
 ) -> None:
     """Remove one source's chunks from a store."""
-    removed = _app().store(store).delete_source(source)
+    found = _app().store(store)
+    name = found.find_source(source)
+    removed = found.delete_source(name) if name is not None else 0
     if not removed:
         raise ArchivistError(
             f"Store '{store}' has no source '{source}'.",
             f"List its sources with: archivist sources --store {store}",
         )
-    print(f"Removed {removed} chunks of {printable_name(source)} from {store}.")
+    print(f"Removed {removed} chunks of {printable_name(name)} from {store}.")
 
 
 @app.command()

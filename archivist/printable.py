@@ -7,6 +7,7 @@ show each such character as a visible escape (`\\x1b`) instead.
 """
 
 import re
+import unicodedata
 
 # C0 controls but tab and newline, DEL, and the C1 controls (U+0080–U+009F), which some
 # terminals read as the start of an escape sequence too.
@@ -26,8 +27,13 @@ def printable(text: str) -> str:
 
 
 def printable_name(name: str) -> str:
-    """Show every control character of a name as an escape, newlines included."""
-    return _NAME_CONTROL.sub(_escape, name)
+    """Show every control character of a name as an escape, newlines included; in a name not
+    in NFC form, its combining marks too, so it does not print like its composed twin
+    (`cafe\\u0301.md`, not `café.md`)."""
+    name = _NAME_CONTROL.sub(_escape, name)
+    if unicodedata.normalize("NFC", name) == name:
+        return name
+    return "".join(f"\\u{ord(c):04x}" if unicodedata.combining(c) else c for c in name)
 
 
 def escape_json_controls(document: str) -> str:

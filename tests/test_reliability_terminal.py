@@ -72,3 +72,23 @@ def test_the_terminal_chat_view_shows_escapes_from_answers_and_sources():
     assert "]0;pwned\x07" not in shown and "\x1b[2J" not in shown and "\x9b" not in shown
     assert "Paid in 30 days.\\x1b[2J\\x1b]0;pwned\\x07\\x9b31m\\x0d" in shown
     assert "[1] evil\\x1b]0;t\\x07\\x0aname.md" in shown
+
+
+def test_unicode_twins_print_apart_and_each_can_be_deleted_by_name(ollama, home, tmp_path):
+    composed, decomposed = "caf\u00e9.md", "cafe\u0301.md"
+    root = write_files(
+        tmp_path / "kb", {composed: "# A\n\nComposed.", decomposed: "# B\n\nDecomposed."}
+    )
+
+    def cli(*args: str):
+        return run_cli(*args, ollama_url=ollama.url, home=home)
+
+    assert cli("ingest", str(root), "--store", "docs").returncode == 0
+    listed = [line.split("\t")[0] for line in cli("sources", "--store", "docs").stdout.splitlines()]
+    assert sorted(listed) == ["cafe\\u0301.md", "caf\u00e9.md"]
+    # The name as a terminal types it (composed) removes its exact source, then its twin.
+    first = cli("delete", "--store", "docs", "--source", composed)
+    assert first.stdout == "Removed 1 chunks of caf\u00e9.md from docs.\n"
+    second = cli("delete", "--store", "docs", "--source", composed)
+    assert second.stdout == "Removed 1 chunks of cafe\\u0301.md from docs.\n"
+    assert cli("sources", "--store", "docs", "--json").stdout.strip() == "[]"

@@ -9,6 +9,7 @@ import copy
 import json
 import re
 import time
+import unicodedata
 import uuid
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
@@ -425,6 +426,15 @@ class KnowledgeStore:
             self.client.delete(self.name, points_selector=selector, wait=True)
         return removed
 
+    def find_source(self, name: str) -> str | None:
+        """Return the source called `name`: exactly, else its one Unicode twin (the same name
+        composed or decomposed, as macOS writes file names), else None."""
+        names = self.source_names()
+        if name in names:
+            return name
+        twins = [n for n in names if _nfc(n) == _nfc(name)]
+        return twins[0] if len(twins) == 1 else None
+
     def sources(self) -> dict[str, SourceInfo]:
         """Return each source's newest complete version (else its newest), from the payloads.
 
@@ -609,6 +619,10 @@ class KnowledgeStore:
             )
             for rank, passage in enumerate(passages[:k], start=1)
         ]
+
+
+def _nfc(text: str) -> str:
+    return unicodedata.normalize("NFC", text)
 
 
 def _newest(versions: Iterable[SourceInfo]) -> dict[str, SourceInfo]:
