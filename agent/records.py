@@ -57,6 +57,22 @@ class ToolCall(TypedDict):
     """For a search the grader rewrote: the query it replaced."""
     rewrite_error: NotRequired[str]
     """Why no rewrite followed this missed search."""
+    from_text: NotRequired[bool]
+    """True when the model wrote the call as text and Archivist recovered it."""
+
+
+class WrittenCall(TypedDict):
+    """A tool call the model wrote as text instead of calling the tool (agent.textcalls)."""
+
+    name: str
+    """The name as the model wrote it."""
+    args: dict[str, Any]
+    recovered: bool
+    """Whether it was run (as a ToolCall marked `from_text`)."""
+    tool: NotRequired[str]
+    """The offered tool it ran as, when the written name differed (`search` for the only one)."""
+    error: NotRequired[str]
+    """Why it was not run: no offered tool by that name, or arguments that do not fit."""
 
 
 class ModelCall(TypedDict):
@@ -98,11 +114,16 @@ class Turn(TypedDict):
     """"agent" or "retrieve-then-answer"."""
     grade: bool
     tool_calls: list[ToolCall]
+    searched: bool
+    """False when a model able to search answered without searching (the agent only)."""
+    text_calls: list[WrittenCall]
+    """The tool calls the model wrote as text this turn, run or not, in order."""
     citations: list[Citation]
     invalid_citations: list[int]
     """Numbers the answer cites that no search returned."""
     notes: list[str]
-    """What was left out to fit the context window."""
+    """What was left out to fit the context window, written calls that could not be run, and
+    that the model did not search."""
     latency_ms: int
     usage: Usage
 

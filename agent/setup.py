@@ -71,13 +71,15 @@ def build_setup(
     checkpointer: Checkpointer = None,
     think: bool | None = None,
     grade: bool = False,
+    retrieve_first: bool = False,
 ) -> AgentSetup:
     """Build the agent for `stores` in the model's best mode, sized to its context.
 
     The window is the model's context length, at most `num_ctx`. With `grade`, the same model
     grades what each search returned and rewrites searches that found nothing relevant; it
     does so without thinking, since a verdict list needs no reasoning and thinking would
-    multiply its cost.
+    multiply its cost. With `retrieve_first`, a model that can call tools is still served
+    retrieve-then-answer, for one that does not search by itself.
     """
     window = window_for(info.context_length, num_ctx)
     notices = []
@@ -98,7 +100,7 @@ def build_setup(
         grader = Grader(sized(False) if reasoning else chat, max_rewrites)
     described = "\n".join(f"- {t.tool.name}: {t.about}" for t in tools)
     searches = [t.tool for t in tools]
-    if info.tools:
+    if info.tools and not retrieve_first:
         system = prompts.AGENT_SYSTEM.format(stores=described)
         graph = build_agent(chat, searches, system, max_steps, checkpointer, window, grader)
         mode = AGENT
@@ -106,7 +108,12 @@ def build_setup(
         system = prompts.ANSWER_SYSTEM.format(stores=described)
         graph = build_retrieve_then_answer(chat, searches, system, checkpointer, window, grader)
         mode = RETRIEVE_THEN_ANSWER
-        notices.append(f"{info.name} cannot call tools: using retrieve-then-answer.")
+        if info.tools:
+            notices.append(
+                f"Retrieve-then-answer: every store is searched before {info.name} answers."
+            )
+        else:
+            notices.append(f"{info.name} cannot call tools: using retrieve-then-answer.")
     return AgentSetup(
         graph, mode, info.name, list(stores), info, window, bool(reasoning), notices, grade
     )

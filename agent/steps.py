@@ -39,6 +39,7 @@ from archivist.agent.grading import Grader, assemble
 from archivist.agent.records import ModelCall, Passage, ToolCall
 from archivist.agent.retrieval import format_results
 from archivist.agent.state import AgentState, Ungraded
+from archivist.agent.textcalls import describe_tools, recovered_ids, settle
 from archivist.tools.errors import ArchivistError
 
 TOOL_EVENT = "archivist_tool"
@@ -117,6 +118,8 @@ def run_tool(tool: BaseTool, args: dict[str, Any], first: int) -> tuple[ToolCall
     except (ValidationError, ToolException, ArchivistError) as exc:
         outcome = {"results": [], "error": str(exc)}
         content = f"Error: {exc}\nCall {tool.name} again with corrected arguments."
+        if isinstance(exc, ValidationError):
+            content += f" Its arguments: {describe_tools(schemas([tool]))}."
     else:
         results = [{**r, "n": n} for n, r in enumerate(message.artifact or [], start=first)]
         outcome = {"results": results}
@@ -127,8 +130,10 @@ def run_tool(tool: BaseTool, args: dict[str, Any], first: int) -> tuple[ToolCall
     return record, content
 
 
-def unknown_tool(name: str, args: dict[str, Any], known: Sequence[str]) -> tuple[ToolCall, str]:
-    """Record a call of a tool that does not exist; tell the model which ones do."""
+def unknown_tool(
+    name: str, args: dict[str, Any], known: Sequence[BaseTool]
+) -> tuple[ToolCall, str]:
+    """Record a call of a tool that does not exist; tell the model which ones do, and how."""
     record: ToolCall = {
         "name": name,
         "args": args,
@@ -136,7 +141,25 @@ def unknown_tool(name: str, args: dict[str, Any], known: Sequence[str]) -> tuple
         "error": "unknown tool",
         "latency_ms": 0.0,
     }
-    return record, f"Error: there is no tool {name}. Use one of: {', '.join(known)}."
+    content = (
+        f"Error: there is no tool {name}. The tools are: {describe_tools(schemas(known))}. "
+        "Call one of them with its arguments."
+    )
+    return record, content
+
+
+def schemas(tools: Sequence[BaseTool]) -> dict[str, dict[str, Any]]:
+    """The tools' argument schemas, by name, as the model is shown them."""
+    return {t.name: convert_to_openai_tool(t)["function"]["parameters"] for t in tools}
+
+
+def settled(response: AIMessage, tools: Sequence[BaseTool]) -> tuple[AIMessage, list[str]]:
+    """Recover calls the model wrote as text and separate its thinking (agent.textcalls);
+    return the message to keep and notes on written calls that could not be run."""
+    response, notes = settle(response, schemas(tools))
+    for note in notes:
+        _emit(NOTE_EVENT, note)
+    return response, notes
 
 
 def numbered(calls: Sequence[ToolCall]) -> int:
@@ -289,8 +312,8 @@ class AgentSteps:
     def call_model(self, state: AgentState) -> dict[str, Any]:
         """Ask the model for its next move: tool calls, or the answer."""
         messages, notes = self.prompter(state["messages"])
-        response = self.with_tools.invoke(messages)
-        notes += self.prompter.answer_notes(response)
+        response, written = settled(self.with_tools.invoke(messages), list(self.tools.values()))
+        notes += written + self.prompter.answer_notes(response)
         return {"messages": [response], "steps": state.get("steps", 0) + 1, "notes": notes}
 
     def route(self, state: AgentState) -> str:
@@ -305,13 +328,17 @@ class AgentSteps:
         calls: list[ToolCall] = []
         pending: list[Ungraded] = []
         replies = []
+        written = recovered_ids(state["messages"][-1])
         for request in state["messages"][-1].tool_calls:
             tool = self.tools.get(request["name"])
             if tool is None:
-                record, content = unknown_tool(request["name"], request["args"], list(self.tools))
+                known = list(self.tools.values())
+                record, content = unknown_tool(request["name"], request["args"], known)
             else:
                 first = numbered([*state["calls"], *calls]) + 1
                 record, content = run_tool(tool, request["args"], first)
+            if request["id"] in written:
+                record = {**record, "from_text": True}
             calls.append(record)
             if self.grader is not None:
                 pending.append({"request": request, "record": record, "content": content})
@@ -368,8 +395,8 @@ class AgentSteps:
             for call in state["messages"][-1].tool_calls
         ]
         messages, notes = self.prompter([*state["messages"], *replies])
-        response = self.model.invoke(messages)
-        notes += self.prompter.answer_notes(response)
+        response, written = settled(self.model.invoke(messages), ())
+        notes += written + self.prompter.answer_notes(response)
         return {"messages": [*replies, response], "notes": notes}
 
 
@@ -461,6 +488,6 @@ class RetrieveThenAnswer:
             prompts.ANSWER_REQUEST.format(context=context, question=question.content)
         )
         messages, fitted = self.prompter([*history, request])
-        response = self.model.invoke(messages)
-        notes += fitted + self.prompter.answer_notes(response)
+        response, written = settled(self.model.invoke(messages), ())
+        notes += fitted + written + self.prompter.answer_notes(response)
         return {"messages": [response], "steps": 1, "notes": notes}

@@ -12,19 +12,25 @@ from archivist.agent.citations import check_citations
 from archivist.agent.context import turn_start
 from archivist.agent.grading import STRUCTURED_TAG
 from archivist.agent.records import EventFn, ModelCall, Turn, Usage
-from archivist.agent.setup import AgentSetup
+from archivist.agent.setup import AGENT, AgentSetup
 from archivist.agent.state import turn_input
 from archivist.agent.steps import NOTE_EVENT, RETRY_EVENT, TOOL_EVENT
+from archivist.agent.textcalls import StreamFilter, turn_text_calls
 from archivist.tools.store import heading_path
 
 
 class _Relay(BaseCallbackHandler):
-    """Pass a running turn's progress to a chat view: tokens, reasoning, tool calls, notes."""
+    """Pass a running turn's progress to a chat view: tokens, reasoning, tool calls, notes.
+
+    Each model call's text goes through a StreamFilter, so a tool call the model writes as
+    text is never shown, and `<think>` text in the answer is shown as thinking.
+    """
 
     raise_error = True
 
     def __init__(self, on_event: EventFn) -> None:
         self.on_event = on_event
+        self.filters: dict[Any, StreamFilter] = {}
 
     def on_llm_new_token(self, token: str, *, chunk=None, **kwargs: Any) -> None:
         if STRUCTURED_TAG in (kwargs.get("tags") or ()):
@@ -34,7 +40,14 @@ class _Relay(BaseCallbackHandler):
         if reasoning:
             self.on_event("thinking", reasoning)
         if token:
-            self.on_event("token", token)
+            stream = self.filters.setdefault(kwargs.get("run_id"), StreamFilter())
+            for kind, text in stream.feed(token):
+                self.on_event(kind, text)
+
+    def on_llm_end(self, response: Any, **kwargs: Any) -> None:
+        stream = self.filters.pop(kwargs.get("run_id"), None)
+        for kind, text in stream.end() if stream else ():
+            self.on_event(kind, text)
 
     def on_custom_event(self, name: str, data: Any, **kwargs: Any) -> None:
         if name == TOOL_EVENT:
@@ -55,7 +68,9 @@ def run_turn(
 
     `on_event(kind, data)` hears the turn as it runs: "token" and "thinking" text as the model
     streams it, "tool" with each finished tool call's record, "note" when the context guard
-    left something out, "retry" when a model request Ollama refused is tried again.
+    left something out or a call written as text could not be run, "retry" when a model
+    request Ollama refused is tried again. A model able to search that answered without
+    searching gets `searched: false` and a note saying so.
     """
     started = time.perf_counter()
     config: dict[str, Any] = {
@@ -68,6 +83,10 @@ def run_turn(
     messages = state["messages"]
     answer = messages[-1].content
     citations, invalid = check_citations(answer, state["calls"])
+    searched = bool(state["calls"]) or setup.mode != AGENT
+    notes = list(dict.fromkeys(state.get("notes") or []))
+    if not searched:
+        notes.append(unsearched_note(setup.model, setup.stores))
     return {
         "question": question,
         "answer": answer,
@@ -76,12 +95,22 @@ def run_turn(
         "mode": setup.mode,
         "grade": setup.grade,
         "tool_calls": state["calls"],
+        "searched": searched,
+        "text_calls": turn_text_calls(messages),
         "citations": citations,
         "invalid_citations": invalid,
-        "notes": list(dict.fromkeys(state.get("notes") or [])),
+        "notes": notes,
         "latency_ms": round((time.perf_counter() - started) * 1000),
         "usage": turn_usage(messages, state.get("grader_calls") or []),
     }
+
+
+def unsearched_note(model: str, stores: Sequence[str]) -> str:
+    """Say that a model able to search answered without searching, and how to make it."""
+    return (
+        f"{model} answered without searching {', '.join(stores)}. If it should have, "
+        "--retrieve-first (or ARCHIVIST_RETRIEVE_FIRST=1) searches before every answer."
+    )
 
 
 def turn_usage(messages: Sequence[BaseMessage], grader_calls: Sequence[ModelCall] = ()) -> Usage:

@@ -10,8 +10,9 @@ from archivist import models
 from archivist.agent.records import EventFn, Passage, Turn
 from archivist.agent.retrieval import make_retrieval_tool, search_alone, tool_name
 from archivist.agent.setup import AgentSetup, StoreTool, build_setup
-from archivist.settings import Settings
-from archivist.tools.errors import ArchivistError
+from archivist.settings import Settings, mask_url
+from archivist.tools.embedding import PrefixedEmbeddings, default_prefixes
+from archivist.tools.errors import ArchivistError, ModelMissing
 from archivist.tools.store import (
     KnowledgeStore,
     SearchMode,
@@ -22,6 +23,7 @@ from archivist.tools.store import (
 from archivist.turnlog import TurnLog, logged_turn
 
 if TYPE_CHECKING:
+    from archivist.agent.langchain import StoreRetriever
     from archivist.ingest.embedder import EmbedSettings
     from archivist.tools.progress import ProgressFn
 
@@ -55,12 +57,28 @@ class Archivist:
             self.client.close()
             del self.__dict__["client"]
 
+    def embeddings_for(self, store: KnowledgeStore) -> PrefixedEmbeddings:
+        """The embedding model a store was built with, with its prefixes: its queries are
+        embedded as its chunks were, whatever model is configured for new stores."""
+        built = store.fingerprint
+        name = built.get("embed_model") or self.settings.embed_model
+        default = default_prefixes(name)
+        prefixes = (built.get("document_prefix", default[0]), built.get("query_prefix", default[1]))
+        configured = self.embeddings
+        if (name, *prefixes) == (
+            configured.model,
+            configured.document_prefix,
+            configured.query_prefix,
+        ):
+            return configured
+        return models.embeddings(self.settings, name, prefixes)
+
     def store(self, name: str, must_exist: bool = True) -> KnowledgeStore:
-        """Return the named store; by default it must exist and match the embedding model."""
+        """Return the named store; by default it must exist and be readable by this release."""
         store = KnowledgeStore(self.client, name, self.settings.server_layout)
         store.finish_swap()
         if must_exist:
-            store.check(self.embeddings.fingerprint(store.fingerprint.get("dimension")))
+            store.check(self.embeddings_for(store).fingerprint(store.fingerprint.get("dimension")))
         return store
 
     def stores(self) -> list[dict[str, Any]]:
@@ -145,8 +163,43 @@ class Archivist:
         mmr: float | None = None,
     ) -> list[Passage]:
         """Run the retrieval tool alone and return its results."""
-        tool = self.retrieval_tool(self.store(store), k, mode, min_score, mmr)
-        return search_alone(tool, query, source)
+        opened = self.store(store)
+        tool = self.retrieval_tool(opened, k, mode, min_score, mmr)
+        try:
+            return search_alone(tool, query, source)
+        except ArchivistError:
+            raise
+        except Exception as exc:
+            error = self.query_error(opened, exc)
+            if error is exc:
+                raise
+            raise error from None
+
+    def query_error(self, store: KnowledgeStore, exc: Exception) -> Exception:
+        """Word an expected failure of a query to `store` with its fix (else return `exc`).
+
+        A missing embedding model is named as the store's own: its queries need that model,
+        whichever is configured for new stores.
+        """
+        error = models.explain(exc, self.settings)
+        if error is None:
+            return exc
+        embedder = self.embeddings_for(store)
+        if not isinstance(error, ModelMissing) or error.model != embedder.model:
+            return error
+        fix = f"Pull it with `ollama pull {embedder.model}`: a store is searched with the model "
+        fix += "that embedded its chunks."
+        if embedder.model != self.settings.embed_model:
+            fix += (
+                f" Or rebuild the store with {self.settings.embed_model}: "
+                f"archivist ingest PATH --store {store.name} --reindex"
+            )
+        return ModelMissing(
+            f"Store '{store.name}' was built with the embedding model '{embedder.model}', which "
+            f"Ollama at {mask_url(self.settings.ollama_host)} does not have.",
+            fix,
+            embedder.model,
+        )
 
     @cached_property
     def turn_log(self) -> TurnLog:
@@ -169,7 +222,7 @@ class Archivist:
         s = self.settings
         return make_retrieval_tool(
             store,
-            self.embeddings,
+            self.embeddings_for(store),
             k or s.k,
             mode or s.search_mode,
             s.min_score if min_score is None else min_score,
@@ -212,6 +265,7 @@ class Archivist:
             checkpointer=checkpointer,
             think=think,
             grade=s.grade if grade is None else grade,
+            retrieve_first=s.retrieve_first,
         )
 
     def ask(
@@ -232,3 +286,20 @@ class Archivist:
             )
         setup = self.agent(stores, model, think=think, grade=grade)
         return logged_turn(self.turn_log, "ask", setup, question, on_event=on_event)
+
+    def retriever(
+        self,
+        store: str,
+        k: int | None = None,
+        mode: SearchMode | None = None,
+        source: str | None = None,
+    ) -> "StoreRetriever":
+        """Return a store as a LangChain retriever: the passages as Documents, best first."""
+        from archivist.agent.langchain import StoreRetriever
+
+        return StoreRetriever(tool=self.retrieval_tool(self.store(store), k, mode), source=source)
+
+    def tool(self, store: str, k: int | None = None, mode: SearchMode | None = None):
+        """Return a store's `search_<store>` tool, as Archivist's agent has it, for any
+        LangChain or LangGraph agent (`create_agent` included)."""
+        return self.retrieval_tool(self.store(store), k, mode)

@@ -8,9 +8,11 @@ from collections.abc import Callable
 from typing import Any, Protocol, TextIO
 
 from archivist.agent.records import EventFn, Passage, Turn
+from archivist.agent.turn import unsearched_note
 from archivist.printable import printable, printable_name
 from archivist.render import tool_line
 from archivist.tools.errors import ArchivistError
+from archivist.words import count
 
 PROMPT = "› "
 HELP = """Ask a question, or use a command:
@@ -60,7 +62,15 @@ class View(Protocol):
     def stopped(self) -> None: ...
     def error(self, message: str) -> None: ...
     def info(self, text: str) -> None: ...
+    def notice(self, text: str) -> None: ...
     def sources(self, results: list[Passage]) -> None: ...
+
+
+def unsearched_line(result: Turn) -> str | None:
+    """The dim line under an answer the agent gave without searching, if it did."""
+    if result.get("searched", True):
+        return None
+    return unsearched_note(result["model"], result["stores"])
 
 
 def sources_line(result: Turn) -> str | None:
@@ -94,7 +104,7 @@ def stores_text(listing: list[dict[str, Any]]) -> str:
         return "No stores yet. Create one with: archivist ingest PATH --store NAME"
     return (
         "\n".join(
-            f"{'*' if s['in_use'] else ' '} {s['store']} ({s['chunks']} chunks)"
+            f"{'*' if s['in_use'] else ' '} {s['store']} ({count(s['chunks'], 'chunk')})"
             + (f": {printable_name(s['description'])}" if s["description"] else "")
             for s in listing
         )
@@ -128,7 +138,7 @@ def run_command(line: str, conversation: Conversation, view: View) -> bool:
         view.info(conversation.describe())
     elif name == "/model":
         for notice in conversation.switch_model(argument):
-            view.info(notice)
+            view.notice(notice)
         view.info(conversation.describe())
     else:
         view.error(f"Unknown command {name}. Type /help for the commands.")
@@ -217,7 +227,7 @@ class PlainView:
             self._write(result["answer"])
             self._open = True
         self._end_line()
-        for line in (sources_line(result), invalid_line(result)):
+        for line in (sources_line(result), invalid_line(result), unsearched_line(result)):
             if line:
                 self._write(line + "\n")
 
@@ -233,6 +243,12 @@ class PlainView:
     def info(self, text: str) -> None:
         self._end_line()
         self._write(text + "\n")
+
+    def notice(self, text: str) -> None:
+        """Notices go to stderr, so a pipe's stdout holds only answers and asked-for output."""
+        self._end_line()
+        self.err.write(text + "\n")
+        self.err.flush()
 
     def sources(self, results: list[Passage]) -> None:
         self._end_line()

@@ -6,10 +6,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+import typer.main
 
 from archivist.printable import escape_json_controls, printable, printable_name
 from archivist.settings import DEFAULT_STORE, Settings, load_settings
-from archivist.tools.errors import ArchivistError
+from archivist.tools.errors import ArchivistError, StoreNotFound
+from archivist.words import count
 
 app = typer.Typer(
     name="archivist",
@@ -18,9 +20,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     # Plain help: rendering it with rich costs ~0.2 s of imports on every `--help`.
     rich_markup_mode=None,
-    add_completion=False,
 )
-SAMPLE_KB = Path(__file__).resolve().parents[1] / "examples" / "shop"
 
 StoreOpt = Annotated[str, typer.Option("--store", "-s", help="The store's name.")]
 StoresOpt = Annotated[
@@ -54,6 +54,15 @@ MaxRewritesOpt = Annotated[
         "--max-rewrites",
         min=0,
         help="With grading: rewrites of a search that found nothing relevant (default 2).",
+    ),
+]
+RetrieveFirstOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--retrieve-first/--no-retrieve-first",
+        help="Search every store before answering, even with a model that can call tools "
+        "(retrieve-then-answer), for a model that does not search by itself. Default: the "
+        "agent, or ARCHIVIST_RETRIEVE_FIRST.",
     ),
 ]
 NumCtxOpt = Annotated[
@@ -95,6 +104,79 @@ def _print_json(data: Any) -> None:
 
 def _notice(message: str) -> None:
     sys.stderr.write(printable(message) + "\n")
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        from archivist import __version__
+
+        print(f"archivist {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_show_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Local-first agentic RAG: ask questions answered from your own documents."""
+    if not hasattr(_ctx, "settings"):  # invoked as `app` (CliRunner), not through main()
+        _ctx.settings = load_settings()
+    # Traces carry questions and passages off the machine: never silently.
+    if _ctx.settings.tracing is not None:
+        _notice(_ctx.settings.tracing.notice())
+
+
+def _sample_kb() -> Path:
+    """The sample knowledge base shipped in the package (examples/shop in a checkout)."""
+    from importlib.resources import files
+
+    # A wheel installs unzipped, so the resource is a real folder on disk.
+    return Path(str(files("archivist.samples").joinpath("shop")))
+
+
+def _interactive(as_json: bool = False) -> bool:
+    return not as_json and sys.stdin.isatty() and sys.stderr.isatty()
+
+
+def _offer_pull(settings: Settings, names: list[str], as_json: bool = False) -> None:
+    """In a terminal, offer to pull the models Ollama lacks; in pipes and --json, never."""
+    if _interactive(as_json):
+        from archivist.pull import offer_pull
+
+        offer_pull(settings, names)
+
+
+def _missing_store(exc: StoreNotFound, store: str) -> StoreNotFound:
+    """On a fresh home the default store is missing: say how the sample gets there."""
+    if store != DEFAULT_STORE:
+        return exc
+    return StoreNotFound(
+        exc.message,
+        "`archivist chat` ingests the sample knowledge base into it on first use; "
+        f"or ingest it now: archivist ingest {_sample_kb()} --store {DEFAULT_STORE}\n"
+        f"(your own documents: archivist ingest PATH --store {DEFAULT_STORE})",
+    )
+
+
+def _question(text: str | None) -> str:
+    """The question from the argument, or from stdin for `-` (or no argument in a pipe)."""
+    if text == "-" or (text is None and not sys.stdin.isatty()):
+        text = sys.stdin.read()
+    if text is None:
+        raise ArchivistError(
+            "No question given.",
+            'Ask one: archivist ask "QUESTION" (or pipe it in: echo QUESTION | archivist ask -)',
+        )
+    if not text.strip():
+        raise ArchivistError(
+            "The question is empty.", 'Ask one: archivist ask "QUESTION" (or - for stdin)'
+        )
+    return text.strip()
 
 
 @app.command()
@@ -183,7 +265,10 @@ def ingest(
 
 @app.command()
 def ask(
-    question: Annotated[str, typer.Argument(help="The question.")],
+    question: Annotated[
+        str | None,
+        typer.Argument(help="The question; - reads it from stdin (as does a pipe without one)."),
+    ] = None,
     stores: StoresOpt = None,
     model: ModelOpt = None,
     think: ThinkOpt = None,
@@ -191,19 +276,33 @@ def ask(
     num_ctx: NumCtxOpt = None,
     grade: GradeOpt = None,
     max_rewrites: MaxRewritesOpt = None,
+    retrieve_first: RetrieveFirstOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Answer one question with the agent and print it (the turn is logged)."""
     from archivist.chat import render_answer
 
-    archivist = _app(max_steps=max_steps, num_ctx=num_ctx, grade=grade, max_rewrites=max_rewrites)
-    result = archivist.ask(
-        question,
-        stores or [DEFAULT_STORE],
-        model,
-        think,
-        on_event=lambda kind, data: _notice(data) if kind == "retry" else None,
+    question = _question(question)
+    archivist = _app(
+        max_steps=max_steps,
+        num_ctx=num_ctx,
+        grade=grade,
+        max_rewrites=max_rewrites,
+        retrieve_first=retrieve_first,
     )
+    settings = archivist.settings
+    _offer_pull(settings, [model or settings.chat_model, settings.embed_model], as_json)
+    names = stores or [DEFAULT_STORE]
+    try:
+        result = archivist.ask(
+            question,
+            names,
+            model,
+            think,
+            on_event=lambda kind, data: _notice(data) if kind == "retry" else None,
+        )
+    except StoreNotFound as exc:
+        raise _missing_store(exc, names[0] if len(names) == 1 else "") from None
     if as_json:
         _print_json(result)
         return
@@ -235,7 +334,12 @@ def search(
     """Run the store's retrieval tool alone."""
     if mode not in (None, "hybrid", "dense", "sparse"):
         raise ArchivistError(f"Unknown mode '{mode}'.", "Use --mode hybrid, dense or sparse.")
-    results = _app().search(query, store, k, mode, source, min_score, mmr)
+    archivist = _app()
+    _offer_pull(archivist.settings, [archivist.settings.embed_model], as_json)
+    try:
+        results = archivist.search(query, store, k, mode, source, min_score, mmr)
+    except StoreNotFound as exc:
+        raise _missing_store(exc, store) from None
     if as_json:
         _print_json(results)
         return
@@ -264,6 +368,7 @@ def chat(
     num_ctx: NumCtxOpt = None,
     grade: GradeOpt = None,
     max_rewrites: MaxRewritesOpt = None,
+    retrieve_first: RetrieveFirstOpt = None,
 ) -> None:
     """Chat with the agent in the terminal; conversations are kept and can be resumed."""
     import sqlite3
@@ -282,14 +387,19 @@ def chat(
         num_ctx=num_ctx,
         grade=grade,
         max_rewrites=max_rewrites,
+        retrieve_first=retrieve_first,
     )
     settings = archivist.settings
     names = stores or [DEFAULT_STORE]
-    sample_needed = names == [DEFAULT_STORE] and SAMPLE_KB.is_dir()
+    if sys.stdin.isatty() and sys.stdout.isatty():
+        _offer_pull(settings, [settings.chat_model, settings.embed_model])
+    sample_needed = names == [DEFAULT_STORE] and _sample_kb().is_dir()
     if sample_needed and not archivist.store(DEFAULT_STORE, must_exist=False).exists():
         _notice(f"The store '{DEFAULT_STORE}' is empty: ingesting the sample knowledge base…")
         archivist.ingest(
-            [str(SAMPLE_KB)], DEFAULT_STORE, description="policies of the Northwind Outfitters shop"
+            [str(_sample_kb())],
+            DEFAULT_STORE,
+            description="policies of the Northwind Outfitters shop",
         )
     earlier = None
     if resume:
@@ -318,7 +428,8 @@ def chat(
             say(notice)
         if history := conversation.messages():
             questions = sum(1 for m in history if m.type == "human")
-            say(f"Resuming conversation {conversation.thread_id}: {questions} earlier questions.")
+            earlier_questions = count(questions, "earlier question")
+            say(f"Resuming conversation {conversation.thread_id}: {earlier_questions}.")
         status = chat_loop(conversation, read, view)
     archivist.close()
     raise typer.Exit(status)
@@ -364,7 +475,7 @@ def evaluate(
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from archivist.evaluation.report import table, write_report
+    from archivist.evaluation.report import table, text_call_note, write_report
     from archivist.evaluation.run import Case, load_dataset
     from archivist.evaluation.run import evaluate as run_evaluation
 
@@ -405,6 +516,9 @@ def evaluate(
     for name, mode in dict.fromkeys((s["model"], s["mode"]) for s in report["models"]):
         if mode != "agent":
             _notice(f"{name} cannot call tools: evaluated in {mode} mode.")
+    for summary in report["models"]:
+        if note := text_call_note(summary):
+            _notice(note.replace("**", ""))
     _notice(f"Report: {paths['markdown']}, {paths['json']}, {paths['chart']}")
 
 
@@ -416,8 +530,9 @@ def stores(as_json: JsonOpt = False) -> None:
         _print_json(listing)
         return
     for s in listing:
+        chunks = count(s["chunks"], "chunk")
         description = printable_name(s["description"])
-        print(f"{s['store']}\t{s['chunks']} chunks\t{s['embed_model']}\t{description}")
+        print(f"{s['store']}\t{chunks}\t{s['embed_model']}\t{description}")
     if not listing:
         print("No stores yet. Create one with: archivist ingest PATH --store NAME")
 
@@ -442,24 +557,58 @@ def sources(store: StoreOpt, as_json: JsonOpt = False) -> None:
         _print_json(listing)
         return
     for s in listing:
-        print(f"{printable_name(s['source'])}\t{s['chunks']} chunks\t{s['ingested_at']}")
+        source = printable_name(s["source"])
+        print(f"{source}\t{count(s['chunks'], 'chunk')}\t{s['ingested_at']}")
 
 
 @app.command()
 def delete(
     store: StoreOpt,
-    source: Annotated[str, typer.Option(help="The source to remove, as `sources` lists it.")],
+    source: Annotated[
+        str | None,
+        typer.Option(help="The source to remove, as `sources` lists it. Without it: the store."),
+    ] = None,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Delete a whole store without asking.")
+    ] = False,
+    as_json: JsonOpt = False,
 ) -> None:
-    """Remove one source's chunks from a store."""
-    found = _app().store(store)
-    name = found.find_source(source)
-    removed = found.delete_source(name) if name is not None else 0
-    if not removed:
-        raise ArchivistError(
-            f"Store '{store}' has no source '{source}'.",
-            f"List its sources with: archivist sources --store {store}",
-        )
-    print(f"Removed {removed} chunks of {printable_name(name)} from {store}.")
+    """Remove one source's chunks from a store, or the whole store (after a confirmation)."""
+    if source is not None:
+        found = _app().store(store)
+        name = found.find_source(source)
+        removed = found.delete_source(name) if name is not None else 0
+        if not removed:
+            raise ArchivistError(
+                f"Store '{store}' has no source '{source}'.",
+                f"List its sources with: archivist sources --store {store}",
+            )
+        done = f"Removed {count(removed, 'chunk')} of {printable_name(name)} from {store}."
+    else:
+        target = _app().store(store, must_exist=False)
+        if not target.exists():
+            raise StoreNotFound(
+                f"There is no store named '{store}'.", "List the stores with: archivist stores"
+            )
+        removed = target.count()
+        if not yes:
+            if not _interactive(as_json):
+                raise ArchivistError(
+                    f"Deleting the whole store '{store}' needs a confirmation, and there is no "
+                    "terminal to ask in.",
+                    f"Add --yes: archivist delete --store {store} --yes",
+                )
+            if not typer.confirm(
+                f"Delete the store '{store}' and its {count(removed, 'chunk')}?", err=True
+            ):
+                _notice("Nothing was deleted.")
+                raise typer.Exit(1)
+        target.drop()
+        done = f"Deleted the store '{store}' ({count(removed, 'chunk')})."
+    if as_json:
+        _print_json({"store": store, "source": source, "chunks": removed})
+    else:
+        print(done)
 
 
 @app.command()
@@ -570,17 +719,52 @@ def migrate(
 
 
 @app.command()
-def doctor(model: ModelOpt = None, embed_model: EmbedOpt = None) -> None:
+def mcp(
+    stores: Annotated[
+        list[str] | None,
+        typer.Option("--store", "-s", help="A store to serve (repeatable). Default: all."),
+    ] = None,
+    http: Annotated[
+        int | None,
+        typer.Option(
+            "--http",
+            min=1,
+            max=65535,
+            help="Serve streamable HTTP at http://127.0.0.1:PORT/mcp instead of stdio.",
+        ),
+    ] = None,
+) -> None:
+    """Serve the stores' search tools to MCP clients (desktop apps, IDEs), over stdio or HTTP."""
+    from archivist.mcp import HTTP_PATH, StoreTools, http_socket, serve_http, serve_stdio
+
+    tools = StoreTools(_settings(), stores or [])
+    tools.check()
+    if http is None:
+        serve_stdio(tools)
+        return
+    sock = http_socket(http)
+    _notice(f"Serving MCP at http://127.0.0.1:{http}{HTTP_PATH} (Ctrl-C stops).")
+    serve_http(tools, sock)
+
+
+@app.command()
+def doctor(model: ModelOpt = None, embed_model: EmbedOpt = None, as_json: JsonOpt = False) -> None:
     """Check Ollama, the two models and the stores, and say how to fix each problem."""
+    from dataclasses import asdict
+
     from archivist.doctor import run_checks
 
     checks = run_checks(_settings(chat_model=model, embed_model=embed_model))
-    for check in checks:
-        mark = "✓" if check.ok else ("!" if check.warning else "✗")
-        print(f"{mark} {check.message}")
-        if check.fix:
-            print(f"  → {check.fix}")
-    if any(not c.ok and not c.warning for c in checks):
+    failed = any(not c.ok and not c.warning for c in checks)
+    if as_json:
+        _print_json({"ok": not failed, "checks": [asdict(check) for check in checks]})
+    else:
+        for check in checks:
+            mark = "✓" if check.ok else ("!" if check.warning else "✗")
+            print(f"{mark} {check.message}")
+            if check.fix:
+                print(f"  → {check.fix}")
+    if failed:
         raise typer.Exit(1)
 
 
@@ -634,12 +818,68 @@ def _show_turn(turn_id: int, as_json: bool) -> None:
         print(printable(details(turn)))
 
 
+# Typer shows a value's Python type where help expects a placeholder (`--store <str>`,
+# `--model <list[str]>`, `-k <int range>`): name what the value is instead.
+METAVARS = {
+    "store": "NAME",
+    "stores": "NAME",
+    "model": "MODEL",
+    "models": "MODEL",
+    "embed_model": "MODEL",
+    "judge": "MODEL",
+    "k": "N",
+    "limit": "N",
+    "repeat": "N",
+    "seed": "N",
+    "batch": "N",
+    "batch_size": "N",
+    "concurrency": "N",
+    "max_steps": "N",
+    "max_rewrites": "N",
+    "num_ctx": "TOKENS",
+    "chunk_size": "CHARS",
+    "chunk_overlap": "CHARS",
+    "min_score": "SCORE",
+    "mmr": "WEIGHT",
+    "turn_id": "ID",
+    "paths": "PATH",
+    "dataset": "FILE",
+    "out": "DIR",
+    "to_home": "DIR",
+    "from_home": "DIR",
+    "to_url": "URL",
+    "from_url": "URL",
+    "api_key": "KEY",
+    "from_api_key": "KEY",
+    "source": "SOURCE",
+    "shard": "I/N",
+    "mode": "MODE",
+    "grade": "off|on|both",
+}
+
+
+def name_metavars(command: Any) -> Any:
+    """Give every value-taking parameter of a command tree a placeholder name."""
+    for param in command.params:
+        if param.param_type_name == "argument" and not hasattr(param, "display_type_rich"):
+            continue  # older Typer (Click) names arguments well, with `...` and `[ ]`
+        if param.metavar is None and not getattr(param, "is_flag", False):
+            param.metavar = METAVARS.get(param.name, param.name.upper())
+        if param.param_type_name == "argument":
+            # Newer Typer lists an argument as `PATH <list[Path]>`: the name is enough.
+            param.display_type_rich = lambda ctx: None
+    for sub in getattr(command, "commands", {}).values():
+        name_metavars(sub)
+    return command
+
+
 def main() -> None:
     """Run the CLI; expected failures print their fix and exit 1, without a traceback."""
     _ctx.apps = []
     try:
         _ctx.settings = load_settings()
-        app()
+        # `python -m archivist` too: help, errors and shell completion say `archivist`.
+        name_metavars(typer.main.get_command(app))(prog_name="archivist")
     except ArchivistError as exc:
         _notice(f"Error: {exc}")
         sys.exit(1)

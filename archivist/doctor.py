@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from archivist import models
 from archivist.settings import Settings, mask_url
 from archivist.tools.errors import ArchivistError
-from archivist.tools.store import connect, list_stores
+from archivist.tools.store import KnowledgeStore, connect, list_stores
 
 
 @dataclass
@@ -33,8 +33,43 @@ def run_checks(settings: Settings) -> list[Check]:
     if checks[0].ok:
         checks.append(_model_check(settings, settings.chat_model, "chat"))
         checks.append(_model_check(settings, settings.embed_model, "embedding"))
-    checks.append(_store_check(settings))
+    stores, built_with = _store_check(settings)
+    checks.append(stores)
+    if checks[0].ok:
+        for model, names in built_with.items():
+            if model != settings.embed_model:
+                checks.append(_store_model_check(settings, model, names))
+    checks.append(_tracing_check(settings))
     return checks
+
+
+def _store_model_check(settings: Settings, model: str, stores: list[str]) -> Check:
+    """Check a model other stores were built with: their queries need it."""
+    built = f"store{'s' if len(stores) > 1 else ''} {', '.join(stores)}"
+    try:
+        models.show(settings, model)
+    except Exception as exc:
+        explained = models.explain(exc, settings)
+        return Check(
+            False,
+            f"embedding model '{model}' of {built}: {explained.message if explained else exc}",
+            f"Pull it with `ollama pull {model}`: a store is searched with the model it was "
+            "built with.",
+        )
+    return Check(True, f"embedding model '{model}' of {built}")
+
+
+def _tracing_check(settings: Settings) -> Check:
+    tracing = settings.tracing
+    if tracing is None:
+        return Check(True, "LangSmith tracing is off: questions and passages stay on this machine")
+    return Check(
+        False,
+        f"LangSmith tracing is on ({tracing.variable}=true): every run, with its questions and "
+        f"passages, is sent to {tracing.endpoint} (project '{tracing.project}')",
+        f"If you did not mean to share them, unset {tracing.variable}.",
+        warning=True,
+    )
 
 
 def _model_check(settings: Settings, name: str, role: str) -> Check:
@@ -66,7 +101,9 @@ def _model_check(settings: Settings, name: str, role: str) -> Check:
     return Check(True, f"chat model '{name}' (tools; context {info.context_length})")
 
 
-def _store_check(settings: Settings) -> Check:
+def _store_check(settings: Settings) -> tuple[Check, dict[str, list[str]]]:
+    """Open the stores; return the check and which embedding model built which stores."""
+    built_with: dict[str, list[str]] = {}
     try:
         client = connect(
             settings.store_path,
@@ -77,14 +114,18 @@ def _store_check(settings: Settings) -> Check:
             legacy_path=settings.legacy_store_path,
         )
         names = list_stores(client)
+        for name in names:
+            model = KnowledgeStore(client, name).fingerprint.get("embed_model")
+            if model:
+                built_with.setdefault(model, []).append(name)
         client.close()
     except ArchivistError as exc:
-        return Check(False, exc.message, exc.fix or "")
+        return Check(False, exc.message, exc.fix or ""), built_with
     except Exception as exc:
         return Check(
             False,
             f"Qdrant at {settings.qdrant_location} cannot be opened: {exc}",
             "Check QDRANT_URL and QDRANT_API_KEY, or unset QDRANT_URL to use the embedded store.",
-        )
+        ), built_with
     listed = ", ".join(names) if names else "no stores yet"
-    return Check(True, f"Qdrant at {settings.qdrant_location}: {listed}")
+    return Check(True, f"Qdrant at {settings.qdrant_location}: {listed}"), built_with

@@ -18,7 +18,7 @@ from archivist.agent.records import ModelInfo
 from archivist.agent.steps import RETRY_EVENT
 from archivist.settings import Settings, mask_url
 from archivist.tools.embedding import PrefixedEmbeddings
-from archivist.tools.errors import ArchivistError
+from archivist.tools.errors import ArchivistError, ModelMissing
 
 
 def client(settings: Settings) -> ollama.Client:
@@ -130,13 +130,18 @@ class StrictOllamaEmbeddings(OllamaEmbeddings):
         return vectors
 
 
-def embeddings(settings: Settings, model: str | None = None) -> PrefixedEmbeddings:
-    """Build the embedding model, with the task prefixes it was trained with."""
+def embeddings(
+    settings: Settings, model: str | None = None, prefixes: tuple[str, str] | None = None
+) -> PrefixedEmbeddings:
+    """Build the embedding model, with the (document, query) task prefixes given, else those
+    it was trained with."""
     name = model or settings.embed_model
     inner = StrictOllamaEmbeddings(
         model=name, base_url=settings.ollama_host, client_kwargs={"timeout": settings.timeout}
     )
-    return PrefixedEmbeddings.for_model(inner, name)
+    if prefixes is None:
+        return PrefixedEmbeddings.for_model(inner, name)
+    return PrefixedEmbeddings(inner, name, *prefixes)
 
 
 def show(settings: Settings, model: str) -> ModelInfo:
@@ -192,9 +197,10 @@ def explain(exc: BaseException, settings: Settings) -> ArchivistError | None:
     if isinstance(exc, ollama.ResponseError):
         if exc.status_code == 404 and (match := _MODEL_NOT_FOUND.search(exc.error)):
             name = match.group(1)
-            return ArchivistError(
+            return ModelMissing(
                 f"The model '{name}' is not available in Ollama at {host}.",
                 f"Pull it with `ollama pull {name}`, or choose another model.",
+                name,
             )
         return ArchivistError(
             f"Ollama at {host} answered with an error: {exc.error}",

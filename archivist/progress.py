@@ -17,6 +17,7 @@ from rich.progress import (
 from rich.text import Text
 
 from archivist.printable import printable, printable_name
+from archivist.words import count
 
 
 class RateColumn(ProgressColumn):
@@ -87,7 +88,8 @@ class IngestProgress:
             return
         if self.progress is None:
             if event == "stored":
-                self._line(f"  stored {printable_name(data['source'])} ({data['chunks']} chunks)")
+                source = printable_name(data["source"])
+                self._line(f"  stored {source} ({count(data['chunks'], 'chunk')})")
             elif event == "failed":
                 self._line(f"  failed {printable_name(data['source'])}: {data['reason']}")
             return

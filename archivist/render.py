@@ -2,6 +2,7 @@
 
 from archivist.agent.records import ToolCall
 from archivist.printable import printable_name
+from archivist.words import count
 
 
 def tool_line(call: ToolCall) -> str:
@@ -11,7 +12,7 @@ def tool_line(call: ToolCall) -> str:
     the grader rewrote is announced on a line of its own: `↻ rewrote to "query"`.
     """
     query = printable_name(str(call["args"].get("query", "")))
-    found = f"error: {call['error']}" if "error" in call else f"{len(call['results'])} results"
+    found = f"error: {call['error']}" if "error" in call else count(len(call["results"]), "result")
     if "grading_error" in call:
         found += " · grading failed, all kept"
     elif "kept" in call:

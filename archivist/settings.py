@@ -18,6 +18,31 @@ DEFAULT_CHAT_MODEL = "qwen2.5:3b"
 DEFAULT_EMBED_MODEL = "nomic-embed-text"
 DEFAULT_STORE = "shop_docs"
 SEARCH_MODES = ("hybrid", "dense", "sparse")
+DEFAULT_LANGSMITH_ENDPOINT = "https://api.smith.langchain.com"
+# The variables LangSmith reads to decide whether to trace, in the order it reads them: the
+# first `*_TRACING_V2` that is set wins, else the first `*_TRACING`; only "true" turns it on.
+TRACING_VARIABLES = (
+    ("LANGSMITH_TRACING_V2", "LANGCHAIN_TRACING_V2"),
+    ("LANGSMITH_TRACING", "LANGCHAIN_TRACING"),
+)
+
+
+@dataclass(frozen=True)
+class Tracing:
+    """LangSmith tracing, on: every run (questions, passages, answers) is sent to `endpoint`."""
+
+    variable: str
+    """The environment variable that turned it on."""
+    endpoint: str
+    project: str
+
+    def notice(self) -> str:
+        """Say where runs go and how to keep them on this machine."""
+        return (
+            f"Tracing is on ({self.variable}=true): questions, passages and answers are sent "
+            f"to LangSmith at {self.endpoint} (project '{self.project}'). "
+            f"Unset {self.variable} to keep everything on this machine."
+        )
 
 
 @dataclass(frozen=True)
@@ -53,6 +78,10 @@ class Settings:
     """Grade retrieved passages with the chat model, rewriting searches that miss."""
     max_rewrites: int = 2
     """With grading: how many times a search that found nothing relevant is rewritten."""
+    retrieve_first: bool = False
+    """Search every store before the model answers, even with a model that can call tools."""
+    tracing: Tracing | None = None
+    """LangSmith tracing as the environment sets it (LangChain reads it too); None when off."""
 
     @property
     def store_path(self) -> Path:
@@ -154,6 +183,8 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         mmr=_number(env, "ARCHIVIST_MMR", None, 0.0, 1.0),
         grade=_flag(env, "ARCHIVIST_GRADE"),
         max_rewrites=int(_number(env, "ARCHIVIST_MAX_REWRITES", 2, 0, 10)),
+        retrieve_first=_flag(env, "ARCHIVIST_RETRIEVE_FIRST"),
+        tracing=_tracing(env),
     )
 
 
@@ -176,6 +207,28 @@ def _address(env, name: str, default: str | None, example: str) -> str | None:
             f"Set {name} to a URL like {example}, or unset it for the default.",
         ) from None
     return address
+
+
+def _tracing(env) -> Tracing | None:
+    """Read LangSmith's tracing switch the way LangSmith itself reads it."""
+    for group in TRACING_VARIABLES:
+        variable = next((name for name in group if (env.get(name) or "").strip()), None)
+        if variable is None:
+            continue
+        if env[variable] != "true":
+            return None
+        endpoint = _first(env, "LANGSMITH_ENDPOINT", "LANGCHAIN_ENDPOINT")
+        project = _first(env, "LANGSMITH_PROJECT", "LANGCHAIN_PROJECT")
+        return Tracing(
+            variable,
+            mask_url((endpoint or DEFAULT_LANGSMITH_ENDPOINT).strip().strip("'\"").rstrip("/")),
+            project or "default",
+        )
+    return None
+
+
+def _first(env, *names: str) -> str | None:
+    return next((env[name] for name in names if (env.get(name) or "").strip()), None)
 
 
 def _flag(env, name: str) -> bool:

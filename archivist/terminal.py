@@ -13,7 +13,7 @@ from rich.spinner import Spinner
 from rich.text import Text
 
 from archivist.agent.records import Passage, Turn
-from archivist.chat import invalid_line, sources_line
+from archivist.chat import invalid_line, sources_line, unsearched_line
 from archivist.printable import printable, printable_name
 from archivist.render import tool_line
 
@@ -132,6 +132,8 @@ class RichView:
             self._print(line, "dim")
         if line := invalid_line(result):
             self._print(line, "yellow")
+        if line := unsearched_line(result):
+            self._print(line, "dim")
 
     def stopped(self) -> None:
         self._settle()
@@ -144,6 +146,9 @@ class RichView:
     def info(self, text: str) -> None:
         self._settle()
         self._print(text)
+
+    def notice(self, text: str) -> None:
+        self.info(text)
 
     def sources(self, results: list[Passage]) -> None:
         self._settle()

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from archivist.app import Archivist
 from archivist.cli import main as cli_main
-from archivist.settings import Settings, mask_url
+from archivist.settings import TRACING_VARIABLES, Settings, mask_url
 
 ROOT = Path(__file__).resolve().parents[1]
 SHOP = ROOT / "examples" / "shop"
@@ -61,6 +61,10 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("ARCHIVIST_HOME", str(path))
     for name in ("QDRANT_URL", "QDRANT_API_KEY", "ARCHIVIST_CHAT_MODEL", "ARCHIVIST_EMBED_MODEL"):
         monkeypatch.delenv(name, raising=False)
+    # Tests never send traces anywhere, whatever the developer's shell has set.
+    for group in TRACING_VARIABLES:
+        for name in group:
+            monkeypatch.delenv(name, raising=False)
     return path
 
 

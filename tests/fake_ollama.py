@@ -122,6 +122,50 @@ DEFAULT_MODELS: list[ModelSpec] = [
 ]
 
 
+SMALL_MODELS: list[ModelSpec] = [
+    ModelSpec(f"small-{shape}:1b", ["completion", "tools"], behaviour=shape, parameter_size="1B")
+    for shape in (
+        "json",
+        "parameters",
+        "tagged",
+        "fenced",
+        "list",
+        "pythonic",
+        "mistral",
+        "unknown",
+        "wrongname",
+        "think",
+    )
+]
+"""Tool-capable models that misbehave as real small ones do (serve them with add_model):
+`small-json` .. `small-mistral` write their tool call as text in one of the shapes of
+`written_call` instead of calling it; `small-unknown` writes a call to `web_search`, a tool
+never offered; `small-wrongname` calls `search_knowledge_base` first and the right tool once
+told the tools' names; `small-think` puts `<think>…</think>` before what it says."""
+WRONG_TOOL = "search_knowledge_base"
+UNKNOWN_TOOL = "web_search"
+
+
+def written_call(shape: str, name: str, args: dict[str, Any]) -> str:
+    """Write a tool call as text, the way a small model's chat template taught it to."""
+    call = {"name": name, "arguments": args}
+    plain = json.dumps(call, ensure_ascii=False)
+    if shape == "parameters":
+        return json.dumps({"name": name, "parameters": args}, ensure_ascii=False)
+    if shape == "tagged":
+        return f"I will look that up.\n<tool_call>\n{plain}\n</tool_call>"
+    if shape == "fenced":
+        return f"Let me search the documents:\n```json\n{plain}\n```"
+    if shape == "list":
+        return json.dumps([call], ensure_ascii=False)
+    if shape == "pythonic":
+        written = ", ".join(f"{key}={json.dumps(value)}" for key, value in args.items())
+        return f"[{name}({written})]"
+    if shape == "mistral":
+        return "[TOOL_CALLS]" + json.dumps([call], ensure_ascii=False)
+    return plain
+
+
 def full_name(name: str) -> str:
     """Add Ollama's implicit `:latest` tag to a model name without one."""
     return name if ":" in name.rsplit("/", 1)[-1] else f"{name}:latest"
@@ -221,11 +265,31 @@ def _answer_without_tools(messages: list[dict[str, Any]]) -> str:
 def chat_policy(spec: ModelSpec, messages: list[dict[str, Any]], tools: list[Any]) -> dict:
     """Decide the unscripted turn of a chat model: a tool call or an answer."""
     last = messages[-1]
+    if spec.behaviour == "think":
+        turn = chat_policy(ModelSpec(spec.name, spec.capabilities), messages, tools)
+        asked = next((_content(m) for m in reversed(messages) if m.get("role") == "user"), "")
+        thought = f"<think>The user asks: {asked}</think>\n"
+        return {**turn, "content": thought + turn.get("content", "")}
+    if spec.behaviour not in ("tools", "never_tools") and tools:
+        turn = chat_policy(ModelSpec(spec.name, spec.capabilities), messages, tools)
+        if spec.behaviour == "wrongname" and "tool_calls" in turn:
+            told = last.get("role") == "tool" and "there is no tool" in _content(last)
+            if not told:
+                turn["tool_calls"][0]["name"] = WRONG_TOOL
+            return turn
+        if "tool_calls" in turn:
+            [call] = turn["tool_calls"]
+            name = UNKNOWN_TOOL if spec.behaviour == "unknown" else call["name"]
+            return {"content": written_call(spec.behaviour, name, call["arguments"])}
+        return turn
     if spec.behaviour == "tools" and tools:
         text = _content(last)
         if last.get("role") == "user" and _is_greeting(text):
             return {"content": GREETING_REPLY}
-        if last.get("role") == "user":
+        told = last.get("role") == "tool" and "there is no tool" in text
+        if last.get("role") == "user" or told:
+            if told:
+                text = next(_content(m) for m in reversed(messages) if m.get("role") == "user")
             query = re.sub(r"[\s?!.？！。]+$", "", text).strip()
             return {
                 "tool_calls": [{"name": _pick_tool(tools, text), "arguments": {"query": query}}]

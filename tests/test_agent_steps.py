@@ -48,7 +48,10 @@ def test_run_tools_answers_an_unknown_tool_with_the_tools_there_are():
     )
     [reply] = update["messages"]
     assert isinstance(reply, ToolMessage) and reply.status == "error"
-    assert reply.content == "Error: there is no tool search_elsewhere. Use one of: search_docs."
+    assert reply.content == (
+        "Error: there is no tool search_elsewhere. The tools are: search_docs(query: string). "
+        "Call one of them with its arguments."
+    )
     assert update["calls"] == [
         {
             "name": "search_elsewhere",
@@ -117,3 +120,60 @@ def test_search_rounds_build_new_records_and_leave_the_searches_given_unchanged(
     text, cut, shown = graded_reply(records, {}, None)
     assert '"refund"' in text and cut == 0
     assert shown == [{**record, "shown": []}] and "shown" not in record
+
+
+class Replies:
+    """A chat model that answers each request with the next scripted message."""
+
+    def __init__(self, *replies: AIMessage) -> None:
+        self.replies = list(replies)
+        self.bound: list = []
+
+    def bind_tools(self, tools):
+        self.bound = tools
+        return self
+
+    def invoke(self, messages):
+        return self.replies.pop(0)
+
+
+WRITTEN = '<tool_call>\n{"name": "search_docs", "arguments": {"query": "refund"}}\n</tool_call>'
+
+
+def test_call_model_runs_a_call_the_model_wrote_as_text_and_run_tools_marks_it():
+    model = Replies(AIMessage(f"I will look that up.\n{WRITTEN}"))
+    agent = AgentSteps(model, [search_tool([passage(1, "a")])], Prompter("system", None))
+    update = agent.call_model(turn_input("refund?"))
+    [response] = update["messages"]
+    assert response.content == "I will look that up."
+    [request] = response.tool_calls
+    assert (request["name"], request["args"]) == ("search_docs", {"query": "refund"})
+    assert update["notes"] == []
+
+    state = {**turn_input("refund?"), "messages": [HumanMessage("refund?"), response],
+             "calls": []}  # fmt: skip
+    [call] = agent.run_tools(state)["calls"]
+    assert call["from_text"] is True and [r["n"] for r in call["results"]] == [1]
+
+
+def test_call_model_leaves_a_call_to_no_offered_tool_unrun_and_says_why():
+    model = Replies(AIMessage('{"name": "web_search", "arguments": {"query": "refund"}}'))
+    agent = AgentSteps(model, [search_tool([])], Prompter("system", None))
+    update = agent.call_model(turn_input("refund?"))
+    [response] = update["messages"]
+    assert response.content == "" and response.tool_calls == []
+    assert update["notes"] == [
+        "The model wrote a call to web_search as text; it was not run because no offered tool "
+        "is named web_search. The tools are search_docs(query: string)."
+    ]
+
+
+def test_stop_searching_keeps_thinking_written_into_the_answer_out_of_it():
+    model = Replies(AIMessage("<think>Enough found.</think>\nThirty days [1]."))
+    agent = AgentSteps(model, [search_tool([])], Prompter("system", None), max_steps=1)
+    update = agent.stop_searching(
+        state_after({"name": "search_docs", "args": {"query": "refund"}}, steps=2)
+    )
+    answer = update["messages"][-1]
+    assert answer.content == "Thirty days [1]."
+    assert answer.additional_kwargs["reasoning_content"] == "Enough found."

@@ -87,7 +87,7 @@ def test_a_turn_prints_tool_lines_the_streamed_answer_and_sources():
     status, out, _ = run(conversation, "How long?")
     assert status == 0
     assert out == (
-        'search_docs("refund days") · 1 results · 14 ms\nThirty days [1] \nSources: [1] refund.md\n'
+        'search_docs("refund days") · 1 result · 14 ms\nThirty days [1] \nSources: [1] refund.md\n'
     )
 
 
@@ -102,7 +102,8 @@ def test_commands_run_without_asking_the_model():
     assert "[1] refund.md (score 0.740)\n30 days.\n" in out
     assert "* docs (3 chunks): the docs" in out
     assert "m1 · agent\n" in out
-    assert "small cannot call tools: using retrieve-then-answer.\nsmall · agent\n" in out
+    assert "small cannot call tools: using retrieve-then-answer.\n" in err
+    assert "small cannot call tools" not in out and "m1 · agent\nsmall · agent\n" in out
     assert "Started a new conversation (thread t1)." in out
     assert "Error: The model 'missing' is not available.\nPull it." in err
     assert "Unknown command /nope" in err

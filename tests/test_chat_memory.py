@@ -18,7 +18,7 @@ def test_a_resumed_conversation_remembers_the_earlier_turn(ollama, home, store):
     assert first.returncode == 0, first.stderr
     earlier_answer = first.stdout.splitlines()[1]
     child = spawn_chat("--store", store, "--resume", ollama_url=ollama.url, home=home)
-    assert "1 earlier questions" in child.before
+    assert "1 earlier question." in child.before
     ask(child, "And what about shipping costs?")
     assert leave(child) == 0
     last = ollama.requests_to("/api/chat")[-1]

@@ -136,15 +136,19 @@ def test_the_store_is_created_with_the_models_real_dimension(archivist, ollama):
     assert fingerprint["document_prefix"] == "search_document: "
 
 
-def test_querying_with_another_embedding_model_is_refused(archivist, settings, tmp_path):
+def test_a_store_is_queried_with_the_model_it_was_built_with(archivist, settings, ollama, tmp_path):
     ingest(archivist, [write_files(tmp_path / "kb", DOCS)])
     from archivist.app import Archivist
 
     other = Archivist(settings.with_overrides(embed_model="all-minilm"))
     other.__dict__["client"] = archivist.client
-    with pytest.raises(StoreMismatch) as refused:
-        other.search("refunds", "docs")
-    assert "nomic-embed-text" in str(refused.value) and "all-minilm" in str(refused.value)
+    ollama.clear_requests()
+    found = other.search("refunds", "docs")
+    assert found[0]["source"] == "guide/refunds.md"
+    assert found == archivist.search("refunds", "docs")
+    asked = ollama.requests_to("/api/embed")
+    assert {r["model"] for r in asked} == {"nomic-embed-text"}
+    assert asked[0]["input"] == ["search_query: refunds"]
     assert models.embeddings(settings, "all-minilm").document_prefix == ""
 
 

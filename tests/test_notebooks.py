@@ -101,3 +101,7 @@ def test_the_agent_notebook_draws_the_graph_and_compares_two_models() -> None:
     html = "".join(o.get("data", {}).get("text/html", "") for o in run.outputs)
     assert "restocking" in html.lower()  # the trajectory table holds the retrieved passages
     assert "retrieval_hit@k" in html and "qwen2.5:0.5b (agent)" in html
+    # The last cell: the store as a tool and a retriever in LangChain's own create_agent.
+    printed = "".join(o.get("text", "") for o in run.outputs if o.output_type == "stream")
+    assert "create_agent called search_shop_docs({'query': " in printed
+    assert "and answered: " in printed and "[1]" in printed.split("and answered: ")[1]

@@ -1,15 +1,20 @@
 """Packaging: one import name, `archivist`, and nothing a user's own files can shadow."""
 
+import os
+import re
 import subprocess
 import sys
+import sysconfig
 import zipfile
+from pathlib import Path
 
 import nbformat
 from conftest import ROOT, SHOP, run_cli
 from nbclient import NotebookClient
 
 
-def test_the_wheel_installs_only_the_archivist_package_and_the_console_script(tmp_path):
+def build_wheel(folder: Path) -> Path:
+    """Build Archivist's wheel from the checkout into a folder, offline."""
     subprocess.run(
         [
             sys.executable,
@@ -21,12 +26,17 @@ def test_the_wheel_installs_only_the_archivist_package_and_the_console_script(tm
             "--no-build-isolation",
             "-q",
             "-w",
-            str(tmp_path),
+            str(folder),
         ],
         check=True,
         capture_output=True,
     )
-    [wheel] = tmp_path.glob("archivist-*.whl")
+    [wheel] = folder.glob("archivist-*.whl")
+    return wheel
+
+
+def test_the_wheel_installs_only_the_archivist_package_and_the_console_script(tmp_path):
+    wheel = build_wheel(tmp_path)
     names = zipfile.ZipFile(wheel).namelist()
     for module in (
         "archivist/__main__.py",
@@ -43,6 +53,49 @@ def test_the_wheel_installs_only_the_archivist_package_and_the_console_script(tm
     assert not top & {"agent", "tools", "ingest", "tests", "examples"}
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "archivist = archivist.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+    shipped = {n.removeprefix("archivist/samples/shop/") for n in names if "/samples/shop/" in n}
+    assert shipped == {p.name for p in SHOP.glob("*.md")}
+    metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("METADATA")))
+    assert "License-Expression: MIT" in metadata.decode()
+    assert "Classifier: Programming Language :: Python :: 3.11" in metadata.decode()
+
+
+def test_the_wheel_in_a_fresh_venv_chats_on_its_packaged_sample(tmp_path, ollama):
+    """A pip-installed Archivist, run outside the repository, starts as a checkout does."""
+    wheel = build_wheel(tmp_path / "dist")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    # The dependencies come from this test's environment (offline, and fast); Archivist
+    # itself only from the wheel: the editable install's import hook lives in a .pth file
+    # of that folder, which a path listed in a .pth file does not run.
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    (site / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps"]
+    subprocess.run([*pip, str(wheel)], check=True, capture_output=True)
+    home = tmp_path / "fresh-home"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {**os.environ, "OLLAMA_HOST": ollama.url, "ARCHIVIST_HOME": str(home)}
+    env.pop("PYTHONPATH", None)
+    located = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import archivist.cli as c; print(c._sample_kb())"],
+        capture_output=True, text=True, env=env, cwd=elsewhere, check=True,
+    )  # fmt: skip
+    sample = Path(located.stdout.strip())
+    assert sample.is_relative_to(site) and (sample / "refund.md").is_file()
+
+    chatted = subprocess.run(
+        [str(venv / "bin" / "archivist"), "chat"],
+        input="How many days do I have to ask for a refund?\n",
+        capture_output=True, text=True, env=env, cwd=elsewhere, timeout=300,
+    )  # fmt: skip
+    assert chatted.returncode == 0, chatted.stderr
+    assert "ingesting the sample knowledge base" in chatted.stderr
+    assert chatted.stdout.startswith('search_shop_docs("How many days do I have to ask')
+    cited = re.search(r"^Sources: \[1\] (\S+)", chatted.stdout, re.M)
+    assert cited and (sample / cited.group(1)).is_file()
+    embedded = [t for body in ollama.requests_to("/api/embed") for t in body["input"]]
+    assert any("within **30 days** of delivery" in text for text in embedded)
 
 
 SHADOWS = {

@@ -41,7 +41,10 @@ def test_bad_tool_arguments_become_observations_the_model_can_correct(
         assert sent["role"] == "tool"
         assert sent["content"].startswith("Error: 1 validation error for SearchArgs\n")
         assert expected in sent["content"]
-        assert sent["content"].endswith("Call search_shop_docs again with corrected arguments.")
+        assert sent["content"].endswith(
+            "Call search_shop_docs again with corrected arguments. "
+            "Its arguments: search_shop_docs(query: string, source?: string)."
+        )
     assert '<result n="1" source="refund.md"' in requests[-1]["messages"][-1]["content"]
     assert state["messages"][-1].content == "Thirty days [1]."
     assert [c.get("error") is None for c in state["calls"]] == [False] * 6 + [True]

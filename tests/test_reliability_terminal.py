@@ -33,7 +33,7 @@ def test_escapes_in_documents_and_file_names_never_reach_the_terminal(ollama, ho
         return done
 
     ingested = cli("ingest", str(root), "--store", "docs", "--description", f"shop{HOSTILE}")
-    assert "stored evil\\x1b]0;t\\x07\\x0aname.md (1 chunks)" in ingested.stderr
+    assert "stored evil\\x1b]0;t\\x07\\x0aname.md (1 chunk)" in ingested.stderr
     listed = cli("sources", "--store", "docs")
     assert listed.stdout.splitlines() == [
         line for line in listed.stdout.splitlines() if line.count("\t") == 2
@@ -88,7 +88,7 @@ def test_unicode_twins_print_apart_and_each_can_be_deleted_by_name(ollama, home,
     assert sorted(listed) == ["cafe\\u0301.md", "caf\u00e9.md"]
     # The name as a terminal types it (composed) removes its exact source, then its twin.
     first = cli("delete", "--store", "docs", "--source", composed)
-    assert first.stdout == "Removed 1 chunks of caf\u00e9.md from docs.\n"
+    assert first.stdout == "Removed 1 chunk of caf\u00e9.md from docs.\n"
     second = cli("delete", "--store", "docs", "--source", composed)
-    assert second.stdout == "Removed 1 chunks of cafe\\u0301.md from docs.\n"
+    assert second.stdout == "Removed 1 chunk of cafe\\u0301.md from docs.\n"
     assert cli("sources", "--store", "docs", "--json").stdout.strip() == "[]"

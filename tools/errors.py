@@ -25,5 +25,13 @@ class StoreLocked(ArchivistError):
     """Another process holds the embedded store."""
 
 
+class ModelMissing(ArchivistError):
+    """Ollama does not have a model Archivist needs."""
+
+    def __init__(self, message: str, fix: str | None = None, model: str = "") -> None:
+        super().__init__(message, fix)
+        self.model = model
+
+
 class DiskFull(ArchivistError):
     """The disk holding the embedded store has too little room left to write safely."""

@@ -310,15 +310,33 @@ class KnowledgeStore:
                 f"it: archivist delete --store {self.name} --yes",
             )
         stored = info.get("fingerprint", {})
-        if not fingerprints_match(stored, fingerprint):
+        if fingerprints_match(stored, fingerprint):
+            return
+        model = stored.get("embed_model")
+        if stored.get("sparse") != fingerprint["sparse"] and fingerprints_match(
+            {**stored, "sparse": None}, {**fingerprint, "sparse": None}
+        ):
             raise StoreMismatch(
-                f"Store '{self.name}' was built with embedding model "
-                f"'{stored.get('embed_model')}' ({stored.get('dimension')} dimensions), "
-                f"but '{fingerprint.get('embed_model')}' ({fingerprint.get('dimension')} "
-                "dimensions) is configured.",
-                f"Use the same model (--embed-model {stored.get('embed_model')}), ingest into a "
-                "new store, or rebuild this one with --reindex.",
+                f"Store '{self.name}' keeps keyword vectors of the scheme "
+                f"'{stored.get('sparse')}'; this release reads '{fingerprint['sparse']}'.",
+                f"Rebuild it (nothing else changes): archivist ingest PATH --store {self.name} "
+                "--reindex",
             )
+        if model == fingerprint.get("embed_model"):
+            raise StoreMismatch(
+                f"Store '{self.name}' was built with '{model}' under other task prefixes "
+                f"(document {stored.get('document_prefix')!r}, query "
+                f"{stored.get('query_prefix')!r}).",
+                f"Rebuild it: archivist ingest PATH --store {self.name} --reindex",
+            )
+        # The other model's dimension is unknown until it embeds something: not stated.
+        raise StoreMismatch(
+            f"Store '{self.name}' was built with embedding model '{model}' "
+            f"({stored.get('dimension')} dimensions), but '{fingerprint.get('embed_model')}' is "
+            "configured.",
+            f"Ingest with the store's model (--embed-model {model}, or ARCHIVIST_EMBED_MODEL), "
+            "ingest into a new store, or rebuild this one with --reindex.",
+        )
 
     def drop(self) -> None:
         """Delete the store's collection and everything in it."""

@@ -4,7 +4,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from archivist.evaluation.run import GRADING_METRICS, JUDGE_METRICS, RATE_METRICS, STABILITY_METRICS
+from archivist.evaluation.run import (
+    GRADING_METRICS,
+    JUDGE_METRICS,
+    RATE_METRICS,
+    STABILITY_METRICS,
+    TEXT_CALL_METRICS,
+)
 
 LATENCY_METRICS = ("latency_p50_ms", "latency_p95_ms")
 TOKEN_METRICS = ("input_tokens", "output_tokens", "model_calls")
@@ -22,7 +28,7 @@ def _rows(report: dict[str, Any]) -> list[str]:
     rows += [m for m in JUDGE_METRICS if m in first]
     if report["repeat"] > 1:
         rows += list(STABILITY_METRICS)
-    rows += [*LATENCY_METRICS, *TOKEN_METRICS]
+    rows += [*LATENCY_METRICS, *TOKEN_METRICS, *TEXT_CALL_METRICS]
     if any(s.get("grade") for s in report["models"]):
         rows += list(GRADING_METRICS)
     return rows + ["errors", "runs"]
@@ -90,6 +96,8 @@ def markdown(report: dict[str, Any]) -> str:
                 f"{summary['mode']} mode (the application searches every store with the "
                 "question), so its tool decision, selection and argument metrics do not apply."
             )
+        if note := text_call_note(summary):
+            lines.append(f"* {note}")
         if summary["unstable_cases"]:
             lines.append(
                 f"* {label(summary)} was not stable across repeats on: "
@@ -107,7 +115,10 @@ def markdown(report: dict[str, Any]) -> str:
         "",
         f"`{NOT_APPLICABLE}`: no case or call the metric applies to. `n` is what a rate counts "
         "(runs for most, tool calls for argument_validity, citations for citation_validity, "
-        "passages shown to the model for context_precision).",
+        "passages shown to the model for context_precision). text_calls_recovered: tool calls "
+        "the model wrote as text, which were run; text_calls_unrun: calls written as text that "
+        "named no offered tool or had arguments that do not fit, left unrun; "
+        "wrong_names_retried: calls to a tool that does not exist, corrected later in the turn.",
         "",
         "## Cases",
         "",
@@ -124,6 +135,22 @@ def markdown(report: dict[str, Any]) -> str:
         cells = [" ".join(_marks(run) for run in per_model.get(label(s), [])) for s in models]
         lines.append(f"| {case_id} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def text_call_note(summary: dict[str, Any]) -> str | None:
+    """Say so when a model wrote most of its tool calls as text instead of calling the tool."""
+    metrics = summary["metrics"]
+    recovered = metrics.get("text_calls_recovered", 0)
+    unrun = metrics.get("text_calls_unrun", 0)
+    # Recovered calls ran, so they are among the calls argument_validity counts.
+    called = summary["support"].get("argument_validity", 0) - recovered
+    if recovered + unrun <= called:
+        return None
+    return (
+        f"**{label(summary)}** mostly writes its tool calls as text: {recovered + unrun} of "
+        f"{recovered + unrun + called} calls, of which {recovered} were recovered and run and "
+        f"{unrun} could not be (no such tool, or arguments that do not fit)."
+    )
 
 
 def _marks(run: dict[str, Any]) -> str:

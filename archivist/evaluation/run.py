@@ -43,6 +43,10 @@ COUNT_METRICS = (
     "errors",
     "runs",
 )
+TEXT_CALL_METRICS = ("text_calls_recovered", "text_calls_unrun", "wrong_names_retried")
+"""How a model called its tools: calls it wrote as text and Archivist ran, calls written as text
+that could not be run (no such tool, bad arguments), calls to a wrong tool name that it then
+corrected within the turn."""
 GRADING_METRICS = ("grade_calls", "rewrite_calls", "searches", "passages_shown")
 """Counts that show what grading costs: its model calls, extra searches, passages kept."""
 USAGE_KEYS = ("model_calls", "input_tokens", "output_tokens", "grade_calls", "rewrite_calls")
@@ -218,6 +222,10 @@ def score_turn(case: Case, turn: Turn | None, mode: str, k: int) -> dict[str, An
         + ("answer_contains", "citations_valid")
     )
     outcomes["valid_calls"] = outcomes["calls"] = 0
+    written = turn.get("text_calls", []) if turn else []
+    outcomes["text_calls_recovered"] = sum(1 for c in written if c["recovered"])
+    outcomes["text_calls_unrun"] = len(written) - outcomes["text_calls_recovered"]
+    outcomes["wrong_names_retried"] = _wrong_names_retried(calls)
     outcomes["valid_citations"] = outcomes["invalid_citations"] = 0
     by_model = [c for c in calls if "rewritten_from" not in c]
     outcomes["searches"] = len(calls)
@@ -256,6 +264,13 @@ def score_turn(case: Case, turn: Turn | None, mode: str, k: int) -> dict[str, An
         if turn["citations"] or turn["invalid_citations"]:
             outcomes["citations_valid"] = not turn["invalid_citations"]
     return outcomes
+
+
+def _wrong_names_retried(calls: Sequence[ToolCall]) -> int:
+    """Count calls to a tool that does not exist followed, later in the turn, by a call that
+    ran: the model read the list of tools it was sent back and corrected itself."""
+    last_ran = max((i for i, c in enumerate(calls) if "error" not in c), default=-1)
+    return sum(1 for c in calls[:last_ran] if c.get("error") == "unknown tool")
 
 
 def _shown_results(call: ToolCall) -> list[Passage]:
@@ -386,6 +401,8 @@ def summarize(runs: Sequence[dict[str, Any]], repeat: int) -> dict[str, Any]:
     support["latency_p50_ms"] = support["latency_p95_ms"] = len(latencies)
     for key in ("input_tokens", "output_tokens", "model_calls", "grade_calls", "rewrite_calls"):
         metrics[key] = sum(r["usage"].get(key, 0) for r in runs)
+    for key in TEXT_CALL_METRICS:
+        metrics[key] = sum(o[key] for o in outcomes)
     metrics["searches"] = sum(o["searches"] for o in outcomes)
     metrics["passages_shown"] = sum(o["passages_shown"] for o in outcomes)
     metrics["errors"] = sum(r["error"] is not None for r in runs)
@@ -428,6 +445,7 @@ def _trajectory(calls: Sequence[ToolCall], agent: bool) -> list[dict[str, Any]]:
             "args": c["args"],
             "by": "grader" if "rewritten_from" in c else "model" if agent else "application",
             "valid": _call_is_valid(c),
+            **({"from_text": True} if c.get("from_text") else {}),
             **({"error": c["error"]} if "error" in c else {}),
             "latency_ms": c.get("latency_ms"),
             **{key: c[key] for key in GRADING_FIELDS if key in c},
@@ -587,6 +605,8 @@ def _run_case(
         "expect": case.to_dict(),
         "answer": turn["answer"] if turn else None,
         "tool_calls": _trajectory(turn["tool_calls"], mode == AGENT) if turn else [],
+        "text_calls": turn["text_calls"] if turn else [],
+        "searched": turn["searched"] if turn else None,
         "citations": turn["citations"] if turn else [],
         "invalid_citations": turn["invalid_citations"] if turn else [],
         "latency_ms": turn["latency_ms"] if turn else None,

@@ -1,0 +1,53 @@
+"""A store in any LangChain or LangGraph program: as a retriever, or as the agent's own tool.
+
+The tool is `make_retrieval_tool`'s `search_<store>` (numbered passages for a model to cite);
+the retriever returns the same search's results as LangChain `Document`s, for chains and for
+`create_retriever_tool`. `Archivist.retriever(store)` and `Archivist.tool(store)` build both
+from the settings.
+"""
+
+from typing import Any
+
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.tools import BaseTool
+from pydantic import ConfigDict
+
+
+class StoreRetriever(BaseRetriever):
+    """A store's search as a LangChain retriever: one Document per passage, best first.
+
+    Each Document's metadata holds the passage's `source`, `score`, `rank` and `chunk_id`
+    (also its id) with the metadata the passage was stored with. A `source` restricts the
+    search to a document, folder or name prefix, as the tool's `source` argument does.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    tool: BaseTool
+    """The store's retrieval tool (`make_retrieval_tool`): the search, its settings and checks."""
+    source: str | None = None
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        args = {"query": query, **({"source": self.source} if self.source else {})}
+        call = {"name": self.tool.name, "args": args, "id": "retriever", "type": "tool_call"}
+        message = self.tool.invoke(call, {"callbacks": run_manager.get_child()})
+        return [as_document(result) for result in message.artifact]
+
+
+def as_document(result: dict[str, Any]) -> Document:
+    """Turn one search result (as `archivist search --json` prints it) into a Document."""
+    return Document(
+        id=result["chunk_id"],
+        page_content=result["text"],
+        metadata={
+            **result["metadata"],
+            "source": result["source"],
+            "score": result["score"],
+            "rank": result["rank"],
+            "chunk_id": result["chunk_id"],
+        },
+    )

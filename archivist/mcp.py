@@ -1,0 +1,196 @@
+"""`archivist mcp`: the stores' search tools for MCP clients (desktop apps, IDEs, other agents).
+
+Each store is served as the agent sees it: a tool named `search_<store>` with the agent's
+description of the store, the agent tool's arguments, and the same numbered passages with
+their sources (the results in the shape of `archivist search --json` ride along as structured
+content). A `list_stores` tool tells what there is. Stores are opened for each request only,
+so `archivist ingest` can update them while a client stays connected.
+"""
+
+import json
+import socket
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import anyio
+from langchain_core.tools import ToolException
+from mcp import types
+from mcp.server import Server, ServerRequestContext
+from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
+
+from archivist import __version__
+from archivist.agent.retrieval import SearchArgs, describe, tool_name
+from archivist.app import Archivist
+from archivist.settings import Settings
+from archivist.tools.errors import ArchivistError
+from archivist.tools.store import list_stores
+
+LIST_STORES = "list_stores"
+SERVER_NAME = "archivist"
+HTTP_PATH = "/mcp"
+INSTRUCTIONS = (
+    "Archivist searches the user's own document stores. Call list_stores to see them, then "
+    "search_<store> with a query; cite the passages you use by their source."
+)
+# The agent's own argument schema: a model gets the same tool whichever way it reaches it.
+SEARCH_SCHEMA = SearchArgs.model_json_schema()
+
+
+class StoreTools:
+    """The search tools over some stores (all by default), for any number of MCP sessions."""
+
+    def __init__(self, settings: Settings, stores: Sequence[str] = ()) -> None:
+        self.settings = settings
+        self.only = list(dict.fromkeys(stores))
+        # One request at a time opens the embedded store: its lock is held per open client.
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def opened(self) -> Iterator[Archivist]:
+        """Open the stores for one request, and release them after it."""
+        with self._lock:
+            archivist = Archivist(self.settings)
+            try:
+                yield archivist
+            finally:
+                archivist.close()
+
+    def check(self) -> None:
+        """Refuse to serve a store that does not exist (a client would miss its tool)."""
+        with self.opened() as archivist:
+            for name in self.only:
+                archivist.store(name)
+
+    def tools(self) -> list[types.Tool]:
+        """Describe `list_stores` and one search tool per store."""
+        tools = [
+            types.Tool(
+                name=LIST_STORES,
+                description=(
+                    "List the document stores Archivist can search: each one's search tool, "
+                    "description, size and embedding model."
+                ),
+                input_schema={"type": "object", "properties": {}},
+            )
+        ]
+        try:
+            with self.opened() as archivist:
+                for name in self.only or list_stores(archivist.client):
+                    store = archivist.store(name, must_exist=False)
+                    if store.exists():
+                        tools.append(
+                            types.Tool(
+                                name=tool_name(name),
+                                description=describe(store),
+                                input_schema=SEARCH_SCHEMA,
+                            )
+                        )
+        except ArchivistError as exc:  # a store locked by an ingest, say: worth reading
+            raise MCPError(types.INTERNAL_ERROR, str(exc)) from None
+        return tools
+
+    def call(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        """Run a tool; a failure the caller can act on comes back as an error result."""
+        try:
+            with self.opened() as archivist:
+                return self._call(archivist, name, arguments)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in exc.errors()
+            )
+            return _error(f"Invalid arguments for {name}: {problems}.")
+        except (ToolException, ArchivistError) as exc:
+            return _error(str(exc))
+
+    def _call(
+        self, archivist: Archivist, name: str, arguments: dict[str, Any]
+    ) -> types.CallToolResult:
+        if name == LIST_STORES:
+            listing = [s for s in archivist.stores() if not self.only or s["store"] in self.only]
+            return _result(json.dumps(listing, ensure_ascii=False), {"stores": listing})
+        served = self.only or list_stores(archivist.client)
+        if name not in map(tool_name, served):
+            tools = ", ".join([*map(tool_name, served), LIST_STORES])
+            raise MCPError(types.INVALID_PARAMS, f"Unknown tool '{name}'. Tools: {tools}.")
+        store = archivist.store(name.removeprefix("search_"))
+        tool = archivist.retrieval_tool(store)
+        try:
+            message = tool.invoke(
+                {"name": tool.name, "args": arguments, "id": "mcp", "type": "tool_call"}
+            )
+        except Exception as exc:
+            error = archivist.query_error(store, exc)
+            if error is exc:
+                raise
+            raise error from None
+        return _result(message.content, {"results": message.artifact})
+
+
+def _result(text: str, structured: dict[str, Any]) -> types.CallToolResult:
+    return types.CallToolResult(
+        content=[types.TextContent(text=text)], structured_content=structured
+    )
+
+
+def _error(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
+
+
+def build_server(tools: StoreTools) -> Server:
+    """Build the MCP server over `tools`; the stores' work runs off the event loop."""
+
+    async def list_tools(
+        ctx: ServerRequestContext, params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=await anyio.to_thread.run_sync(tools.tools))
+
+    async def call_tool(
+        ctx: ServerRequestContext, params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        return await anyio.to_thread.run_sync(tools.call, params.name, params.arguments or {})
+
+    return Server(
+        SERVER_NAME,
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+def serve_stdio(tools: StoreTools) -> None:
+    """Serve MCP over stdin and stdout until the client closes them (desktop clients, IDEs)."""
+    server = build_server(tools)
+
+    async def run() -> None:
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+    anyio.run(run)
+
+
+def http_socket(port: int, host: str = "127.0.0.1") -> socket.socket:
+    """Take the port for `serve_http`, or say why it cannot be had."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ArchivistError(
+            f"Cannot serve MCP on {host}:{port}: {exc.strerror or exc}.",
+            "Choose another port with --http PORT.",
+        ) from None
+    return sock
+
+
+def serve_http(tools: StoreTools, sock: socket.socket, host: str = "127.0.0.1") -> None:
+    """Serve MCP over streamable HTTP at /mcp on a bound socket until interrupted."""
+    import uvicorn
+
+    app = build_server(tools).streamable_http_app(streamable_http_path=HTTP_PATH, host=host)
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])

@@ -1,0 +1,222 @@
+"""`archivist mcp`: an MCP client (the official SDK's own) lists and calls the stores' tools
+in-process, over stdio (a subprocess: the process boundary is the point) and over streamable
+HTTP, and gets the passages `archivist search` gives."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+from conftest import ROOT, SHOP, run_cli
+from mcp import Client, StdioServerParameters, types
+from mcp.client.stdio import stdio_client
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS
+from processes import wait_for
+
+from archivist.agent.retrieval import SearchArgs, describe, format_results
+from archivist.mcp import StoreTools, build_server
+
+QUERY = "How many days do I have to ask for a refund?"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def cli_search(ollama, home: Path, query: str = QUERY, *args: str) -> list[dict]:
+    done = run_cli(
+        "search", query, "--store", "shop_docs", "--json", *args, ollama_url=ollama.url, home=home
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+async def session(client: Client, calls: list[tuple[str, dict]]) -> tuple[list, list]:
+    """List the tools, then make the calls; return both answers."""
+    async with client:
+        tools = (await client.list_tools()).tools
+        return tools, [await client.call_tool(name, args) for name, args in calls]
+
+
+def test_in_process_the_tools_are_the_agents_and_answer_as_search_does(archivist, store):
+    client = Client(build_server(StoreTools(archivist.settings)))
+    calls = [
+        ("search_shop_docs", {"query": QUERY}),
+        ("search_shop_docs", {"query": "returns", "source": "returns.md"}),
+        ("list_stores", {}),
+    ]
+    tools, (found, filtered, listed) = anyio.run(session, client, calls)
+
+    opened = archivist.store(store)
+    assert [t.name for t in tools] == ["list_stores", "search_shop_docs"]
+    search = tools[1]
+    assert search.description == describe(opened)
+    assert search.input_schema == SearchArgs.model_json_schema()
+    expected = archivist.search(QUERY, store)
+    assert not found.is_error and found.structured_content == {"results": expected}
+    assert found.content[0].text == format_results("search_shop_docs", QUERY, expected)
+    assert "<search_results" in found.content[0].text and 'n="1"' in found.content[0].text
+    assert {r["source"] for r in filtered.structured_content["results"]} == {"returns.md"}
+    assert json.loads(listed.content[0].text) == listed.structured_content["stores"]
+    assert listed.structured_content["stores"][0]["store"] == "shop_docs"
+    assert listed.structured_content["stores"][0]["chunks"] == opened.count()
+    archivist.close()
+
+
+def test_bad_calls_come_back_as_errors_the_model_can_act_on(archivist, store):
+    client = Client(build_server(StoreTools(archivist.settings, [store])))
+    calls = [
+        ("search_shop_docs", {"query": "refund", "k": 50}),
+        ("search_shop_docs", {"query": "refund", "source": "nothing.md"}),
+        ("search_shop_docs", {}),
+    ]
+    _, (widened, unknown_source, no_query) = anyio.run(session, client, calls)
+    assert widened.is_error and "k: Extra inputs are not permitted" in widened.content[0].text
+    assert unknown_source.is_error
+    assert "No source in 'shop_docs' matches 'nothing.md'" in unknown_source.content[0].text
+    assert "refund.md" in unknown_source.content[0].text
+    assert no_query.is_error and "query: Field required" in no_query.content[0].text
+
+    async def unknown_tool() -> MCPError | None:
+        async with Client(build_server(StoreTools(archivist.settings, [store]))) as c:
+            try:
+                await c.call_tool("search_elsewhere", {"query": "refund"})
+            except MCPError as refused:
+                return refused
+        return None
+
+    refused = anyio.run(unknown_tool)
+    assert refused is not None and refused.code == INVALID_PARAMS
+    assert "Unknown tool 'search_elsewhere'. Tools: search_shop_docs, list_stores" in str(refused)
+
+
+def test_only_the_stores_asked_for_are_served(archivist, tmp_path):
+    (tmp_path / "kb").mkdir()
+    (tmp_path / "kb" / "tents.md").write_text("Tents are waterproof to 3000 mm.", "utf-8")
+    archivist.ingest([str(SHOP)], "shop_docs")
+    archivist.ingest([str(tmp_path / "kb")], "gear", description="tent specifications")
+    archivist.close()
+    client = Client(build_server(StoreTools(archivist.settings, ["gear"])))
+    tools, (listed,) = anyio.run(session, client, [("list_stores", {})])
+    assert [t.name for t in tools] == ["list_stores", "search_gear"]
+    assert "tent specifications" in tools[1].description
+    assert [s["store"] for s in listed.structured_content["stores"]] == ["gear"]
+
+
+def test_over_stdio_a_client_gets_the_passages_archivist_search_prints(
+    ollama, home, store, tmp_path
+):
+    # Tracing on: its notice goes to stderr, where it cannot break the protocol on stdout.
+    nowhere = f"http://127.0.0.1:{free_port()}"
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "archivist", "mcp", "--store", "shop_docs"],
+        env={
+            "OLLAMA_HOST": ollama.url,
+            "ARCHIVIST_HOME": str(home),
+            "LANGSMITH_TRACING": "true",
+            "LANGSMITH_ENDPOINT": nowhere,
+        },
+        cwd=ROOT,
+    )
+    with open(tmp_path / "stderr", "w") as errlog:
+        client = Client(stdio_client(params, errlog=errlog))
+        calls = [("search_shop_docs", {"query": QUERY}), ("list_stores", {})]
+        tools, (found, listed) = anyio.run(session, client, calls)
+    assert [t.name for t in tools] == ["list_stores", "search_shop_docs"]
+    expected = cli_search(ollama, home)
+    assert found.structured_content == {"results": expected}
+    assert found.content[0].text == format_results("search_shop_docs", QUERY, expected)
+    assert listed.structured_content["stores"][0]["tool"] == "search_shop_docs"
+    notice = (tmp_path / "stderr").read_text()
+    assert "Tracing is on (LANGSMITH_TRACING=true)" in notice and nowhere in notice
+
+
+def test_over_http_a_client_gets_the_passages_archivist_search_prints(ollama, home, store):
+    port = free_port()
+    env = {**os.environ, "OLLAMA_HOST": ollama.url, "ARCHIVIST_HOME": str(home)}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "archivist", "mcp", "--http", str(port)],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+
+        def listening() -> bool:
+            assert server.poll() is None, server.stderr.read()
+            with socket.socket() as sock:
+                return sock.connect_ex(("127.0.0.1", port)) == 0
+
+        wait_for(listening, "the MCP server to listen")
+        client = Client(f"http://127.0.0.1:{port}/mcp")
+        calls = [("search_shop_docs", {"query": QUERY, "source": "refund.md"})]
+        tools, (found,) = anyio.run(session, client, calls)
+        # The server holds no store between requests: the CLI opens it meanwhile.
+        expected = cli_search(ollama, home, QUERY, "--source", "refund.md")
+    finally:
+        server.terminate()
+        _, stderr = server.communicate(timeout=30)
+    assert [t.name for t in tools] == ["list_stores", "search_shop_docs"]
+    assert found.structured_content == {"results": expected}
+    assert {r["source"] for r in expected} == {"refund.md"}
+    assert found.content[0].text == format_results(
+        "search_shop_docs", QUERY, expected, source="refund.md"
+    )
+    assert f"Serving MCP at http://127.0.0.1:{port}/mcp" in stderr
+
+
+def test_an_unknown_store_stops_the_server_before_it_starts(ollama, home, store):
+    done = run_cli("mcp", "--store", "nowhere", ollama_url=ollama.url, home=home)
+    assert done.returncode == 1 and done.stdout == ""
+    assert "There is no store named 'nowhere'" in done.stderr
+    assert "archivist ingest PATH --store nowhere" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_store_built_with_another_model_is_served_with_that_model(archivist, ollama):
+    archivist.ingest([str(SHOP)], "small")
+    archivist.close()
+    other = archivist.settings.with_overrides(embed_model="all-minilm")
+    client = Client(build_server(StoreTools(other, ["small"])))
+    ollama.clear_requests()
+    _, (found,) = anyio.run(session, client, [("search_small", {"query": QUERY})])
+    assert not found.is_error and found.structured_content["results"]
+    assert {r["model"] for r in ollama.requests_to("/api/embed")} == {"nomic-embed-text"}
+
+
+def test_the_store_is_held_only_during_a_request(archivist, store):
+    server = build_server(StoreTools(archivist.settings, [store]))
+
+    async def search() -> types.CallToolResult:
+        async with Client(server) as client:
+            return await client.call_tool("search_shop_docs", {"query": QUERY})
+
+    archivist.store(store)  # another holder of the embedded store, like a running ingest
+    busy = anyio.run(search)
+    assert busy.is_error and "is in use by another Archivist process" in busy.content[0].text
+    archivist.close()
+    found = anyio.run(search)
+    assert not found.is_error and found.structured_content["results"]
+    assert archivist.store(store).count()  # the server released it again
+    archivist.close()
+
+
+def test_a_port_in_use_is_refused_with_the_fix(ollama, home, store):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = run_cli("mcp", "--http", str(port), ollama_url=ollama.url, home=home)
+    assert done.returncode == 1
+    assert f"Cannot serve MCP on 127.0.0.1:{port}: Address already in use." in done.stderr
+    assert "Choose another port with --http PORT." in done.stderr
+    assert "Serving MCP" not in done.stderr and "Traceback" not in done.stderr
