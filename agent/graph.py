@@ -35,7 +35,12 @@ def build_agent(
     again with rewritten queries where nothing survived, and orders what is left.
     """
     steps = AgentSteps(model, tools, Prompter(system_prompt, window, tools), max_steps, grader)
-    searched = "run_tools" if grader is None else "grade"
+    return agent_graph(steps, checkpointer)
+
+
+def agent_graph(steps: AgentSteps, checkpointer: Checkpointer = None) -> CompiledStateGraph:
+    """Wire the tool-calling agent's steps (with a `grade` node when they have a grader)."""
+    searched = "run_tools" if steps.grader is None else "grade"
 
     builder = StateGraph(AgentState)
     builder.add_node(steps.call_model)
@@ -43,7 +48,7 @@ def build_agent(
     builder.add_node(steps.stop_searching)
     builder.add_edge(START, "call_model")
     builder.add_conditional_edges("call_model", steps.route, ["run_tools", "stop_searching", END])
-    if grader is not None:
+    if steps.grader is not None:
         builder.add_node(steps.grade)
         builder.add_edge("run_tools", "grade")
     builder.add_edge(searched, "call_model")
@@ -67,13 +72,20 @@ def build_retrieve_then_answer(
     question into new searches, giving a model without tools a second chance.
     """
     steps = RetrieveThenAnswer(model, tools, Prompter(system_prompt, window), grader)
-    searched = "retrieve" if grader is None else "grade"
+    return retrieve_then_answer_graph(steps, checkpointer)
+
+
+def retrieve_then_answer_graph(
+    steps: RetrieveThenAnswer, checkpointer: Checkpointer = None
+) -> CompiledStateGraph:
+    """Wire the retrieve-then-answer steps (with a `grade` node when they have a grader)."""
+    searched = "retrieve" if steps.grader is None else "grade"
 
     builder = StateGraph(AgentState)
     builder.add_node(steps.retrieve)
     builder.add_node(steps.answer)
     builder.add_edge(START, "retrieve")
-    if grader is not None:
+    if steps.grader is not None:
         builder.add_node(steps.grade)
         builder.add_edge("retrieve", "grade")
     builder.add_edge(searched, "answer")

@@ -17,8 +17,9 @@ from langgraph.types import Checkpointer
 from archivist.agent import prompts
 from archivist.agent.context import Window, window_for
 from archivist.agent.grading import Grader
-from archivist.agent.graph import build_agent, build_retrieve_then_answer
+from archivist.agent.graph import agent_graph, retrieve_then_answer_graph
 from archivist.agent.records import ModelInfo
+from archivist.agent.steps import AgentSteps, Prompter, RetrieveThenAnswer
 
 AGENT = "agent"
 RETRIEVE_THEN_ANSWER = "retrieve-then-answer"
@@ -57,6 +58,8 @@ class AgentSetup:
     """Things to tell the user once (the mode, an ignored --think)."""
     grade: bool = False
     """Whether retrieved passages are graded (and missed searches rewritten)."""
+    steps: AgentSteps | RetrieveThenAnswer | None = None
+    """The graph's steps with their collaborators (None for a graph built by hand)."""
 
 
 def build_setup(
@@ -100,13 +103,16 @@ def build_setup(
         grader = Grader(sized(False) if reasoning else chat, max_rewrites)
     described = "\n".join(f"- {t.tool.name}: {t.about}" for t in tools)
     searches = [t.tool for t in tools]
+    steps: AgentSteps | RetrieveThenAnswer
     if info.tools and not retrieve_first:
-        system = prompts.AGENT_SYSTEM.format(stores=described)
-        graph = build_agent(chat, searches, system, max_steps, checkpointer, window, grader)
+        prompter = Prompter(prompts.AGENT_SYSTEM.format(stores=described), window, searches)
+        steps = AgentSteps(chat, searches, prompter, max_steps, grader)
+        graph = agent_graph(steps, checkpointer)
         mode = AGENT
     else:
-        system = prompts.ANSWER_SYSTEM.format(stores=described)
-        graph = build_retrieve_then_answer(chat, searches, system, checkpointer, window, grader)
+        prompter = Prompter(prompts.ANSWER_SYSTEM.format(stores=described), window)
+        steps = RetrieveThenAnswer(chat, searches, prompter, grader)
+        graph = retrieve_then_answer_graph(steps, checkpointer)
         mode = RETRIEVE_THEN_ANSWER
         if info.tools:
             notices.append(
@@ -115,5 +121,5 @@ def build_setup(
         else:
             notices.append(f"{info.name} cannot call tools: using retrieve-then-answer.")
     return AgentSetup(
-        graph, mode, info.name, list(stores), info, window, bool(reasoning), notices, grade
+        graph, mode, info.name, list(stores), info, window, bool(reasoning), notices, grade, steps
     )

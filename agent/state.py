@@ -37,13 +37,11 @@ class AgentState(MessagesState):
     """This turn's grading and rewriting model calls: kind, tokens, milliseconds."""
 
 
+def turn_reset() -> dict[str, Any]:
+    """Return the update that clears the last turn's steps, calls, notes and grading."""
+    return {"steps": 0, "calls": None, "notes": None, "ungraded": [], "grader_calls": None}
+
+
 def turn_input(question: str) -> dict[str, Any]:
     """Return the graph input that starts a new turn with `question`."""
-    return {
-        "messages": [HumanMessage(question)],
-        "steps": 0,
-        "calls": None,
-        "notes": None,
-        "ungraded": [],
-        "grader_calls": None,
-    }
+    return {"messages": [HumanMessage(question)], **turn_reset()}

@@ -274,6 +274,15 @@ def graded_reply(
     return "\n".join(lines), cut, showed
 
 
+def after_model(state: AgentState, max_steps: int) -> str:
+    """Name the step after the model's reply: run_tools, stop_searching (past `max_steps`
+    rounds of tool calls), or END when it answered."""
+    last = state["messages"][-1]
+    if not isinstance(last, AIMessage) or not last.tool_calls:
+        return END
+    return "run_tools" if state["steps"] <= max_steps else "stop_searching"
+
+
 def _reply(request: dict[str, Any], record: ToolCall, content: str) -> ToolMessage:
     return ToolMessage(
         content,
@@ -318,10 +327,7 @@ class AgentSteps:
 
     def route(self, state: AgentState) -> str:
         """Run the model's tool calls, refuse them at the step limit, or end with the answer."""
-        last = state["messages"][-1]
-        if not isinstance(last, AIMessage) or not last.tool_calls:
-            return END
-        return "run_tools" if state["steps"] <= self.max_steps else "stop_searching"
+        return after_model(state, self.max_steps)
 
     def run_tools(self, state: AgentState) -> dict[str, Any]:
         """Run the model's tool calls; with grading, hand the searches to the grade step."""

@@ -2,7 +2,8 @@
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any
 
@@ -44,7 +45,14 @@ class Archivist:
             prefer_grpc=self.settings.qdrant_grpc,
             timeout=self.settings.qdrant_timeout,
             legacy_path=self.settings.legacy_store_path,
+            wait=self.settings.store_wait,
         )
+
+    def writing(self) -> AbstractContextManager[None]:
+        """Be the embedded store's one writer through the block (another writer waits, saying
+        for whom); a Qdrant server takes many writers."""
+        writing = getattr(self.client, "writing", None)
+        return writing() if writing is not None else nullcontext()
 
     @cached_property
     def embeddings(self):
@@ -73,6 +81,24 @@ class Archivist:
             return configured
         return models.embeddings(self.settings, name, prefixes)
 
+    @contextmanager
+    def released_on_failure(self, doing: str = "", then: str = "") -> Iterator[None]:
+        """Explain an Ollama or Qdrant failure in the block; if the block opened the store,
+        release it again when it fails.
+
+        A notebook's kernel outlives a failed cell: a call that fails on its first use of the
+        store must not leave it locked against the other notebooks and the command line. A
+        store opened before stays open: the caller may hold stores and agents that use it.
+        """
+        opened_before = "client" in self.__dict__
+        try:
+            with models.explained(self.settings, doing, then):
+                yield
+        except BaseException:
+            if not opened_before:
+                self.close()
+            raise
+
     def store(self, name: str, must_exist: bool = True) -> KnowledgeStore:
         """Return the named store; by default it must exist and be readable by this release."""
         store = KnowledgeStore(self.client, name, self.settings.server_layout)
@@ -80,6 +106,11 @@ class Archivist:
         if must_exist:
             store.check(self.embeddings_for(store).fingerprint(store.fingerprint.get("dimension")))
         return store
+
+    def delete_source(self, store: str, source: str) -> int:
+        """Remove one source's chunks from a store; return how many there were."""
+        with self.writing():
+            return self.store(store).delete_source(source)
 
     def stores(self) -> list[dict[str, Any]]:
         """List the stores with their size, model and description."""
@@ -145,12 +176,15 @@ class Archivist:
             embed=embed,
             shard=shard,
         )
-        with models.explained(self.settings):
+        with self.released_on_failure():
             context = models.embed_context(self.settings)
-        job = plan_ingest(self.store(store, must_exist=False), self.embeddings, options, context)
-        with models.explained(self.settings, doing="Ingest stopped", then=job.kept):
-            report = job.run(list(paths), on_progress)
-        return job.finish(report)
+        # One writer at a time; searches get through between its writes.
+        with self.writing():
+            target = self.store(store, must_exist=False)
+            job = plan_ingest(target, self.embeddings, options, context)
+            with self.released_on_failure(doing="Ingest stopped", then=job.kept):
+                report = job.run(list(paths), on_progress)
+            return job.finish(report)
 
     def search(
         self,
@@ -163,17 +197,18 @@ class Archivist:
         mmr: float | None = None,
     ) -> list[Passage]:
         """Run the retrieval tool alone and return its results."""
-        opened = self.store(store)
-        tool = self.retrieval_tool(opened, k, mode, min_score, mmr)
-        try:
-            return search_alone(tool, query, source)
-        except ArchivistError:
-            raise
-        except Exception as exc:
-            error = self.query_error(opened, exc)
-            if error is exc:
+        with self.released_on_failure():
+            opened = self.store(store)
+            tool = self.retrieval_tool(opened, k, mode, min_score, mmr)
+            try:
+                return search_alone(tool, query, source)
+            except ArchivistError:
                 raise
-            raise error from None
+            except Exception as exc:
+                error = self.query_error(opened, exc)
+                if error is exc:
+                    raise
+                raise error from None
 
     def query_error(self, store: KnowledgeStore, exc: Exception) -> Exception:
         """Word an expected failure of a query to `store` with its fix (else return `exc`).
@@ -252,8 +287,9 @@ class Archivist:
         if not stores:
             raise ArchivistError("No store given.", "Name one with --store NAME.")
         s = self.settings
-        tools = [self._store_tool(name) for name in stores]
-        info = models.show(s, model or s.chat_model)
+        with models.explained(s):
+            tools = [self._store_tool(name) for name in stores]
+            info = models.show(s, model or s.chat_model)
         return build_setup(
             info,
             stores,
@@ -284,8 +320,9 @@ class Archivist:
             raise ArchivistError(
                 "The question is empty.", 'Ask something: archivist ask "How do refunds work?"'
             )
-        setup = self.agent(stores, model, think=think, grade=grade)
-        return logged_turn(self.turn_log, "ask", setup, question, on_event=on_event)
+        with self.released_on_failure():
+            setup = self.agent(stores, model, think=think, grade=grade)
+            return logged_turn(self.turn_log, "ask", setup, question, on_event=on_event)
 
     def retriever(
         self,

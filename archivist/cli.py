@@ -56,6 +56,15 @@ MaxRewritesOpt = Annotated[
         help="With grading: rewrites of a search that found nothing relevant (default 2).",
     ),
 ]
+WaitOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--wait",
+        min=0,
+        help="Seconds to wait for another process writing to the embedded store (default: "
+        "as long as it takes; 0: fail at once, naming it).",
+    ),
+]
 RetrieveFirstOpt = Annotated[
     bool | None,
     typer.Option(
@@ -221,6 +230,7 @@ def ingest(
             "N machines ingest one corpus into one Qdrant server without overlap."
         ),
     ] = None,
+    wait: WaitOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Ingest files and folders into a store; unchanged files are skipped."""
@@ -229,7 +239,7 @@ def ingest(
 
     if shard is not None:
         shard = str(Shard.parse(shard))
-    archivist = _app(embed_model=embed_model)
+    archivist = _app(embed_model=embed_model, store_wait=wait)
     with IngestProgress(enabled=not as_json, live=sys.stderr.isatty()) as progress:
         report = archivist.ingest(
             [str(p) for p in paths],
@@ -571,13 +581,14 @@ def delete(
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="Delete a whole store without asking.")
     ] = False,
+    wait: WaitOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Remove one source's chunks from a store, or the whole store (after a confirmation)."""
+    archivist = _app(store_wait=wait)
     if source is not None:
-        found = _app().store(store)
-        name = found.find_source(source)
-        removed = found.delete_source(name) if name is not None else 0
+        name = archivist.store(store).find_source(source)
+        removed = archivist.delete_source(store, name) if name is not None else 0
         if not removed:
             raise ArchivistError(
                 f"Store '{store}' has no source '{source}'.",
@@ -585,7 +596,7 @@ def delete(
             )
         done = f"Removed {count(removed, 'chunk')} of {printable_name(name)} from {store}."
     else:
-        target = _app().store(store, must_exist=False)
+        target = archivist.store(store, must_exist=False)
         if not target.exists():
             raise StoreNotFound(
                 f"There is no store named '{store}'.", "List the stores with: archivist stores"
@@ -603,7 +614,8 @@ def delete(
             ):
                 _notice("Nothing was deleted.")
                 raise typer.Exit(1)
-        target.drop()
+        with archivist.writing():
+            target.drop()
         done = f"Deleted the store '{store}' ({count(removed, 'chunk')})."
     if as_json:
         _print_json({"store": store, "source": source, "chunks": removed})
@@ -639,9 +651,12 @@ def migrate(
     ] = False,
     batch: Annotated[int, typer.Option(min=1, help="Points per upsert request.")] = 256,
     grpc: Annotated[bool, typer.Option(help="Speak gRPC to the servers (port 6334).")] = False,
+    wait: WaitOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Copy stores to a Qdrant server (or another home) without embedding anything again."""
+    from contextlib import nullcontext
+
     from grpc import RpcError
     from qdrant_client.http.exceptions import ApiException
 
@@ -683,20 +698,26 @@ def migrate(
                     "Give the folder ARCHIVIST_HOME pointed at (it holds an `edge` folder).",
                 )
             source = connect(
-                source_settings.store_path, legacy_path=source_settings.legacy_store_path
+                source_settings.store_path,
+                legacy_path=source_settings.legacy_store_path,
+                wait=wait,
             )
         else:
             source = connect(url=from_url, api_key=from_api_key, prefer_grpc=grpc, timeout=60)
         if to_home is not None:
-            target = connect(settings.with_overrides(home=to_home.expanduser()).store_path)
+            target = connect(
+                settings.with_overrides(home=to_home.expanduser()).store_path, wait=wait
+            )
             layout = None
         else:
             key = api_key or settings.qdrant_api_key
             target = connect(url=to_url, api_key=key, prefer_grpc=grpc, timeout=60)
             layout = settings.with_overrides(qdrant_url=to_url).server_layout
-        copied = copy_stores(
-            source, target, stores or [], layout, batch, force, None if as_json else progress
-        )
+        writing = getattr(target, "writing", None)
+        with writing() if writing is not None else nullcontext():
+            copied = copy_stores(
+                source, target, stores or [], layout, batch, force, None if as_json else progress
+            )
     except (ApiException, RpcError, OSError) as exc:
         raise ArchivistError(
             f"Cannot copy from {origin} to {destination}: {exc}",
@@ -821,6 +842,7 @@ def _show_turn(turn_id: int, as_json: bool) -> None:
 # Typer shows a value's Python type where help expects a placeholder (`--store <str>`,
 # `--model <list[str]>`, `-k <int range>`): name what the value is instead.
 METAVARS = {
+    "http": "PORT",
     "store": "NAME",
     "stores": "NAME",
     "model": "MODEL",

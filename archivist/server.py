@@ -1,13 +1,19 @@
 """The graphs LangGraph Server serves (`langgraph dev`, `langgraph up`): see langgraph.json.
 
 Both graphs take their settings from the run's context (`context_schema=ServerContext`):
-what a run's context leaves out comes from the environment, as for the command line. Each
-run opens the stores for its own duration, so one server can serve runs for different Ollama
-hosts, models and Qdrant servers, and the embedded store is not held between runs. The work
-itself is done by the same application code as the CLI's (`archivist.app.Archivist`), so a
-served answer or ingest is the one `archivist ask` or `archivist ingest` would give.
+what a run's context leaves out comes from the environment, as for the command line, so one
+server can serve runs for different Ollama hosts, models and Qdrant servers. The work is
+done by the same application code as the CLI's (`archivist.app.Archivist`), so a served
+answer or ingest is the one `archivist ask` or `archivist ingest` would give.
+
+The agent is served as its real graph, so LangGraph Studio draws and steps through its nodes:
+one static graph whose steps build the run's collaborators from its context and release the
+stores when the step ends (the embedded store is held by no paused or finished run). The
+ingest graph is one node: its embedding requests in flight and the store belong to the run.
 """
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +25,9 @@ from typing_extensions import TypedDict  # pydantic reads its schema on Python 3
 
 from archivist import models
 from archivist.agent.records import ToolCall
-from archivist.agent.state import turn_input
+from archivist.agent.setup import AGENT, RETRIEVE_THEN_ANSWER, AgentSetup
+from archivist.agent.state import AgentState, turn_reset
+from archivist.agent.steps import after_model
 from archivist.app import Archivist
 from archivist.settings import DEFAULT_STORE, Settings, load_settings, normalize_host
 from archivist.tools.errors import ArchivistError
@@ -43,6 +51,8 @@ class ServerContext:
     """The stores the agent searches, one tool each (default: shop_docs)."""
     k: int | None = None
     max_steps: int | None = None
+    grade: bool | None = None
+    """Grade each search's passages with the chat model, rewriting searches that miss."""
 
 
 def run_settings(context: ServerContext | None) -> Settings:
@@ -59,36 +69,142 @@ def run_settings(context: ServerContext | None) -> Settings:
     )
 
 
-class ServerAgentState(MessagesState):
+class ServerAgentState(AgentState):
+    mode: str
+    """How the turn is answered: "agent", or "retrieve-then-answer" (for a model without tools)."""
+
+
+class ServerAgentOutput(MessagesState):
     calls: list[ToolCall]
     """The last turn's tool calls: name, arguments, numbered results, latency, error."""
     mode: str
     """How the last turn was answered: "agent", or "retrieve-then-answer"."""
+    notes: list[str]
+    """The last turn's notes: what was left out to fit the context window."""
 
 
-def answer(state: ServerAgentState, runtime: Runtime[ServerContext]) -> dict[str, Any]:
-    """Answer the last message with the agent over the run's stores, given the conversation."""
-    settings = run_settings(runtime.context)
-    stores = (runtime.context and runtime.context.stores) or [DEFAULT_STORE]
-    archivist = Archivist(settings)
-    history = state["messages"]
-    try:
-        with models.explained(settings):
-            setup = archivist.agent(stores)
-            # A new turn's reset fields, with the thread's whole conversation as its messages.
-            start = {**turn_input(""), "messages": history}
-            turn = setup.graph.invoke(start, {"recursion_limit": 100})
-    finally:
-        archivist.close()
-    calls = turn["calls"]
-    return {"messages": turn["messages"][len(history) :], "calls": calls, "mode": setup.mode}
+class RunSteps:
+    """The agent's steps as the server runs them, over the collaborators of each run.
+
+    A step builds the run's agent from the run's context (`Archivist.agent`, as `archivist
+    ask` does), runs the real step of archivist.agent.steps, and closes the stores again:
+    the graph holds no model or store, so one graph serves every run, and the embedded store
+    is never held between steps, let alone between runs.
+    """
+
+    @contextmanager
+    def _setup(self, runtime: Runtime[ServerContext], mode: str | None) -> Iterator[AgentSetup]:
+        context = runtime.context or ServerContext()
+        settings = run_settings(context)
+        if mode == RETRIEVE_THEN_ANSWER:
+            # A model able to call tools may answer this way too (ARCHIVIST_RETRIEVE_FIRST).
+            settings = settings.with_overrides(retrieve_first=True)
+        archivist = Archivist(settings)
+        try:
+            with models.explained(settings):
+                setup = archivist.agent(context.stores or [DEFAULT_STORE], grade=context.grade)
+                if mode is not None and setup.mode != mode:
+                    raise ArchivistError(
+                        f"{setup.model} changed during the turn: it was answering as {mode}.",
+                        "Send the question again.",
+                    )
+                yield setup
+        finally:
+            archivist.close()
+
+    def start_turn(self, state: ServerAgentState, runtime: Runtime[ServerContext]) -> dict:
+        """Choose how the model answers and clear the last turn's calls and notes."""
+        with self._setup(runtime, None) as setup:
+            return {**turn_reset(), "mode": setup.mode}
+
+    def by_mode(self, state: ServerAgentState) -> str:
+        """Go to the tool-calling loop, or to retrieve-then-answer."""
+        return "call_model" if state["mode"] == AGENT else "retrieve"
+
+    def call_model(self, state: ServerAgentState, runtime: Runtime[ServerContext]) -> dict:
+        """Ask the model for its next move: tool calls, or the answer."""
+        with self._setup(runtime, AGENT) as setup:
+            return setup.steps.call_model(state)
+
+    def route(self, state: ServerAgentState, runtime: Runtime[ServerContext]) -> str:
+        """Run the model's tool calls, refuse them at the run's step limit, or end."""
+        return after_model(state, run_settings(runtime.context).max_steps)
+
+    def run_tools(self, state: ServerAgentState, runtime: Runtime[ServerContext]) -> dict:
+        """Run the model's tool calls; with grading, hand the searches to the grade step."""
+        with self._setup(runtime, AGENT) as setup:
+            return setup.steps.run_tools(state)
+
+    def grade(self, state: ServerAgentState, runtime: Runtime[ServerContext]) -> dict:
+        """Grade the waiting searches, search again where all missed, answer each tool call."""
+        with self._setup(runtime, AGENT) as setup:
+            return setup.steps.grade(state)
+
+    def stop_searching(self, state: ServerAgentState, runtime: Runtime[ServerContext]) -> dict:
+        """Refuse the tool calls past the step limit; ask for the answer from what was found."""
+        with self._setup(runtime, AGENT) as setup:
+            return setup.steps.stop_searching(state)
+
+    def retrieve(self, state: ServerAgentState, runtime: Runtime[ServerContext]) -> dict:
+        """Search every store with the question."""
+        with self._setup(runtime, RETRIEVE_THEN_ANSWER) as setup:
+            return setup.steps.retrieve(state)
+
+    def grade_retrieved(self, state: ServerAgentState, runtime: Runtime[ServerContext]) -> dict:
+        """Grade the searches, search again while all missed; record what the answer shows."""
+        with self._setup(runtime, RETRIEVE_THEN_ANSWER) as setup:
+            return setup.steps.grade(state)
+
+    def answer(self, state: ServerAgentState, runtime: Runtime[ServerContext]) -> dict:
+        """Answer the question from the passages found."""
+        with self._setup(runtime, RETRIEVE_THEN_ANSWER) as setup:
+            return setup.steps.answer(state)
+
+
+def _graded_or(graded: str, then: str) -> Callable[[ServerAgentState], str]:
+    """Route a search to its grade step while searches wait for grading (the run grades)."""
+
+    def route(state: ServerAgentState) -> str:
+        return graded if state.get("ungraded") else then
+
+    return route
 
 
 def build_server_agent():
-    """Build the served agent: one node that runs the application's agent for the turn."""
-    builder = StateGraph(ServerAgentState, context_schema=ServerContext)
-    builder.add_node(answer)
-    builder.add_edge(START, "answer")
+    """Build the served agent: both of the application's agent graphs behind one start.
+
+    `start_turn` picks the tool-calling loop (call_model → run_tools → [grade] → call_model,
+    or stop_searching at the step limit) or retrieve-then-answer (retrieve → [grade_retrieved]
+    → answer) for the run's model, as `Archivist.agent` does; a grade step is passed through
+    when the run grades. Every step gets its collaborators from the run (see RunSteps).
+    """
+    steps = RunSteps()
+    builder = StateGraph(
+        ServerAgentState,
+        context_schema=ServerContext,
+        input_schema=MessagesState,
+        output_schema=ServerAgentOutput,
+    )
+    builder.add_node(steps.start_turn)
+    builder.add_node(steps.call_model)
+    builder.add_node(steps.run_tools)
+    builder.add_node(steps.grade)
+    builder.add_node(steps.stop_searching)
+    builder.add_node(steps.retrieve)
+    builder.add_node(steps.grade_retrieved)
+    builder.add_node(steps.answer)
+    builder.add_edge(START, "start_turn")
+    builder.add_conditional_edges("start_turn", steps.by_mode, ["call_model", "retrieve"])
+    builder.add_conditional_edges("call_model", steps.route, ["run_tools", "stop_searching", END])
+    builder.add_conditional_edges(
+        "run_tools", _graded_or("grade", "call_model"), ["grade", "call_model"]
+    )
+    builder.add_edge("grade", "call_model")
+    builder.add_edge("stop_searching", END)
+    builder.add_conditional_edges(
+        "retrieve", _graded_or("grade_retrieved", "answer"), ["grade_retrieved", "answer"]
+    )
+    builder.add_edge("grade_retrieved", "answer")
     builder.add_edge("answer", END)
     return builder.compile(name="agent")
 

@@ -66,6 +66,9 @@ class Settings:
     """Copies of each shard on a cluster (unset: the server's default, 1)."""
     qdrant_write_consistency_factor: int | None = None
     """Replicas that must confirm a write (unset: the server's default, 1)."""
+    store_wait: float | None = None
+    """Seconds to wait for another process using the embedded store (unset: as long as it
+    takes, saying for whom); 0 fails at once unless its holder is idle."""
     k: int = 5
     search_mode: str = "hybrid"
     min_score: float | None = None

@@ -36,6 +36,7 @@ SLOW_FILES = (
     "test_reliability_processes.py",
     "test_notebooks.py",
     "test_benchmark.py",
+    "test_concurrency.py",
     "test_reliability_secrets.py",
     "test_chat_interrupts.py",
     "test_chat_terminal.py",

@@ -47,3 +47,18 @@ def test_every_measurement_runs_on_a_tiny_corpus(tmp_path):
     rendered = perf.table(results)
     assert "Embedding limit" in rendered and "`archivist chat` until its prompt" in rendered
     assert "hybrid, synthetic store of 1200 chunks" in rendered
+
+
+def test_the_concurrency_benchmark_runs_on_a_tiny_store(tmp_path):
+    import concurrency
+
+    # 320 chunks: 40 whole documents of 8 (the synthetic store's documents).
+    results = concurrency.run(tmp_path, 320, queries=12, rounds=1)
+    assert results["chunks"] == 320 and results["built"]["upsert_s"] >= 0
+    for key in ("startup_before_s", "startup_after_s", "turn_after_read_s", "count_partial_s"):
+        assert results[key] > 0
+    assert set(results["turn_before"]) == set(results["turn_after"]) == {"p50_ms", "p95_ms"}
+    # The other process's one-chunk write is a complete document: nothing left out.
+    assert results["partial_versions"] == 0
+    rendered = concurrency.table(results)
+    assert "`ask` start-up" in rendered and "after another process wrote" in rendered

@@ -163,7 +163,9 @@ def test_doctor_json_reports_each_check_and_exits_by_the_worst(ollama, home):
     assert healthy.returncode == 0, healthy.stderr
     report = json.loads(healthy.stdout)
     assert report["ok"] is True
-    assert [set(c) for c in report["checks"]] == [{"ok", "message", "fix", "warning"}] * 4
+    # Ollama, the two models, the store, and LangSmith tracing (off here).
+    assert [set(c) for c in report["checks"]] == [{"ok", "message", "fix", "warning"}] * 5
+    assert "tracing" in report["checks"][-1]["message"].lower()
     assert report["checks"][1]["message"].startswith("chat model 'qwen2.5:3b'")
 
     broken = cli("doctor", "--json", "--model", "nope:7b", ollama=ollama, home=home)

@@ -1,7 +1,8 @@
 """Qdrant Edge behind EdgeClient: congruence with qdrant-client's local mode, persistence,
-locking, and moving stores made by release 0.1 (qdrant-client local mode) over."""
+turns at the store, and moving stores made by release 0.1 (qdrant-client local mode) over."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -15,7 +16,7 @@ from archivist.tools.edge import COLLECTION_FILE, MIGRATING_FILE, EdgeClient
 from archivist.tools.errors import StoreLocked
 from archivist.tools.migrate import migrate_legacy, migrate_local
 from archivist.tools.sparse import document_vector, query_vector
-from archivist.tools.store import DENSE, SPARSE, Chunk, KnowledgeStore, connect
+from archivist.tools.store import DENSE, SPARSE, Chunk, KnowledgeStore
 
 # qdrant-client's local mode warns that it ignores the payload index the stores create.
 pytestmark = pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning")
@@ -210,12 +211,74 @@ def test_a_dropped_store_is_gone_and_can_be_made_again(tmp_path):
         client.close()
 
 
-def test_the_lock_is_held_while_open_and_released_on_close(tmp_path):
-    first = connect(tmp_path / "edge")
-    with pytest.raises(StoreLocked, match="in use by another Archivist process"):
-        connect(tmp_path / "edge")
-    first.close()
-    connect(tmp_path / "edge").close()
+def test_two_clients_of_one_store_take_turns(tmp_path):
+    first, second = EdgeClient(tmp_path / "edge"), EdgeClient(tmp_path / "edge")
+    try:
+        _fill(first)
+        # The second asks for the store; the first, between operations, closes its shards.
+        assert second.count("docs").count == len(DOCS)
+        assert not first._shards and second._shards
+        first.delete("docs", points_selector=models.Filter(must=[_source("tents.md")]))
+        assert second.count("docs").count == len(DOCS) - 1
+    finally:
+        first.close()
+        second.close()
+    reopened = EdgeClient(tmp_path / "edge")
+    try:
+        assert reopened.count("docs").count == len(DOCS) - 1
+    finally:
+        reopened.close()
+
+
+def test_a_store_held_through_a_block_names_its_holder_to_one_that_cannot_wait(tmp_path):
+    first = EdgeClient(tmp_path / "edge")
+    second = EdgeClient(tmp_path / "edge", wait=0)
+    try:
+        _fill(first)
+        with first.hold():
+            with pytest.raises(StoreLocked) as raised:
+                second.count("docs")
+            assert first.count("docs").count == len(DOCS)  # still its own
+        assert f"in use by process {os.getpid()} (" in str(raised.value)
+        assert "--wait" in str(raised.value)
+        assert second.count("docs").count == len(DOCS)  # given up after the block
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_second_writer_that_cannot_wait_is_told_who_writes(tmp_path):
+    first = EdgeClient(tmp_path / "edge")
+    second = EdgeClient(tmp_path / "edge", wait=0.2)
+    try:
+        refused = pytest.raises(StoreLocked, match=f"being written by process {os.getpid()}")
+        with first.writing(), refused, second.writing():
+            pass
+        with second.writing():
+            _fill(second)
+    finally:
+        first.close()
+        second.close()
+
+
+def test_the_generation_moves_on_with_every_write_anyone_makes(tmp_path):
+    first, second = EdgeClient(tmp_path / "edge"), EdgeClient(tmp_path / "edge")
+    try:
+        _fill(first)
+        with second.hold():
+            seen = second.generation
+        with second.hold():
+            assert second.generation == seen  # nobody wrote
+        first.delete("docs", points_selector=models.Filter(must=[_source("tents.md")]))
+        with second.hold():
+            assert second.generation != seen
+    finally:
+        first.close()
+        second.close()
+
+
+def _source(name: str) -> models.FieldCondition:
+    return models.FieldCondition(key="source", match=models.MatchValue(value=name))
 
 
 def _legacy_store(home) -> list[str]:

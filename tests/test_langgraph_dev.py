@@ -69,6 +69,10 @@ def test_langgraph_dev_serves_ingest_and_agent_with_the_run_context(server, olla
 
     client = get_sync_client(url=server)
     assert {a["graph_id"] for a in client.assistants.search()} == {"agent", "ingest"}
+    drawn = client.assistants.get_graph("agent")  # what Studio draws
+    nodes = {node["id"] for node in drawn["nodes"]}
+    assert {"start_turn", "call_model", "run_tools", "grade", "stop_searching"} <= nodes
+    assert {"retrieve", "grade_retrieved", "answer"} <= nodes
     context = {"ollama_host": ollama.url, "home": str(tmp_path / "served")}
     done = client.runs.wait(
         None, "ingest", input={"paths": [str(SHOP)], "store": "shop_docs"}, context=context
@@ -86,4 +90,7 @@ def test_langgraph_dev_serves_ingest_and_agent_with_the_run_context(server, olla
     assert state["mode"] == "agent"
     assert [c["name"] for c in state["calls"]] == ["search_shop_docs"]
     assert state["messages"][-1]["type"] == "ai" and state["messages"][-1]["content"]
+    history = client.threads.get_history(thread, limit=20)  # what Studio steps through
+    steps = [node for snapshot in reversed(history) for node in snapshot["next"]]
+    assert steps == ["__start__", "start_turn", "call_model", "run_tools", "call_model"]
     assert not (tmp_path / "env-home" / "edge").exists()

@@ -141,3 +141,104 @@ def test_a_run_with_the_wrong_ollama_fails_with_the_fix(graphs, tmp_path, no_env
         )
     with pytest.raises(ArchivistError, match="needs `paths` and `store`"):
         graphs["ingest"].invoke({"paths": [str(SHOP)]}, context={"home": str(tmp_path / "h")})
+
+
+def served_nodes(graph: Pregel, question: str, context: dict, config=None, **kwargs) -> list[str]:
+    """Run a turn of the served graph; return the nodes it passed through, in order."""
+    updates = graph.stream(
+        {"messages": [{"role": "user", "content": question}]},
+        config,
+        context=context,
+        stream_mode="updates",
+        **kwargs,
+    )
+    return [node for update in updates for node in update]
+
+
+def test_the_served_agent_is_the_real_graph_for_studio(graphs):
+    drawn = graphs["agent"].get_graph()
+    assert {"call_model", "run_tools", "grade", "stop_searching"} <= set(drawn.nodes)
+    assert {"retrieve", "grade_retrieved", "answer"} <= set(drawn.nodes)
+    edges = {(e.source, e.target) for e in drawn.edges}
+    assert {
+        ("__start__", "start_turn"),
+        ("start_turn", "call_model"),
+        ("start_turn", "retrieve"),
+        ("call_model", "run_tools"),
+        ("call_model", "stop_searching"),
+        ("call_model", "__end__"),
+        ("run_tools", "grade"),
+        ("run_tools", "call_model"),
+        ("grade", "call_model"),
+        ("retrieve", "grade_retrieved"),
+        ("grade_retrieved", "answer"),
+        ("answer", "__end__"),
+    } <= edges
+    assert set(graphs["agent"].get_input_jsonschema()["properties"]) == {"messages"}
+    assert {"messages", "calls", "mode"} <= set(
+        graphs["agent"].get_output_jsonschema()["properties"]
+    )
+
+
+def test_a_served_turn_passes_through_the_grade_node_when_the_run_grades(
+    graphs, ollama, home, shop_store, no_env_ollama
+):
+    context = {"ollama_host": ollama.url, "home": str(home), "stores": [shop_store]}
+    question = "How many days do I have to ask for a refund?"
+    plain = served_nodes(graphs["agent"], question, context)
+    assert plain == ["start_turn", "call_model", "run_tools", "call_model"]
+
+    graded = served_nodes(graphs["agent"], question, {**context, "grade": True})
+    assert graded == ["start_turn", "call_model", "run_tools", "grade", "call_model"]
+    state = graphs["agent"].invoke(
+        {"messages": [{"role": "user", "content": question}]}, context={**context, "grade": True}
+    )
+    assert state["mode"] == "agent"
+    assert [c["name"] for c in state["calls"]] == ["search_shop_docs"]
+    assert "kept" in state["calls"][0], "the grade step's verdicts are in the turn's calls"
+    requests = ollama.requests_to("/api/chat")
+    assert any("grades" in (r.get("format") or {}).get("properties", {}) for r in requests)
+
+
+def test_a_model_without_tools_is_served_retrieve_then_answer(
+    graphs, ollama, home, shop_store, no_env_ollama
+):
+    context = {
+        "ollama_host": ollama.url,
+        "home": str(home),
+        "stores": [shop_store],
+        "chat_model": "gemma-notools:1b",
+    }
+    question = "How many days do I have to ask for a refund?"
+    assert served_nodes(graphs["agent"], question, context) == ["start_turn", "retrieve", "answer"]
+    graded = served_nodes(graphs["agent"], question, {**context, "grade": True})
+    assert graded == ["start_turn", "retrieve", "grade_retrieved", "answer"]
+    state = graphs["agent"].invoke(
+        {"messages": [{"role": "user", "content": question}]}, context=context
+    )
+    assert state["mode"] == "retrieve-then-answer"
+    assert [c["name"] for c in state["calls"]] == ["search_shop_docs"]
+    assert isinstance(state["messages"][-1], AIMessage) and state["messages"][-1].content
+    assert not any(r.get("tools") for r in ollama.requests_to("/api/chat"))
+
+
+def test_a_run_stopped_between_steps_holds_no_store(
+    graphs, ollama, home, shop_store, settings, no_env_ollama
+):
+    # A breakpoint in Studio stops a run between two steps for as long as the user likes.
+    agent = graphs["agent"].copy(update={"checkpointer": InMemorySaver()})
+    thread = {"configurable": {"thread_id": "paused"}}
+    context = {"ollama_host": ollama.url, "home": str(home), "stores": [shop_store]}
+    question = "How many days do I have to ask for a refund?"
+    before = served_nodes(agent, question, context, thread, interrupt_before=["run_tools"])
+    assert before == ["start_turn", "call_model", "__interrupt__"]
+
+    other = Archivist(settings)  # e.g. `archivist ingest` while the run waits
+    try:
+        assert [s["store"] for s in other.stores()] == [shop_store]
+    finally:
+        other.close()
+    resumed = [node for update in agent.stream(None, thread, context=context) for node in update]
+    assert resumed == ["run_tools", "call_model"]
+    state = agent.get_state(thread).values
+    assert [c["name"] for c in state["calls"]] == ["search_shop_docs"]

@@ -193,20 +193,18 @@ def test_a_store_built_with_another_model_is_served_with_that_model(archivist, o
     assert {r["model"] for r in ollama.requests_to("/api/embed")} == {"nomic-embed-text"}
 
 
-def test_the_store_is_held_only_during_a_request(archivist, store):
+def test_the_store_is_shared_with_another_holder(archivist, store):
     server = build_server(StoreTools(archivist.settings, [store]))
 
     async def search() -> types.CallToolResult:
         async with Client(server) as client:
             return await client.call_tool("search_shop_docs", {"query": QUERY})
 
-    archivist.store(store)  # another holder of the embedded store, like a running ingest
-    busy = anyio.run(search)
-    assert busy.is_error and "is in use by another Archivist process" in busy.content[0].text
-    archivist.close()
+    # Another holder of the embedded store (like a chat), idle: it gives the store up.
+    assert archivist.store(store).count()
     found = anyio.run(search)
     assert not found.is_error and found.structured_content["results"]
-    assert archivist.store(store).count()  # the server released it again
+    assert archivist.store(store).count()  # and takes it back from the server
     archivist.close()
 
 

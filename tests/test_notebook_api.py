@@ -3,12 +3,15 @@
 import matplotlib
 import pytest
 from conftest import SHOP
-from fake_ollama import FakeOllama
+from fake_ollama import DEFAULT_MODELS, FakeOllama
 
 from archivist.agent.turn import turn_passages
 from archivist.app import Archivist
 from archivist.evaluation.report import chart
 from archivist.evaluation.run import Case, hit_rates, retrieval_ranks
+from archivist.notebook import NotebookProgress, duration
+from archivist.settings import Settings
+from archivist.tools.errors import ArchivistError
 
 
 def test_chunks_are_records_of_what_the_store_holds(archivist: Archivist, shop_store: str) -> None:
@@ -127,3 +130,50 @@ def test_the_eval_chart_leaves_the_callers_matplotlib_backend_alone(tmp_path) ->
     finally:
         matplotlib.use(before)
     assert (tmp_path / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_failed_call_releases_the_store_it_opened(
+    settings: Settings, shop_store: str, ollama: FakeOllama
+) -> None:
+    archivist = Archivist(settings)
+    ollama.remove_model("nomic-embed-text")
+
+    with pytest.raises(ArchivistError) as failed:
+        archivist.search("refund", shop_store)
+
+    assert "Pull it with `ollama pull nomic-embed-text`" in str(failed.value)
+    assert "client" not in vars(archivist)  # the embedded store is unlocked again
+    ollama.add_model(next(s for s in DEFAULT_MODELS if s.name.startswith("nomic-embed-text")))
+    assert archivist.search("refund", shop_store)  # and opens again on the next call
+
+
+def test_a_failed_call_keeps_a_store_opened_before_for_what_uses_it(
+    archivist: Archivist, shop_store: str
+) -> None:
+    store = archivist.store(shop_store)
+
+    with pytest.raises(ArchivistError, match=r"Pull it with `ollama pull qwen9:1b`"):
+        archivist.ask("How long is the refund window?", [shop_store], "qwen9:1b")
+
+    assert store.count() > 0  # a store the notebook holds still answers
+
+
+def test_progress_counts_the_runs_and_says_the_time_left(monkeypatch) -> None:
+    shown = []
+
+    class Handle:
+        def update(self, html) -> None:
+            shown.append(html.data)
+
+    monkeypatch.setattr("IPython.display.display", lambda html, display_id: Handle())
+    clock = iter([100.0, 100.0, 110.0, 120.0])  # started, first shown, two runs done
+    monkeypatch.setattr("archivist.notebook.time.monotonic", lambda: next(clock))
+    progress = NotebookProgress(3)
+
+    progress("qwen2.5:3b", Case(id="refund-window", question="?"), 0)
+    progress("qwen2.5:3b", Case(id="greeting", question="?"), 0)
+
+    assert '<progress value="1" max="3"' in shown[0] and "1/3 runs" in shown[0]
+    assert "refund-window · 10 s elapsed, about 20 s left" in shown[0]
+    assert "2/3 runs" in shown[1] and "20 s elapsed, about 10 s left" in shown[1]
+    assert [duration(s) for s in (0.4, 59, 60, 200)] == ["0 s", "59 s", "1 min", "3 min 20 s"]

@@ -1,5 +1,5 @@
-"""Processes that die or collide: an ingest killed with SIGKILL while it writes, and a second
-process opening the embedded store while an ingest runs.
+"""Processes that die or collide: an ingest killed with SIGKILL while it writes, and readers
+and a second writer on the embedded store while an ingest runs.
 
 Everything goes through the public interface (the CLI, as subprocesses where they die or
 collide, `connect(path)` and KnowledgeStore), so these tests hold whatever engine sits behind
@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import ROOT, run_cli
+from conftest import ROOT, run_cli, write_files
 from fake_ollama import FakeOllama
 from processes import INGEST, clean_ingest, corpus, start_ingest, stored_chunks, wait_for
 
@@ -48,53 +48,79 @@ def test_an_ingest_killed_with_sigkill_leaves_a_store_that_opens_and_finishes(tm
     assert stored_chunks(home, "kb") == clean
 
 
-def test_a_second_process_on_the_embedded_store_works_or_is_told_why(tmp_path):
+def test_while_an_ingest_runs_readers_get_through_and_a_second_writer_waits(tmp_path):
     root = corpus(tmp_path / "kb")
+    extra = write_files(tmp_path / "extra", {"kayaks.md": "Kayak rental costs 40 euros a day."})
     home = tmp_path / "home"
     env = {**os.environ, "ARCHIVIST_HOME": str(home)}
-    with FakeOllama(embed_delay_per_text=0.05, embed_concurrency=1) as ollama:
-        env["OLLAMA_HOST"] = ollama.url
+    # The ingest's Ollama, whose one embedding slot the test takes, and everyone else's.
+    # Slow embeddings (~10 s for the corpus), so chunks are stored well before the end.
+    with FakeOllama(embed_delay_per_text=0.1, embed_concurrency=1) as ollama, FakeOllama() as other:
+        env["OLLAMA_HOST"] = other.url
         ingest = start_ingest(root, "kb", ollama.url, home)
-        others = []
         try:
-            # Chunk batches follow the model probe once the store is open; then take the fake's
-            # only embedding slot, so the ingest is held half-way while the others run.
-            wait_for(lambda: len(ollama.requests_to("/api/embed")) >= 2, "the first batch")
+            # Take the fake's only embedding slot once chunks are stored: the ingest is held
+            # half-way, its writer lock with it (the store's lease it gives up when asked).
+            wait_for(lambda: _count(home) > 0, "the first chunks stored")
             ollama._embed_slots.acquire()
-            for args in (
-                ["ask", "Which lantern?", "--store", "kb"],
-                ["ingest", str(root), "--store", "kb"],
-                ["stores"],
-            ):
-                others.append(
-                    subprocess.Popen(
-                        [sys.executable, "-m", "archivist", *args],
-                        env=env,
-                        cwd=ROOT,
-                        stdout=subprocess.PIPE,
-                        stderr=subprocess.PIPE,
-                        text=True,
-                    )
+            readers = [
+                run_cli(*args, ollama_url=other.url, home=home)
+                for args in (["ask", "Which lantern?", "--store", "kb"], ["stores"])
+            ]
+            refused = run_cli(
+                "ingest",
+                str(extra),
+                "--store",
+                "kb",
+                "--wait",
+                "0",
+                ollama_url=ollama.url,
+                home=home,
+            )
+            second_err = tmp_path / "second.err"
+            with second_err.open("w") as err_file:
+                second = subprocess.Popen(
+                    [sys.executable, "-m", "archivist", "ingest", str(extra), "--store", "kb"],
+                    env=env,
+                    cwd=ROOT,
+                    stdout=subprocess.PIPE,
+                    stderr=err_file,
+                    text=True,
                 )
-            results = [(p.communicate(timeout=120), p.returncode) for p in others]
-            assert ingest.poll() is None
-            ollama._embed_slots.release()
-            out, err = ingest.communicate(timeout=120)
+            try:
+                wait_for(lambda: "Waiting for the store" in second_err.read_text(), "a notice")
+                assert ingest.poll() is None and second.poll() is None
+                ollama._embed_slots.release()
+                out, err = ingest.communicate(timeout=120)
+                second_out, _ = second.communicate(timeout=120)
+            finally:
+                second.kill()
         finally:
-            for process in [ingest, *others]:
-                process.kill()
+            ingest.kill()
         assert ingest.returncode == 0, err
-        for (_, other_err), status in results:
-            assert "Traceback" not in other_err
-            if status != 0:
-                assert status == 1
-                assert "in use by another Archivist process" in other_err
-                assert "QDRANT_URL" in other_err  # the way to share stores
+        for reader in readers:
+            assert reader.returncode == 0, reader.stderr
+        # One that cannot wait is told who writes; one that can waits, saying for whom.
+        assert refused.returncode == 1 and "Traceback" not in refused.stderr
+        holder = f"being written by process {ingest.pid} (archivist ingest "
+        assert holder in refused.stderr and "--wait" in refused.stderr
+        assert holder in second_err.read_text()
+        assert second.returncode == 0, second_err.read_text()
+        assert "1 stored" in second_out
         count, chunks = stored_chunks(home, "kb")
         assert count == len(chunks)
-        assert all(info.complete for info in _sources(home).values())
-        after = run_cli("ask", "Which lantern?", "--store", "kb", ollama_url=ollama.url, home=home)
-        assert after.returncode == 0, after.stderr
+        sources = _sources(home)
+        assert all(info.complete for info in sources.values())
+        assert set(sources) == {f"doc{n:02}.md" for n in range(24)} | {"kayaks.md"}
+
+
+def _count(home: Path) -> int:
+    client = connect(home / "edge")
+    try:
+        store = KnowledgeStore(client, "kb")
+        return store.count() if store.exists() else 0
+    finally:
+        client.close()
 
 
 def _sources(home: Path) -> dict:

@@ -146,28 +146,66 @@ def test_sources_are_counted_right_when_counts_alone_cannot_tell(client):
     }
 
 
-def test_a_second_process_gets_a_clear_message_for_a_locked_store(tmp_path):
+def test_searches_leave_out_documents_stored_in_part(tmp_path):
+    client = connect(tmp_path / "edge")
+    try:
+        store = KnowledgeStore(client, "docs")
+        store.ensure(FINGERPRINT)
+        add(store, "a.md", ["lantern wicks burn for ten hours", "lantern glass is tempered"], "v1")
+        # An ingest half-way through a new document and a new version of a.md: two of three
+        # chunks each, the newer a.md's chunks with new texts (new ids).
+        big = [Chunk(f"tent pegs part {i}", "big.md", i) for i in range(3)]
+        # One version: the same hash, count and time (the ingest's `loaded_at`) in each part.
+        store.upsert(big[:2], [vec(c.text) for c in big[:2]], ["b1"] * 2, [3] * 2, 1.0)
+        newer = [Chunk(f"lantern wicks v2 part {i}", "a.md", i) for i in range(3)]
+        store.upsert(newer[:2], [vec(c.text) for c in newer[:2]], ["v2"] * 2, [3] * 2, 1.0)
+
+        def found(query: str) -> set[tuple[str, str]]:
+            results = store.search(vec(query), query, k=10)
+            return {(r.source, r.text) for r in results}
+
+        assert {s for s, _ in found("tent pegs part")} == {"a.md"}  # none of big.md
+        assert {t for _, t in found("lantern wicks")} == {
+            "lantern wicks burn for ten hours",
+            "lantern glass is tempered",
+        }  # the complete v1, nothing of v2
+        store.upsert(big[2:], [vec(big[2].text)], ["b1"], [3], 1.0)
+        assert {t for s, t in found("tent pegs part") if s == "big.md"} == {c.text for c in big}
+    finally:
+        client.close()
+
+
+def test_a_search_waits_for_nobody_idle_and_names_a_busy_holder(tmp_path):
     first = connect(tmp_path / "q")
     try:
+        store = KnowledgeStore(first, "docs")
+        store.ensure(FINGERPRINT)
+        add(store, "a.md", ["lantern"])
         import multiprocessing
 
         ctx = multiprocessing.get_context("spawn")
         with ctx.Pool(1) as pool:
-            message = pool.apply(_open_and_report, (str(tmp_path / "q"),))
+            # `first` is idle: it gives the store up when asked.
+            assert pool.apply(_search_elsewhere, (str(tmp_path / "q"),)) == "a.md"
+            with first.hold():  # now busy: one that cannot wait is told who holds it
+                message = pool.apply(_search_elsewhere, (str(tmp_path / "q"),))
     finally:
         first.close()
-    assert "in use by another Archivist process" in message
+    assert "in use by process" in message and "test" in message
     assert "QDRANT_URL" in message
 
 
-def _open_and_report(path: str) -> str:
+def _search_elsewhere(path: str) -> str:
     from pathlib import Path
 
     try:
-        connect(Path(path)).close()
+        client = connect(Path(path), wait=0)
+        try:
+            return KnowledgeStore(client, "docs").search(vec("lantern"), "lantern")[0].source
+        finally:
+            client.close()
     except ArchivistError as exc:
         return str(exc)
-    return "opened"
 
 
 def test_chunks_stored_by_an_older_release_without_a_version_are_still_counted(client):

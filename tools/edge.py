@@ -7,34 +7,40 @@ Each collection is one Edge shard in `<root>/<name>/shard`; what Edge does not k
 collection's vector configuration, its metadata and payload indexes) is in
 `<root>/<name>/collection.json`, replaced atomically. A collection exists once that file does.
 
-A lock file keeps other processes out of `<root>` while a client is open, as qdrant-client's
-local mode does. Small shards are searched exactly (~5 ms at 33,000 768-d chunks on 2 cores);
-a larger one gets HNSW indexes one segment at a time as it grows, and its last part when the
-client closes (see INDEXING_THRESHOLD_KB).
+Edge lets one process at a time open a shard, so the processes sharing `<root>` take turns
+through a `Lease` (archivist.tools.lease): a client opens its shards when an operation needs
+them and closes them when another process asks for the store, between two operations. A
+process that writes also holds `<root>`'s writer lock for its whole run (`writing`).
+
+Small shards are searched exactly (~5 ms at 33,000 768-d chunks on 2 cores); a larger one
+gets HNSW indexes one segment at a time as it grows, and its last part when the client
+closes (see INDEXING_THRESHOLD_KB).
 """
 
 import atexit
 import contextlib
+import functools
 import json
 import os
 import shutil
 import sys
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
-import portalocker
 import qdrant_edge as qe
 from qdrant_client import models
 from qdrant_client.http.models import QueryResponse
 
-from archivist.tools.errors import DiskFull, StoreLocked
+from archivist.tools.errors import DiskFull
+from archivist.tools.lease import Lease, WriterLock, stderr_notice
 
 COLLECTION_FILE = "collection.json"
 SHARD_DIR = "shard"
-LOCK_FILE = ".lock"
+GENERATION_FILE = "generation"
 MIGRATING_FILE = "migrating"
 FORMAT = 1
 # Dense vectors are stored as float16: half the memory and disk of float32, and scores within
@@ -68,19 +74,40 @@ _DISTANCES = {models.Distance.COSINE: qe.Distance.Cosine}
 _SCHEMAS = {models.PayloadSchemaType.KEYWORD: qe.PayloadSchemaType.Keyword}
 
 
-class EdgeClient:
-    """Collections as Qdrant Edge shards under one folder, with `QdrantClient`'s method names."""
+def _held(method):
+    """Run a method with the store's lease held (taken first if another process has it)."""
 
-    def __init__(self, path: Path | str) -> None:
+    @functools.wraps(method)
+    def run(self: "EdgeClient", *args: Any, **kwargs: Any) -> Any:
+        with self.hold():
+            return method(self, *args, **kwargs)
+
+    return run
+
+
+class EdgeClient:
+    """Collections as Qdrant Edge shards under one folder, with `QdrantClient`'s method names.
+
+    `wait`: seconds to wait for another process using the store (None: as long as it takes);
+    `notify` is told, once a wait lasts, who is being waited for.
+    """
+
+    def __init__(
+        self,
+        path: Path | str,
+        wait: float | None = None,
+        notify: Callable[[str], None] = stderr_notice,
+    ) -> None:
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
-        self._lock = _acquire_lock(self.path / LOCK_FILE)
-        try:
-            self._check_room()
-        except DiskFull:
-            self._lock.release()
-            raise
+        self._check_room()
         self._unroomed = 0  # points written since the last check of the disk's room
+        self._lease = Lease(self.path, self._give_up, wait, notify)
+        self._writer = WriterLock(self.path, wait, notify)
+        self._generation = 0  # the store's, as read when the lease was last taken
+        self._bumped = False  # whether this lease's writes have moved the generation on yet
+        self._local_writes = 0
+        self._depth = 0  # operations under way (nested), during which the store is kept
         self._shards: dict[str, qe.EdgeShard] = {}
         self._written: set[str] = set()
         self._flushed: dict[str, float] = {}
@@ -91,6 +118,51 @@ class EdgeClient:
         # a notebook or script using the Python API ends without a close call: its exit is the
         # one moment left to do it, so the hook stays there. An explicit close() unregisters it.
         atexit.register(self.close)
+
+    # -- turns at the store ------------------------------------------------------------------
+
+    @contextmanager
+    def hold(self) -> Iterator[None]:
+        """Keep the store through the block: no other process writes between its operations."""
+        with self._lease.mutex:
+            self._check_open()
+            if not self._depth:
+                self._lease.yield_if_asked()
+            if not self._lease.held:
+                self._lease.acquire()
+                self._generation = _read_generation(self.path)
+                self._bumped = False
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+
+    def writing(self) -> AbstractContextManager[None]:
+        """Be the store's one writer through the block; another writer waits until it ends."""
+        return self._writer.held()
+
+    @property
+    def generation(self) -> tuple[int, int]:
+        """A value that changes whenever the stored points may have; read it inside `hold`."""
+        return self._generation, self._local_writes
+
+    def _changed(self) -> None:
+        """Record a write: the first one of a lease moves the store's generation on."""
+        self._local_writes += 1
+        if not self._bumped:
+            self._generation += 1
+            _write_atomic(self.path / GENERATION_FILE, str(self._generation))
+            self._bumped = True
+
+    def _give_up(self) -> None:
+        """Close the shards, flushed, so that another process can open them."""
+        try:
+            for shard in self._shards.values():
+                shard.flush()
+                shard.close()
+        finally:
+            self._shards.clear()
 
     # -- collections -------------------------------------------------------------------------
 
@@ -103,6 +175,7 @@ class EdgeClient:
             collections=[models.CollectionDescription(name=n) for n in names]
         )
 
+    @_held
     def get_collection(self, collection_name: str) -> models.CollectionInfo:
         config = self._read_config(collection_name)
         info = self._shard(collection_name).info()
@@ -139,6 +212,7 @@ class EdgeClient:
             ),
         )
 
+    @_held
     def create_collection(
         self,
         collection_name: str,
@@ -166,6 +240,7 @@ class EdgeClient:
         self._shards[collection_name] = qe.EdgeShard.create(
             str(folder / SHARD_DIR), _edge_config(vectors, sparse_vectors)
         )
+        self._changed()
         self._write_config(
             collection_name,
             {
@@ -182,6 +257,7 @@ class EdgeClient:
         )
         return True
 
+    @_held
     def update_collection(
         self, collection_name: str, metadata: dict[str, Any] | None = None
     ) -> bool:
@@ -192,6 +268,7 @@ class EdgeClient:
             self._write_config(collection_name, config)
         return True
 
+    @_held
     def create_payload_index(
         self,
         collection_name: str,
@@ -208,6 +285,7 @@ class EdgeClient:
         self._write_config(collection_name, config)
         return _completed()
 
+    @_held
     def delete_collection(self, collection_name: str) -> bool:
         self._check_open()
         if not self.collection_exists(collection_name):
@@ -219,28 +297,12 @@ class EdgeClient:
         self._flushed.pop(collection_name, None)
         self._config_file(collection_name).unlink()
         shutil.rmtree(self.path / collection_name, ignore_errors=True)
+        self._changed()
         return True
-
-    def _check_room(self) -> None:
-        """Refuse to go on writing where the disk could fill under Edge's mapped files."""
-        unwritten = 0
-        for file in self.path.rglob("*"):
-            with contextlib.suppress(OSError):  # a file removed meanwhile
-                stat = file.stat()
-                if file.is_file():
-                    unwritten += max(0, stat.st_size - stat.st_blocks * 512)
-        need, free = unwritten + ROOM_MARGIN, shutil.disk_usage(self.path).free
-        if free < need:
-            raise DiskFull(
-                f"The disk holding the embedded store at {self.path} has {free // 2**20} MB "
-                f"free; the store needs {need // 2**20} MB to write safely (its files are "
-                "mapped into memory, and a full disk would kill the process).",
-                "Free space on that disk, or set ARCHIVIST_HOME to a folder on another disk, "
-                "then run the same command again: what was stored is kept.",
-            )
 
     # -- points ------------------------------------------------------------------------------
 
+    @_held
     def count(
         self,
         collection_name: str,
@@ -250,6 +312,7 @@ class EdgeClient:
         request = qe.CountRequest(exact=exact, filter=_filter(count_filter))
         return models.CountResult(count=self._shard(collection_name).count(request))
 
+    @_held
     def upsert(
         self, collection_name: str, points: Sequence[models.PointStruct], wait: bool = True
     ) -> models.UpdateResult:
@@ -271,6 +334,7 @@ class EdgeClient:
                 _build_index(collection_name, self._shards[collection_name], config)
         return _completed()
 
+    @_held
     def delete(
         self, collection_name: str, points_selector: models.Filter, wait: bool = True
     ) -> models.UpdateResult:
@@ -278,6 +342,7 @@ class EdgeClient:
         self._write(collection_name, operation, wait)
         return _completed()
 
+    @_held
     def scroll(
         self,
         collection_name: str,
@@ -305,6 +370,7 @@ class EdgeClient:
             None if next_offset is None else _id_out(next_offset),
         )
 
+    @_held
     def query_batch_points(
         self, collection_name: str, requests: Sequence[models.QueryRequest]
     ) -> list[QueryResponse]:
@@ -336,6 +402,7 @@ class EdgeClient:
             ]
         )
 
+    @_held
     def facet(
         self,
         collection_name: str,
@@ -354,25 +421,49 @@ class EdgeClient:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Index the shards that outgrew exact search, flush and close them, release the lock."""
+        """Index the shards this client's writes made outgrow exact search, close them
+        flushed, and give the store up for good."""
         if self._closed:
             return
         atexit.unregister(self.close)
-        try:
+        with self._lease.mutex:
             try:
-                self._check_room()
-                roomy = True
-            except DiskFull:
-                roomy = False  # the index can wait for the next run; the data is flushed
-            for name, shard in self._shards.items():
-                if name in self._written and roomy:
-                    _build_index(name, shard, self._read_config(name), closing=True)
-                shard.flush()
-                shard.close()
-        finally:
-            self._shards.clear()
-            self._closed = True
-            self._lock.release()
+                written = [name for name in self._written if self.collection_exists(name)]
+                # Without room, the index waits for a later run; the data is flushed anyway.
+                if written and self._has_room():
+                    with self.hold():
+                        for name in written:
+                            config = self._read_config(name)
+                            _build_index(name, self._shard(name), config, closing=True)
+                self._give_up()
+            finally:
+                self._closed = True
+                self._lease.release()
+
+    def _has_room(self) -> bool:
+        try:
+            self._check_room()
+        except DiskFull:
+            return False
+        return True
+
+    def _check_room(self) -> None:
+        """Refuse to go on writing where the disk could fill under Edge's mapped files."""
+        unwritten = 0
+        for file in self.path.rglob("*"):
+            with contextlib.suppress(OSError):  # a file removed meanwhile
+                stat = file.stat()
+                if file.is_file():
+                    unwritten += max(0, stat.st_size - stat.st_blocks * 512)
+        need, free = unwritten + ROOM_MARGIN, shutil.disk_usage(self.path).free
+        if free < need:
+            raise DiskFull(
+                f"The disk holding the embedded store at {self.path} has {free // 2**20} MB "
+                f"free; the store needs {need // 2**20} MB to write safely (its files are "
+                "mapped into memory, and a full disk would kill the process).",
+                "Free space on that disk, or set ARCHIVIST_HOME to a folder on another disk, "
+                "then run the same command again: what was stored is kept.",
+            )
 
     def _check_open(self) -> None:
         if self._closed:
@@ -394,6 +485,7 @@ class EdgeClient:
         # FLUSH_INTERVAL seconds and at close, as a Qdrant server does.
         shard.update(operation)
         self._written.add(name)
+        self._changed()
         now = time.monotonic()
         if wait and now - self._flushed.get(name, 0.0) >= FLUSH_INTERVAL:
             shard.flush()
@@ -410,26 +502,24 @@ class EdgeClient:
             raise ValueError(f"Collection {name} not found") from None
 
     def _write_config(self, name: str, config: dict[str, Any]) -> None:
-        target = self._config_file(name)
-        temporary = target.with_name(f".{COLLECTION_FILE}.{uuid.uuid4().hex}")
-        with temporary.open("w", encoding="utf-8") as file:
-            json.dump(config, file, ensure_ascii=False, indent=1)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, target)
+        _write_atomic(self._config_file(name), json.dumps(config, ensure_ascii=False, indent=1))
 
 
-def _acquire_lock(path: Path) -> portalocker.Lock:
-    lock = portalocker.Lock(str(path), mode="a", flags=portalocker.LOCK_EX | portalocker.LOCK_NB)
+def _write_atomic(target: Path, text: str) -> None:
+    """Replace a file's content at once: a reader sees the old text or the new, never a part."""
+    temporary = target.with_name(f".{target.name}.{uuid.uuid4().hex}")
+    with temporary.open("w", encoding="utf-8") as file:
+        file.write(text)
+        file.flush()
+        os.fsync(file.fileno())
+    os.replace(temporary, target)
+
+
+def _read_generation(root: Path) -> int:
     try:
-        lock.acquire()
-    except portalocker.AlreadyLocked:
-        raise StoreLocked(
-            f"The embedded store at {path.parent} is in use by another Archivist process.",
-            "Wait for it to finish, or run a Qdrant server and set QDRANT_URL so several "
-            "processes can share the stores.",
-        ) from None
-    return lock
+        return int((root / GENERATION_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return 0
 
 
 def _build_index(

@@ -6,6 +6,7 @@ the store copies really pass are listed, so an engine implements exactly these.
 """
 
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from qdrant_client import models
@@ -83,6 +84,27 @@ class Engine(Protocol):
     ) -> models.FacetResponse: ...
 
     def close(self) -> None: ...
+
+
+class TurnTakingEngine(Engine, Protocol):
+    """An engine that processes take turns at (the embedded one, see docs/concurrency.md).
+
+    The stores look for these methods and do without them on a server, which serves many
+    processes itself.
+    """
+
+    def hold(self) -> AbstractContextManager[None]:
+        """Keep the store through a block: no other process writes in between."""
+        ...
+
+    def writing(self) -> AbstractContextManager[None]:
+        """Be the store's one writer through a block."""
+        ...
+
+    @property
+    def generation(self) -> Any:
+        """A value that changes whenever the stored points may have."""
+        ...
 
 
 def scroll_pages(

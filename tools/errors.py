@@ -12,6 +12,14 @@ class ArchivistError(Exception):
     def __str__(self) -> str:
         return f"{self.message}\n{self.fix}" if self.fix else self.message
 
+    def _render_traceback_(self) -> list[str]:
+        """Show the message and its fix in Jupyter instead of a traceback (IPython's hook)."""
+        # Red for the message, as IPython colours an error's name; the fix in plain text.
+        return [
+            f"\x1b[31m{type(self).__name__}: {self.message}\x1b[0m",
+            *(self.fix or "").splitlines(),
+        ]
+
 
 class StoreNotFound(ArchivistError):
     """The named store does not exist yet."""

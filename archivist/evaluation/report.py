@@ -17,11 +17,12 @@ TOKEN_METRICS = ("input_tokens", "output_tokens", "model_calls")
 NOT_APPLICABLE = "–"
 
 
-def _label(metric: str, k: int) -> str:
+def metric_label(metric: str, k: int) -> str:
+    """Name a metric with its cutoff: `retrieval_hit@5`."""
     return metric.replace("@k", f"@{k}")
 
 
-def _rows(report: dict[str, Any]) -> list[str]:
+def metric_rows(report: dict[str, Any]) -> list[str]:
     """The metrics to show, in order: judge and stability rows only when they were measured."""
     rows = list(RATE_METRICS)
     first = report["models"][0]["metrics"] if report["models"] else {}
@@ -64,9 +65,9 @@ def table(report: dict[str, Any]):
     grid.add_column("metric", style="bold")
     for summary in report["models"]:
         grid.add_column(model_heading(summary), justify="right")
-    for metric in _rows(report):
+    for metric in metric_rows(report):
         grid.add_row(
-            _label(metric, report["k"]), *(format_value(s, metric) for s in report["models"])
+            metric_label(metric, report["k"]), *(format_value(s, metric) for s in report["models"])
         )
     return grid
 
@@ -78,7 +79,7 @@ def markdown(report: dict[str, Any]) -> str:
         f"# Evaluation: {Path(report['dataset']).name}",
         "",
         f"* stores: {', '.join(report['stores'])}; k = {report['k']}; "
-        f"{report['cases']} cases × {report['repeat']} repeat(s); temperature 0, "
+        f"{runs_each(report)}; temperature 0, "
         f"seed {report['seed']}",
         f"* judge: {report['judge'] or 'none'}",
         f"* run: {report['started_at']} – {report['finished_at']}",
@@ -108,9 +109,9 @@ def markdown(report: dict[str, Any]) -> str:
         "| metric | " + " | ".join(model_heading(s) for s in models) + " |",
         "|---|" + "---:|" * len(models),
     ]
-    for metric in _rows(report):
+    for metric in metric_rows(report):
         values = " | ".join(format_value(s, metric) for s in models)
-        lines.append(f"| {_label(metric, report['k'])} | {values} |")
+        lines.append(f"| {metric_label(metric, report['k'])} | {values} |")
     lines += [
         "",
         f"`{NOT_APPLICABLE}`: no case or call the metric applies to. `n` is what a rate counts "
@@ -161,15 +162,28 @@ def _marks(run: dict[str, Any]) -> str:
     return "".join("·" if outcomes[key] is None else "✓" if outcomes[key] else "✗" for key in keys)
 
 
+def runs_each(report: dict[str, Any]) -> str:
+    """Say how many cases ran how often: `8 cases, 1 run each`."""
+    cases, repeat = report["cases"], report["repeat"]
+    return f"{cases} case{'s' * (cases != 1)}, {repeat} run{'s' * (repeat != 1)} each"
+
+
 def chart(report: dict[str, Any], path: Path) -> None:
-    """Draw the models side by side: the rates, and latency p50/p95."""
+    """Draw the models side by side into a PNG: the rates, and latency p50/p95."""
+    chart_figure(report).savefig(path, dpi=110)
+
+
+def chart_figure(report: dict[str, Any], width: float = 13):
+    """Draw the models side by side: the rates, and latency p50/p95 (`width` in inches)."""
     # A bare Figure draws with Agg without pyplot, so the caller's backend (a notebook's inline
     # one) stays as it was.
     from matplotlib.figure import Figure
 
     models = report["models"]
-    rates = [m for m in _rows(report) if m in (*RATE_METRICS, *JUDGE_METRICS, *STABILITY_METRICS)]
-    figure = Figure(figsize=(13, 0.45 * len(rates) + 2.5))
+    rates = [
+        m for m in metric_rows(report) if m in (*RATE_METRICS, *JUDGE_METRICS, *STABILITY_METRICS)
+    ]
+    figure = Figure(figsize=(width, 0.45 * len(rates) + 2.5))
     left, right = figure.subplots(1, 2, gridspec_kw={"width_ratios": [3, 1.3]})
     height = 0.8 / max(len(models), 1)
     for i, summary in enumerate(models):
@@ -178,9 +192,9 @@ def chart(report: dict[str, Any], path: Path) -> None:
         bars = left.barh(positions, [v or 0 for v in values], height, label=model_heading(summary))
         for bar, value in zip(bars, values, strict=True):
             text = NOT_APPLICABLE if value is None else f"{value:.2f}"
-            left.text(bar.get_width() + 0.01, bar.get_y() + height / 2, text, va="center", size=7)
+            left.text(bar.get_width() + 0.01, bar.get_y() + height / 2, text, va="center", size=8)
     left.set_yticks([row + height * (len(models) - 1) / 2 for row in range(len(rates))])
-    left.set_yticklabels([_label(m, report["k"]) for m in rates])
+    left.set_yticklabels([metric_label(m, report["k"]) for m in rates])
     left.invert_yaxis()
     left.set_xlim(0, 1.12)
     left.set_xlabel("rate (higher is better)")
@@ -192,13 +206,13 @@ def chart(report: dict[str, Any], path: Path) -> None:
     right.set_xticklabels(["p50", "p95"])
     right.set_ylabel("latency per case (ms)")
     figure.suptitle(
-        f"{Path(report['dataset']).name}: {report['cases']} cases × {report['repeat']} · "
+        f"{Path(report['dataset']).name}: {runs_each(report)} · "
         f"stores {', '.join(report['stores'])}"
     )
     handles, labels = left.get_legend_handles_labels()
     figure.legend(handles, labels, loc="lower center", ncol=min(len(models), 4), fontsize=9)
     figure.tight_layout(rect=(0, 0.07, 1, 1))
-    figure.savefig(path, dpi=110)
+    return figure
 
 
 def write_report(report: dict[str, Any], out: Path) -> dict[str, Path]:

@@ -538,47 +538,50 @@ def evaluate(
         raise ArchivistError("--repeat must be at least 1.", "Use --repeat 1 or more.")
     if not model_names:
         raise ArchivistError("No model to evaluate.", "Name one or more with --model M.")
-    check_tools(cases, stores)
-    k = archivist.settings.k
-    started = datetime.now(UTC)
-    # Build every graph first: a missing model or store fails before any time is spent.
-    setups = [
-        archivist.agent(stores, name, seed=seed, grade=grade)
-        for name in dict.fromkeys(model_names)
-        for grade in dict.fromkeys(grading)
-    ]
-    if judge_model:
-        models.show(archivist.settings, judge_model)
-    judge = Judge(archivist, judge_model, seed) if judge_model else None
-    runs: list[dict[str, Any]] = []
-    summaries = []
-    for setup in setups:
-        label = variant_label(setup.model, setup.grade)
-        model_runs = []
-        for case in cases:
-            for attempt in range(repeat):
-                model_runs.append(_run_case(archivist, setup, case, attempt, judge))
-                if on_run:
-                    on_run(label, case, attempt)
-        about = {"model": setup.model, "label": label, "grade": setup.grade, "mode": setup.mode}
-        summaries.append({**about, **summarize(model_runs, repeat)})
-        runs.extend(model_runs)
-    return {
-        "dataset": str(dataset),
-        "stores": list(stores),
-        "k": k,
-        "repeat": repeat,
-        "seed": seed,
-        "temperature": 0,
-        "judge": judge_model,
-        "grading": ["on" if g else "off" for g in dict.fromkeys(grading)],
-        "max_rewrites": archivist.settings.max_rewrites,
-        "cases": len(cases),
-        "started_at": started.isoformat(timespec="seconds"),
-        "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "models": summaries,
-        "runs": runs,
-    }
+    # A failed evaluation (a model not pulled, Ollama gone) releases a store it opened: a
+    # notebook's kernel lives on after the cell.
+    with archivist.released_on_failure():
+        check_tools(cases, stores)
+        k = archivist.settings.k
+        started = datetime.now(UTC)
+        # Build every graph first: a missing model or store fails before any time is spent.
+        setups = [
+            archivist.agent(stores, name, seed=seed, grade=grade)
+            for name in dict.fromkeys(model_names)
+            for grade in dict.fromkeys(grading)
+        ]
+        if judge_model:
+            models.show(archivist.settings, judge_model)
+        judge = Judge(archivist, judge_model, seed) if judge_model else None
+        runs: list[dict[str, Any]] = []
+        summaries = []
+        for setup in setups:
+            label = variant_label(setup.model, setup.grade)
+            model_runs = []
+            for case in cases:
+                for attempt in range(repeat):
+                    model_runs.append(_run_case(archivist, setup, case, attempt, judge))
+                    if on_run:
+                        on_run(label, case, attempt)
+            about = {"model": setup.model, "label": label, "grade": setup.grade, "mode": setup.mode}
+            summaries.append({**about, **summarize(model_runs, repeat)})
+            runs.extend(model_runs)
+        return {
+            "dataset": str(dataset),
+            "stores": list(stores),
+            "k": k,
+            "repeat": repeat,
+            "seed": seed,
+            "temperature": 0,
+            "judge": judge_model,
+            "grading": ["on" if g else "off" for g in dict.fromkeys(grading)],
+            "max_rewrites": archivist.settings.max_rewrites,
+            "cases": len(cases),
+            "started_at": started.isoformat(timespec="seconds"),
+            "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "models": summaries,
+            "runs": runs,
+        }
 
 
 def _run_case(
