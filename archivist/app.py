@@ -147,12 +147,21 @@ class Archivist:
         id_field: str | None = None,
         embed: "EmbedSettings | None" = None,
         shard: str | None = None,
+        text_extensions: Sequence[str] = (),
+        loaders: Sequence[str] = (),
+        include: Sequence[str] = (),
+        exclude: Sequence[str] = (),
+        allow_chat_embedder: bool = False,
     ) -> dict[str, Any]:
         """Bring a store in sync with files and folders; return the ingest report.
 
         With `reindex`, a store built with another embedding model is rebuilt and swapped in
         when done; with `shard` ("i/N"), only that part of the sources is ingested (and
-        pruned). The decisions are the write path's (`archivist.ingest.pipeline`).
+        pruned). `text_extensions` are read as plain text (`.py`); `loaders` name LangChain
+        document loaders for file patterns (`*.xml=module:Class`); `include`/`exclude` are
+        globs on paths inside the folders (gitignore syntax). A chat model is refused as the
+        embedder unless `allow_chat_embedder`. The decisions are the write path's
+        (`archivist.ingest.pipeline`).
         """
         from archivist.ingest.pipeline import ingest_options, plan_ingest
 
@@ -175,9 +184,13 @@ class Archivist:
             id_field=id_field,
             embed=embed,
             shard=shard,
+            text_extensions=text_extensions,
+            loaders=loaders,
+            include=include,
+            exclude=exclude,
         )
         with self.released_on_failure():
-            context = models.embed_context(self.settings)
+            context = models.embed_context(self.settings, allow_chat=allow_chat_embedder)
         # One writer at a time; searches get through between its writes.
         with self.writing():
             target = self.store(store, must_exist=False)

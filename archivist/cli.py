@@ -2,6 +2,7 @@
 
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -231,6 +232,45 @@ def ingest(
         ),
     ] = None,
     wait: WaitOpt = None,
+    text_ext: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--text-ext",
+            metavar="EXTS",
+            help="Also ingest files with these extensions as plain text (e.g. .py,.toml).",
+        ),
+    ] = None,
+    loader: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--loader",
+            metavar="PATTERN=CLASS",
+            help="A LangChain document loader for a file pattern: 'PATTERN=module:Class' "
+            "(e.g. '*.xml=langchain_community.document_loaders:UnstructuredXMLLoader').",
+        ),
+    ] = None,
+    include: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="GLOB", help="Only files matching this glob (gitignore syntax; repeatable)."
+        ),
+    ] = None,
+    exclude: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="GLOB", help="Leave out files and folders matching this glob (repeatable)."
+        ),
+    ] = None,
+    allow_chat_embedder: Annotated[
+        bool,
+        typer.Option(
+            "--allow-chat-embedder",
+            help="Embed with a model Ollama does not list as an embedding model.",
+        ),
+    ] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="List every skipped file with its reason.")
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Ingest files and folders into a store; unchanged files are skipped."""
@@ -240,22 +280,40 @@ def ingest(
     if shard is not None:
         shard = str(Shard.parse(shard))
     archivist = _app(embed_model=embed_model, store_wait=wait)
-    with IngestProgress(enabled=not as_json, live=sys.stderr.isatty()) as progress:
-        report = archivist.ingest(
-            [str(p) for p in paths],
-            store,
-            prune,
-            description,
-            progress.update,
-            reindex=reindex,
-            chunk_size=chunk_size,
-            chunk_overlap=chunk_overlap,
-            batch_size=batch_size,
-            concurrency=concurrency,
-            text_field=text_field,
-            id_field=id_field,
-            shard=shard,
+    started = time.perf_counter()
+    progress = IngestProgress(enabled=not as_json, live=sys.stderr.isatty())
+    try:
+        with progress:
+            report = archivist.ingest(
+                [str(p) for p in paths],
+                store,
+                prune,
+                description,
+                progress.update,
+                reindex=reindex,
+                chunk_size=chunk_size,
+                chunk_overlap=chunk_overlap,
+                batch_size=batch_size,
+                concurrency=concurrency,
+                text_field=text_field,
+                id_field=id_field,
+                shard=shard,
+                text_extensions=text_ext or (),
+                loaders=loader or (),
+                include=include or (),
+                exclude=exclude or (),
+                allow_chat_embedder=allow_chat_embedder,
+            )
+        # Closing indexes what was written: part of the ingest's time, not hidden after it.
+        archivist.close()
+    except KeyboardInterrupt:
+        archivist.close()
+        _notice(
+            f"Interrupted: {progress.stored_count} documents stored in this run are kept. "
+            "Run the same command again to resume; finished files are not embedded again."
         )
+        raise typer.Exit(130) from None
+    report["seconds"] = round(time.perf_counter() - started, 2)
     if as_json:
         _print_json(report)
     else:
@@ -264,13 +322,32 @@ def ingest(
         print(
             f"{store}{part}{rebuilt}: {len(report['stored'])} stored, "
             f"{len(report['unchanged'])} unchanged, {len(report['failed'])} failed, "
-            f"{len(report['removed'])} removed; {report['chunks_embedded']} chunks embedded "
-            f"in {report['seconds']:g} s; {report['points']} chunks in the store."
+            f"{len(report['skipped'])} skipped, {len(report['removed'])} removed; "
+            f"{report['chunks_embedded']} chunks embedded in {report['seconds']:g} s; "
+            f"{report['points']} chunks in the store."
         )
+        for line in skip_summary(report["skipped"], verbose):
+            print(line)
         for failure in report["failed"]:
             print(f"  failed: {printable_name(failure['source'])}: {printable(failure['reason'])}")
     if report["failed"]:
         raise typer.Exit(1)
+
+
+def skip_summary(skipped: list[dict[str, str]], verbose: bool = False) -> list[str]:
+    """Group skipped files by reason, commonest first (`6,225 skipped: …`); verbose, list
+    each file under its reason."""
+    groups: dict[str, list[str]] = {}
+    for item in skipped:
+        groups.setdefault(item["reason"], []).append(item["source"])
+    lines = []
+    for reason, sources in sorted(groups.items(), key=lambda g: (-len(g[1]), g[0])):
+        lines.append(f"  {len(sources):,} skipped: {reason}")
+        if verbose:
+            lines += [f"    {source}" for source in sources]
+    if groups and not verbose:
+        lines.append("  (--verbose lists the skipped files)")
+    return lines
 
 
 @app.command()

@@ -153,10 +153,24 @@ def show(settings: Settings, model: str) -> ModelInfo:
     return ModelInfo(model, tuple(response.capabilities or ()), context, dimension)
 
 
-def embed_context(settings: Settings, model: str | None = None) -> int:
+def embed_context(settings: Settings, model: str | None = None, allow_chat: bool = False) -> int:
     """Return how many tokens the embedding model reads per input as Ollama runs it: its
-    trained context, capped by the Modelfile's num_ctx (Ollama's default when unset)."""
-    response = client(settings).show(model or settings.embed_model)
+    trained context, capped by the Modelfile's num_ctx (Ollama's default when unset).
+
+    A model Ollama does not list as an embedding model is refused unless `allow_chat`: a chat
+    model answers /api/embed too, with vectors that retrieve poorly, and a store built with
+    it must be rebuilt to change model.
+    """
+    name = model or settings.embed_model
+    response = client(settings).show(name)
+    capabilities = list(response.capabilities or ())
+    if capabilities and "embedding" not in capabilities and not allow_chat:
+        raise ArchivistError(
+            f"'{name}' is not an embedding model (Ollama lists it as: {', '.join(capabilities)}).",
+            "Use an embedding model: --embed-model nomic-embed-text (or set "
+            "ARCHIVIST_EMBED_MODEL; ollama pull nomic-embed-text), or pass "
+            "--allow-chat-embedder to embed with it anyway.",
+        )
     info = response.modelinfo or {}
     trained = next((v for k, v in info.items() if k.endswith(".context_length")), None)
     match = re.search(r"^num_ctx\s+(\d+)", response.parameters or "", re.M)

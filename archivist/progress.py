@@ -45,6 +45,8 @@ class IngestProgress:
 
     def __init__(self, enabled: bool = True, live: bool = True) -> None:
         self.enabled = enabled
+        self.stored_count = 0
+        """Documents completely stored so far (what an interrupted run keeps)."""
         self.console = Console(stderr=True)
         self.progress: Progress | None = None
         if enabled and live:
@@ -79,6 +81,8 @@ class IngestProgress:
 
     def update(self, event: str, data: dict[str, Any]) -> None:
         """Take one event from the ingest graph."""
+        if event == "stored":
+            self.stored_count += 1
         if event == "retry":
             self._line(
                 f"  embedding request failed ({data['error']}); retry {data['attempt']} "

@@ -6,6 +6,7 @@ the collection's metadata, and each source's content hash in its chunks' payload
 """
 
 import copy
+import hashlib
 import json
 import re
 import time
@@ -64,8 +65,14 @@ class Chunk:
 
     @property
     def id(self) -> str:
-        """Derive the point id from source, position and content, so re-runs overwrite."""
-        return str(uuid.uuid5(_ID_NAMESPACE, f"{self.source}\0{self.chunk_index}\0{self.text}"))
+        """Derive the point id from source, position and content, so re-runs overwrite.
+
+        As `uuid.uuid5`, but a lone surrogate (a file name's undecodable byte, a JSON `\\ud800`
+        escape) is hashed as its code point instead of failing the whole ingest.
+        """
+        name = f"{self.source}\0{self.chunk_index}\0{self.text}".encode("utf-8", "surrogatepass")
+        digest = hashlib.sha1(_ID_NAMESPACE.bytes + name, usedforsecurity=False).digest()
+        return str(uuid.UUID(bytes=digest[:16], version=5))
 
 
 @dataclass
@@ -685,7 +692,7 @@ class KnowledgeStore:
             candidates = fuse_zscore(lists[0], lists[1])
         if min_score is not None:
             candidates = [(p, s) for p, s in candidates if s >= min_score]
-        passages = collapse_overlaps(candidates)
+        passages = merge_duplicates(collapse_overlaps(candidates))
         if mmr is not None:
             passages = select_mmr(passages, query_vector, k, mmr)
         return [
@@ -852,6 +859,25 @@ def collapse_overlaps(candidates: Sequence[tuple[models.ScoredPoint, float]]) ->
         else:
             passages.append(passage)
     return passages
+
+
+def merge_duplicates(passages: list[_Passage]) -> list[_Passage]:
+    """Show a text found in several sources once (versioned docs repeat pages): the best
+    ranked passage stays, and lists the other sources in its metadata as `also_in`."""
+    kept: dict[str, _Passage] = {}
+    for passage in passages:
+        key = " ".join(passage.text.split()).casefold()
+        first = kept.get(key)
+        if first is None:
+            kept[key] = passage
+        elif passage.source != first.source and passage.source not in first.metadata.get(
+            "also_in", []
+        ):
+            first.metadata = {
+                **first.metadata,
+                "also_in": [*first.metadata.get("also_in", []), passage.source],
+            }
+    return list(kept.values())
 
 
 def select_mmr(
