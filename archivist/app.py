@@ -1,6 +1,8 @@
 """The application: stores, models and graphs wired from the settings, one call per command."""
 
 import hashlib
+import math
+import os
 import re
 import time
 from collections.abc import Iterator, Sequence
@@ -9,7 +11,7 @@ from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any
 
 from archivist import models
-from archivist.agent.records import Passage, Turn
+from archivist.agent.records import EventFn, Passage, Turn
 from archivist.agent.retrieval import make_retrieval_tool, search_alone, tool_name
 from archivist.agent.setup import AgentSetup, StoreTool, build_setup
 from archivist.settings import Settings, mask_url
@@ -22,6 +24,7 @@ from archivist.tools.store import (
     SearchMode,
     connect,
     fingerprints_match,
+    finish_swaps,
     list_stores,
 )
 from archivist.turnlog import TurnLog, logged_turn
@@ -105,6 +108,7 @@ class Archivist:
     def store(self, name: str, must_exist: bool = True) -> KnowledgeStore:
         """Return the named store; by default it must exist and be readable by this release."""
         store = KnowledgeStore(self.client, name, self.settings.server_layout)
+        store.finish_swap()
         if must_exist:
             store.check(self.embeddings_for(store).fingerprint(store.fingerprint.get("dimension")))
         return store
@@ -117,6 +121,7 @@ class Archivist:
     def stores(self) -> list[dict[str, Any]]:
         """List the stores with their size, model and description."""
         listing = []
+        finish_swaps(self.client)
         for name in list_stores(self.client):
             store = KnowledgeStore(self.client, name)
             info = store.info()
@@ -166,6 +171,13 @@ class Archivist:
         """
         from archivist.ingest.pipeline import ingest_options, plan_ingest
 
+        missing = [p for p in paths if not os.path.lexists(p)]
+        if missing and len(missing) == len(paths):
+            raise ArchivistError(
+                f"Nothing to ingest: {', '.join(map(str, missing))} does not exist.",
+                "Check the path (relative paths start from the current folder); the store was "
+                "not created.",
+            )
         options = ingest_options(
             prune=prune,
             description=description,
@@ -323,6 +335,10 @@ class Archivist:
         mmr: float | None = None,
     ):
         """Build a store's retrieval tool with the settings, overridden by any values given."""
+        if min_score is not None and not math.isfinite(min_score):
+            raise ArchivistError(
+                f"--min-score {min_score} is not a score.", "Give a finite number, like 0.3."
+            )
         s = self.settings
         return make_retrieval_tool(
             store,
@@ -380,11 +396,18 @@ class Archivist:
         model: str | None = None,
         think: bool | None = None,
         grade: bool | None = None,
+        on_event: EventFn | None = None,
     ) -> Turn:
-        """Answer one question in a fresh conversation, log it; return the `ask --json` object."""
+        """Answer one question in a fresh conversation, log it; return the `ask --json` object.
+
+        `on_event` hears the turn as it runs, as `run_turn` describes."""
+        if not question.strip():
+            raise ArchivistError(
+                "The question is empty.", 'Ask something: archivist ask "How do refunds work?"'
+            )
         with self.released_on_failure():
             setup = self.agent(stores, model, think=think, grade=grade)
-            return logged_turn(self.turn_log, "ask", setup, question)
+            return logged_turn(self.turn_log, "ask", setup, question, on_event=on_event)
 
     def retriever(
         self,

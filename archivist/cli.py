@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 import typer.main
 
+from archivist.printable import escape_json_controls, printable, printable_name
 from archivist.settings import DEFAULT_STORE, Settings, load_settings
 from archivist.tools.errors import ArchivistError, StoreNotFound
 from archivist.words import count
@@ -122,11 +123,11 @@ def _app(**overrides: Any):
 
 
 def _print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+    sys.stdout.write(escape_json_controls(json.dumps(data, ensure_ascii=False, indent=2)) + "\n")
 
 
 def _notice(message: str) -> None:
-    sys.stderr.write(message + "\n")
+    sys.stderr.write(printable(message) + "\n")
 
 
 def _show_version(value: bool) -> None:
@@ -342,7 +343,7 @@ def ingest(
         for line in skip_summary(report["skipped"], verbose):
             print(line)
         for failure in report["failed"]:
-            print(f"  failed: {failure['source']}: {failure['reason']}")
+            print(f"  failed: {printable_name(failure['source'])}: {printable(failure['reason'])}")
     if report["failed"]:
         raise typer.Exit(1)
 
@@ -394,7 +395,13 @@ def ask(
     _offer_pull(settings, [model or settings.chat_model, settings.embed_model], as_json)
     names = stores or [DEFAULT_STORE]
     try:
-        result = archivist.ask(question, names, model, think)
+        result = archivist.ask(
+            question,
+            names,
+            model,
+            think,
+            on_event=lambda kind, data: _notice(data) if kind == "retry" else None,
+        )
     except StoreNotFound as exc:
         raise _missing_store(exc, names[0] if len(names) == 1 else "") from None
     if as_json:
@@ -402,7 +409,7 @@ def ask(
         return
     for note in result["notes"]:
         _notice(f"Note: {note}")
-    print(render_answer(result))
+    print(printable(render_answer(result)))
 
 
 @app.command()
@@ -438,7 +445,8 @@ def search(
         _print_json(results)
         return
     for r in results:
-        print(f"[{r['rank']}] {r['source']} (score {r['score']:.3f})\n{r['text']}\n")
+        source, text = printable_name(r["source"]), printable(r["text"])
+        print(f"[{r['rank']}] {source} (score {r['score']:.3f})\n{text}\n")
     if not results:
         print("No matching passages.")
 
@@ -718,7 +726,8 @@ def stores(as_json: JsonOpt = False) -> None:
         return
     for s in listing:
         chunks = count(s["chunks"], "chunk")
-        print(f"{s['store']}\t{chunks}\t{s['embed_model']}\t{s['description']}")
+        description = printable_name(s["description"])
+        print(f"{s['store']}\t{chunks}\t{s['embed_model']}\t{description}")
     if not listing:
         print("No stores yet. Create one with: archivist ingest PATH --store NAME")
 
@@ -743,7 +752,8 @@ def sources(store: StoreOpt, as_json: JsonOpt = False) -> None:
         _print_json(listing)
         return
     for s in listing:
-        print(f"{s['source']}\t{count(s['chunks'], 'chunk')}\t{s['ingested_at']}")
+        source = printable_name(s["source"])
+        print(f"{source}\t{count(s['chunks'], 'chunk')}\t{s['ingested_at']}")
 
 
 @app.command()
@@ -762,13 +772,14 @@ def delete(
     """Remove one source's chunks from a store, or the whole store (after a confirmation)."""
     archivist = _app(store_wait=wait)
     if source is not None:
-        removed = archivist.delete_source(store, source)
+        name = archivist.store(store).find_source(source)
+        removed = archivist.delete_source(store, name) if name is not None else 0
         if not removed:
             raise ArchivistError(
                 f"Store '{store}' has no source '{source}'.",
                 f"List its sources with: archivist sources --store {store}",
             )
-        done = f"Removed {count(removed, 'chunk')} of {source} from {store}."
+        done = f"Removed {count(removed, 'chunk')} of {printable_name(name)} from {store}."
     else:
         target = archivist.store(store, must_exist=False)
         if not target.exists():
@@ -848,6 +859,11 @@ def migrate(
         raise ArchivistError("The source and the target are the same home.", "Choose another.")
     if to_url and from_url and to_url.rstrip("/") == from_url.rstrip("/"):
         raise ArchivistError("The source and the target are the same server.", "Choose another.")
+    if api_key or from_api_key:
+        _notice(
+            "Note: an API key given on the command line is visible to every user of this "
+            "machine in the process list; set QDRANT_API_KEY in the environment instead."
+        )
     origin = mask_url(from_url) if from_url else str(source_home)
     destination = mask_url(to_url) if to_url else str(to_home)
 
@@ -982,7 +998,7 @@ def logs(
         _print_json(turns)
         return
     for turn in turns:
-        print(summary(turn))
+        print(printable(summary(turn)))
     if not turns:
         print("No turns logged yet. They are logged by `archivist ask` and `archivist chat`.")
 
@@ -1005,7 +1021,7 @@ def _show_turn(turn_id: int, as_json: bool) -> None:
     if as_json:
         _print_json(turn)
     else:
-        print(details(turn))
+        print(printable(details(turn)))
 
 
 # Typer shows a value's Python type where help expects a placeholder (`--store <str>`,

@@ -16,6 +16,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
+from archivist.printable import printable, printable_name
 from archivist.words import count
 
 
@@ -72,6 +73,7 @@ class IngestProgress:
             self.progress.stop()
 
     def _line(self, message: str) -> None:
+        message = printable(message)
         if self.progress:
             self.progress.console.print(message, markup=False, highlight=False)
         else:
@@ -90,9 +92,10 @@ class IngestProgress:
             return
         if self.progress is None:
             if event == "stored":
-                self._line(f"  stored {data['source']} ({count(data['chunks'], 'chunk')})")
+                source = printable_name(data["source"])
+                self._line(f"  stored {source} ({count(data['chunks'], 'chunk')})")
             elif event == "failed":
-                self._line(f"  failed {data['source']}: {data['reason']}")
+                self._line(f"  failed {printable_name(data['source'])}: {data['reason']}")
             return
         if event == "discovered":
             self.progress.update(self.files, total=data["files"])
@@ -103,4 +106,4 @@ class IngestProgress:
         elif event == "embedded":
             self.progress.advance(self.chunks, data["chunks"])
         elif event == "failed":
-            self._line(f"  failed {data['source']}: {data['reason']}")
+            self._line(f"  failed {printable_name(data['source'])}: {data['reason']}")

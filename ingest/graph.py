@@ -142,6 +142,9 @@ class IngestSteps:
         files, failed, skipped = discover(
             [Path(p) for p in state["paths"]], self.loader_options, self.folder_rules
         )
+        # A run that stopped between storing a document's new version and removing its old
+        # one left both: finish that now, since the file now looks unchanged.
+        store.finish_replacements()
         known = {s: info.doc_hash for s, info in store.sources().items() if info.complete}
         if shard:
             # A record file is read by every shard; each keeps the records it owns.
