@@ -203,6 +203,10 @@ def _fit_current(
     return current, cut
 
 
+class MessageTooLong(ArchivistError):
+    """A question that cannot fit the model's context window, however the history is cut."""
+
+
 def fit_messages(messages: Sequence[BaseMessage], limit: int | None, num_ctx: int) -> Fitted:
     """Fit a conversation (without its system prompt) into `limit` tokens.
 
@@ -222,7 +226,7 @@ def fit_messages(messages: Sequence[BaseMessage], limit: int | None, num_ctx: in
     current, cut = _fit_current(current, limit - count(kept), count)
     total = count(kept) + count(current)
     if total > limit:
-        raise ArchivistError(
+        raise MessageTooLong(
             f"This message does not fit the model's context window (about {total} tokens "
             f"where {limit} are left for it in a {num_ctx}-token window).",
             "Shorten it, or start a new conversation (/new); --num-ctx raises the window if "

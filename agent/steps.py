@@ -46,6 +46,8 @@ TOOL_EVENT = "archivist_tool"
 """Custom callback event sent as each tool call finishes, with its record."""
 NOTE_EVENT = "archivist_note"
 """Custom callback event sent when something was left out to fit the context, with the note."""
+RETRY_EVENT = "archivist_retry"
+"""Custom callback event the model factory sends when it tries a refused request again."""
 
 
 def _emit(name: str, data: Any) -> None:

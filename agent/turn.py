@@ -14,7 +14,7 @@ from archivist.agent.grading import STRUCTURED_TAG
 from archivist.agent.records import EventFn, ModelCall, Turn, Usage
 from archivist.agent.setup import AGENT, AgentSetup
 from archivist.agent.state import turn_input
-from archivist.agent.steps import NOTE_EVENT, TOOL_EVENT
+from archivist.agent.steps import NOTE_EVENT, RETRY_EVENT, TOOL_EVENT
 from archivist.agent.textcalls import StreamFilter, turn_text_calls
 from archivist.tools.store import heading_path
 
@@ -54,6 +54,8 @@ class _Relay(BaseCallbackHandler):
             self.on_event("tool", data)
         elif name == NOTE_EVENT:
             self.on_event("note", data)
+        elif name == RETRY_EVENT:
+            self.on_event("retry", data)
 
 
 def run_turn(
@@ -66,8 +68,9 @@ def run_turn(
 
     `on_event(kind, data)` hears the turn as it runs: "token" and "thinking" text as the model
     streams it, "tool" with each finished tool call's record, "note" when the context guard
-    left something out or a call written as text could not be run. A model able to search
-    that answered without searching gets `searched: false` and a note saying so.
+    left something out or a call written as text could not be run, "retry" when a model
+    request Ollama refused is tried again. A model able to search that answered without
+    searching gets `searched: false` and a note saying so.
     """
     started = time.perf_counter()
     config: dict[str, Any] = {

@@ -1,21 +1,30 @@
 """The application: stores, models and graphs wired from the settings, one call per command."""
 
+import hashlib
+import math
+import os
+import re
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any
 
 from archivist import models
-from archivist.agent.records import Passage, Turn
+from archivist.agent.records import EventFn, Passage, Turn
 from archivist.agent.retrieval import make_retrieval_tool, search_alone, tool_name
 from archivist.agent.setup import AgentSetup, StoreTool, build_setup
 from archivist.settings import Settings, mask_url
 from archivist.tools.embedding import PrefixedEmbeddings, default_prefixes
 from archivist.tools.errors import ArchivistError, ModelMissing
 from archivist.tools.store import (
+    SPARSE_SCHEME,
+    Chunk,
     KnowledgeStore,
     SearchMode,
     connect,
+    fingerprints_match,
+    finish_swaps,
     list_stores,
 )
 from archivist.turnlog import TurnLog, logged_turn
@@ -99,6 +108,7 @@ class Archivist:
     def store(self, name: str, must_exist: bool = True) -> KnowledgeStore:
         """Return the named store; by default it must exist and be readable by this release."""
         store = KnowledgeStore(self.client, name, self.settings.server_layout)
+        store.finish_swap()
         if must_exist:
             store.check(self.embeddings_for(store).fingerprint(store.fingerprint.get("dimension")))
         return store
@@ -111,6 +121,7 @@ class Archivist:
     def stores(self) -> list[dict[str, Any]]:
         """List the stores with their size, model and description."""
         listing = []
+        finish_swaps(self.client)
         for name in list_stores(self.client):
             store = KnowledgeStore(self.client, name)
             info = store.info()
@@ -142,15 +153,31 @@ class Archivist:
         id_field: str | None = None,
         embed: "EmbedSettings | None" = None,
         shard: str | None = None,
+        text_extensions: Sequence[str] = (),
+        loaders: Sequence[str] = (),
+        include: Sequence[str] = (),
+        exclude: Sequence[str] = (),
+        allow_chat_embedder: bool = False,
     ) -> dict[str, Any]:
         """Bring a store in sync with files and folders; return the ingest report.
 
         With `reindex`, a store built with another embedding model is rebuilt and swapped in
         when done; with `shard` ("i/N"), only that part of the sources is ingested (and
-        pruned). The decisions are the write path's (`archivist.ingest.pipeline`).
+        pruned). `text_extensions` are read as plain text (`.py`); `loaders` name LangChain
+        document loaders for file patterns (`*.xml=module:Class`); `include`/`exclude` are
+        globs on paths inside the folders (gitignore syntax). A chat model is refused as the
+        embedder unless `allow_chat_embedder`. The decisions are the write path's
+        (`archivist.ingest.pipeline`).
         """
         from archivist.ingest.pipeline import ingest_options, plan_ingest
 
+        missing = [p for p in paths if not os.path.lexists(p)]
+        if missing and len(missing) == len(paths):
+            raise ArchivistError(
+                f"Nothing to ingest: {', '.join(map(str, missing))} does not exist.",
+                "Check the path (relative paths start from the current folder); the store was "
+                "not created.",
+            )
         options = ingest_options(
             prune=prune,
             description=description,
@@ -163,9 +190,13 @@ class Archivist:
             id_field=id_field,
             embed=embed,
             shard=shard,
+            text_extensions=text_extensions,
+            loaders=loaders,
+            include=include,
+            exclude=exclude,
         )
         with self.released_on_failure():
-            context = models.embed_context(self.settings)
+            context = models.embed_context(self.settings, allow_chat=allow_chat_embedder)
         # One writer at a time; searches get through between its writes.
         with self.writing():
             target = self.store(store, must_exist=False)
@@ -224,6 +255,72 @@ class Archivist:
             embedder.model,
         )
 
+    def embedder_store(self, store: str, embed_model: str, batch: int = 64) -> dict[str, Any]:
+        """Make `store`'s passages searchable with `embed_model`: the store itself when it was
+        built with that model, else a copy of its chunks embedded by it, `STORE__MODEL`, kept
+        and reused while its chunks and the model's fingerprint are the same. Return what was
+        used: the store, whether it was reused, the seconds its build took, its size, and
+        whether the model is a chat model (which embeds poorly) rather than an embedder."""
+        base = self.store(store)
+        with models.explained(self.settings):
+            info = models.show(self.settings, embed_model)
+            embedder = models.embeddings(self.settings, embed_model)
+            dimension = len(embedder.embed_query("dimension"))
+        fingerprint = {**embedder.fingerprint(dimension), "sparse": SPARSE_SCHEME}
+        payloads = list(base.payloads())
+        ids = sorted(Chunk(p["text"], p["source"], p["chunk_index"]).id for p in payloads)
+        built_from = hashlib.sha256("\n".join(ids).encode()).hexdigest()[:16]
+        about = {
+            "embed_model": embed_model,
+            "chat_model": "embedding" not in info.capabilities,
+            "dimension": dimension,
+            "chunks": len(payloads),
+        }
+        if fingerprints_match(base.fingerprint, fingerprint):
+            target, reused = base, True
+        else:
+            slug = re.sub(r"[^A-Za-z0-9]+", "_", embed_model).strip("_")
+            name = f"{store}__{slug}"[:63]
+            target = KnowledgeStore(self.client, name, self.settings.server_layout)
+            reused = (
+                target.exists()
+                and fingerprints_match(target.fingerprint, fingerprint)
+                and target.info().get("built_from") == built_from
+                and target.count() == len(payloads)
+            )
+            if not reused:
+                with models.explained(self.settings, doing=f"Embedding {store} with {embed_model}"):
+                    self._embed_copy(base, target, embedder, fingerprint, payloads, batch)
+                target.annotate(built_from=built_from)
+        return {
+            **about,
+            "store": target.name,
+            "reused": reused,
+            "ingest_s": target.info().get("built_s"),
+            "disk_bytes": target.disk_bytes(),
+        }
+
+    @staticmethod
+    def _embed_copy(base, target, embedder, fingerprint, payloads, batch: int) -> None:
+        """Write `payloads` into `target` (emptied first), embedded by `embedder`, timed."""
+        started = time.perf_counter()
+        if target.exists():
+            target.drop()
+        target.ensure(fingerprint, base.description)
+        for start in range(0, len(payloads), batch):
+            part = payloads[start : start + batch]
+            chunks = [
+                Chunk(p["text"], p["source"], p["chunk_index"], p.get("metadata", {})) for p in part
+            ]
+            target.upsert(
+                chunks,
+                embedder.embed_documents([c.text for c in chunks]),
+                [p["doc_hash"] for p in part],
+                [p["doc_chunks"] for p in part],
+                part[0]["ingested_at"] if part else None,
+            )
+        target.annotate(built_s=round(time.perf_counter() - started, 3))
+
     @cached_property
     def turn_log(self) -> TurnLog:
         """The log of every turn answered by `ask` and `chat`."""
@@ -238,6 +335,10 @@ class Archivist:
         mmr: float | None = None,
     ):
         """Build a store's retrieval tool with the settings, overridden by any values given."""
+        if min_score is not None and not math.isfinite(min_score):
+            raise ArchivistError(
+                f"--min-score {min_score} is not a score.", "Give a finite number, like 0.3."
+            )
         s = self.settings
         return make_retrieval_tool(
             store,
@@ -295,11 +396,18 @@ class Archivist:
         model: str | None = None,
         think: bool | None = None,
         grade: bool | None = None,
+        on_event: EventFn | None = None,
     ) -> Turn:
-        """Answer one question in a fresh conversation, log it; return the `ask --json` object."""
+        """Answer one question in a fresh conversation, log it; return the `ask --json` object.
+
+        `on_event` hears the turn as it runs, as `run_turn` describes."""
+        if not question.strip():
+            raise ArchivistError(
+                "The question is empty.", 'Ask something: archivist ask "How do refunds work?"'
+            )
         with self.released_on_failure():
             setup = self.agent(stores, model, think=think, grade=grade)
-            return logged_turn(self.turn_log, "ask", setup, question)
+            return logged_turn(self.turn_log, "ask", setup, question, on_event=on_event)
 
     def retriever(
         self,

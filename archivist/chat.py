@@ -9,6 +9,7 @@ from typing import Any, Protocol, TextIO
 
 from archivist.agent.records import EventFn, Passage, Turn
 from archivist.agent.turn import unsearched_note
+from archivist.printable import printable, printable_name
 from archivist.render import tool_line
 from archivist.tools.errors import ArchivistError
 from archivist.words import count
@@ -76,7 +77,9 @@ def sources_line(result: Turn) -> str | None:
     """List the sources an answer cited, if any."""
     if not result["citations"]:
         return None
-    return "Sources: " + "  ".join(f"[{c['n']}] {c['source']}" for c in result["citations"])
+    return "Sources: " + "  ".join(
+        f"[{c['n']}] {printable_name(c['source'])}" for c in result["citations"]
+    )
 
 
 def invalid_line(result: Turn) -> str | None:
@@ -90,7 +93,7 @@ def invalid_line(result: Turn) -> str | None:
 def render_answer(result: Turn) -> str:
     """Render a whole turn as text: tool lines, the answer, the cited sources."""
     lines = [tool_line(call) for call in result["tool_calls"]]
-    lines.append(result["answer"])
+    lines.append(printable(result["answer"]))
     lines += [line for line in (sources_line(result), invalid_line(result)) if line]
     return "\n".join(lines)
 
@@ -102,7 +105,7 @@ def stores_text(listing: list[dict[str, Any]]) -> str:
     return (
         "\n".join(
             f"{'*' if s['in_use'] else ' '} {s['store']} ({count(s['chunks'], 'chunk')})"
-            + (f": {s['description']}" if s["description"] else "")
+            + (f": {printable_name(s['description'])}" if s["description"] else "")
             for s in listing
         )
         + "\n(* searched in this chat)"
@@ -185,7 +188,7 @@ class PlainView:
         self._thinking = False
 
     def _write(self, text: str) -> None:
-        self.out.write(text)
+        self.out.write(printable(text))
         self.out.flush()
 
     def _end_line(self) -> None:
@@ -213,9 +216,9 @@ class PlainView:
         elif kind == "tool":
             self._end_line()
             self._write(tool_line(data) + "\n")
-        elif kind == "note":
+        elif kind in ("note", "retry"):
             self._end_line()
-            self.err.write(f"Note: {data}\n")
+            self.err.write(printable(f"Note: {data}\n"))
             self.err.flush()
 
     def finish(self, result: Turn) -> None:
@@ -234,7 +237,7 @@ class PlainView:
 
     def error(self, message: str) -> None:
         self._end_line()
-        self.err.write(message + "\n")
+        self.err.write(printable(message) + "\n")
         self.err.flush()
 
     def info(self, text: str) -> None:
@@ -252,7 +255,8 @@ class PlainView:
         if not results:
             self._write("No search results yet in this conversation.\n")
         for r in results:
-            self._write(f"[{r['n']}] {r['source']} (score {r['score']:.3f})\n{r['text']}\n\n")
+            source = printable_name(r["source"])
+            self._write(f"[{r['n']}] {source} (score {r['score']:.3f})\n{r['text']}\n\n")
 
 
 def stdin_reader(stream: TextIO) -> Callable[[str], str]:

@@ -2,17 +2,33 @@
 
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 import typer.main
 
+from archivist.printable import escape_json_controls, printable, printable_name
 from archivist.settings import DEFAULT_STORE, Settings, load_settings
 from archivist.tools.errors import ArchivistError, StoreNotFound
 from archivist.words import count
 
+GENERATE = "eval generate"
+
+
+class Commands(typer.core.TyperGroup):
+    """The top-level commands, where `eval generate …` runs the `eval generate` command: `eval`
+    itself takes a dataset as its argument, so `generate` cannot be a subcommand of it."""
+
+    def resolve_command(self, ctx, args):
+        if args[:2] == GENERATE.split():
+            return GENERATE, self.commands[GENERATE], args[2:]
+        return super().resolve_command(ctx, args)
+
+
 app = typer.Typer(
+    cls=Commands,
     name="archivist",
     help="Local-first agentic RAG: ask questions answered from your own documents.",
     no_args_is_help=True,
@@ -115,11 +131,11 @@ def _prefetch_show(model: str | None) -> None:
 
 
 def _print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+    sys.stdout.write(escape_json_controls(json.dumps(data, ensure_ascii=False, indent=2)) + "\n")
 
 
 def _notice(message: str) -> None:
-    sys.stderr.write(message + "\n")
+    sys.stderr.write(printable(message) + "\n")
 
 
 def _show_version(value: bool) -> None:
@@ -238,6 +254,45 @@ def ingest(
         ),
     ] = None,
     wait: WaitOpt = None,
+    text_ext: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--text-ext",
+            metavar="EXTS",
+            help="Also ingest files with these extensions as plain text (e.g. .py,.toml).",
+        ),
+    ] = None,
+    loader: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--loader",
+            metavar="PATTERN=CLASS",
+            help="A LangChain document loader for a file pattern: 'PATTERN=module:Class' "
+            "(e.g. '*.xml=langchain_community.document_loaders:UnstructuredXMLLoader').",
+        ),
+    ] = None,
+    include: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="GLOB", help="Only files matching this glob (gitignore syntax; repeatable)."
+        ),
+    ] = None,
+    exclude: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="GLOB", help="Leave out files and folders matching this glob (repeatable)."
+        ),
+    ] = None,
+    allow_chat_embedder: Annotated[
+        bool,
+        typer.Option(
+            "--allow-chat-embedder",
+            help="Embed with a model Ollama does not list as an embedding model.",
+        ),
+    ] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="List every skipped file with its reason.")
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Ingest files and folders into a store; unchanged files are skipped."""
@@ -247,22 +302,40 @@ def ingest(
     if shard is not None:
         shard = str(Shard.parse(shard))
     archivist = _app(embed_model=embed_model, store_wait=wait)
-    with IngestProgress(enabled=not as_json, live=sys.stderr.isatty()) as progress:
-        report = archivist.ingest(
-            [str(p) for p in paths],
-            store,
-            prune,
-            description,
-            progress.update,
-            reindex=reindex,
-            chunk_size=chunk_size,
-            chunk_overlap=chunk_overlap,
-            batch_size=batch_size,
-            concurrency=concurrency,
-            text_field=text_field,
-            id_field=id_field,
-            shard=shard,
+    started = time.perf_counter()
+    progress = IngestProgress(enabled=not as_json, live=sys.stderr.isatty())
+    try:
+        with progress:
+            report = archivist.ingest(
+                [str(p) for p in paths],
+                store,
+                prune,
+                description,
+                progress.update,
+                reindex=reindex,
+                chunk_size=chunk_size,
+                chunk_overlap=chunk_overlap,
+                batch_size=batch_size,
+                concurrency=concurrency,
+                text_field=text_field,
+                id_field=id_field,
+                shard=shard,
+                text_extensions=text_ext or (),
+                loaders=loader or (),
+                include=include or (),
+                exclude=exclude or (),
+                allow_chat_embedder=allow_chat_embedder,
+            )
+        # Closing indexes what was written: part of the ingest's time, not hidden after it.
+        archivist.close()
+    except KeyboardInterrupt:
+        archivist.close()
+        _notice(
+            f"Interrupted: {progress.stored_count} documents stored in this run are kept. "
+            "Run the same command again to resume; finished files are not embedded again."
         )
+        raise typer.Exit(130) from None
+    report["seconds"] = round(time.perf_counter() - started, 2)
     if as_json:
         _print_json(report)
     else:
@@ -271,13 +344,32 @@ def ingest(
         print(
             f"{store}{part}{rebuilt}: {len(report['stored'])} stored, "
             f"{len(report['unchanged'])} unchanged, {len(report['failed'])} failed, "
-            f"{len(report['removed'])} removed; {report['chunks_embedded']} chunks embedded "
-            f"in {report['seconds']:g} s; {report['points']} chunks in the store."
+            f"{len(report['skipped'])} skipped, {len(report['removed'])} removed; "
+            f"{report['chunks_embedded']} chunks embedded in {report['seconds']:g} s; "
+            f"{report['points']} chunks in the store."
         )
+        for line in skip_summary(report["skipped"], verbose):
+            print(line)
         for failure in report["failed"]:
-            print(f"  failed: {failure['source']}: {failure['reason']}")
+            print(f"  failed: {printable_name(failure['source'])}: {printable(failure['reason'])}")
     if report["failed"]:
         raise typer.Exit(1)
+
+
+def skip_summary(skipped: list[dict[str, str]], verbose: bool = False) -> list[str]:
+    """Group skipped files by reason, commonest first (`6,225 skipped: …`); verbose, list
+    each file under its reason."""
+    groups: dict[str, list[str]] = {}
+    for item in skipped:
+        groups.setdefault(item["reason"], []).append(item["source"])
+    lines = []
+    for reason, sources in sorted(groups.items(), key=lambda g: (-len(g[1]), g[0])):
+        lines.append(f"  {len(sources):,} skipped: {reason}")
+        if verbose:
+            lines += [f"    {source}" for source in sources]
+    if groups and not verbose:
+        lines.append("  (--verbose lists the skipped files)")
+    return lines
 
 
 @app.command()
@@ -312,7 +404,13 @@ def ask(
     _offer_pull(settings, [model or settings.chat_model, settings.embed_model], as_json)
     names = stores or [DEFAULT_STORE]
     try:
-        result = archivist.ask(question, names, model, think)
+        result = archivist.ask(
+            question,
+            names,
+            model,
+            think,
+            on_event=lambda kind, data: _notice(data) if kind == "retry" else None,
+        )
     except StoreNotFound as exc:
         raise _missing_store(exc, names[0] if len(names) == 1 else "") from None
     if as_json:
@@ -320,7 +418,7 @@ def ask(
         return
     for note in result["notes"]:
         _notice(f"Note: {note}")
-    print(render_answer(result))
+    print(printable(render_answer(result)))
 
 
 @app.command()
@@ -356,7 +454,8 @@ def search(
         _print_json(results)
         return
     for r in results:
-        print(f"[{r['rank']}] {r['source']} (score {r['score']:.3f})\n{r['text']}\n")
+        source, text = printable_name(r["source"]), printable(r["text"])
+        print(f"[{r['rank']}] {source} (score {r['score']:.3f})\n{text}\n")
     if not results:
         print("No matching passages.")
 
@@ -479,15 +578,31 @@ def evaluate(
         ),
     ] = None,
     max_rewrites: MaxRewritesOpt = None,
+    embed_models: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--embed-model",
+            help="An Ollama embedding model to compare on retrieval (repeatable): the store's "
+            "chunks are embedded by each into a store of their own, reused on later runs.",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Compare chat models on the same cases: tool use, retrieval, answers, latency."""
+    """Compare chat models on the same cases: tool use, retrieval, answers, latency; and, with
+    --embed-model, embedding models on retrieval. `archivist eval generate` writes the cases
+    from a store."""
     from datetime import datetime
 
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from archivist.evaluation.report import table, text_call_note, write_report
+    from archivist.evaluation.report import (
+        CHAT_EMBEDDER_NOTE,
+        embedder_table,
+        table,
+        text_call_note,
+        write_report,
+    )
     from archivist.evaluation.run import Case, load_dataset
     from archivist.evaluation.run import evaluate as run_evaluation
 
@@ -495,7 +610,9 @@ def evaluate(
         raise ArchivistError(f"Unknown --grade '{grade}'.", "Use --grade off, on or both.")
     cases = load_dataset(dataset)
     archivist = _app(k=k, max_rewrites=max_rewrites)
-    names = models or [archivist.settings.chat_model]
+    embedders = embed_models or []
+    # Comparing embedders alone needs no chat model; a --model given too is evaluated as well.
+    names = models or ([] if embedders else [archivist.settings.chat_model])
     grading = {"off": [False], "on": [True], "both": [False, True]}.get(
         grade or "", [archivist.settings.grade]
     )
@@ -509,14 +626,28 @@ def evaluate(
     )
     with progress:
         task = progress.add_task(
-            "evaluating", total=len(names) * len(grading) * len(cases) * repeat
+            "evaluating", total=len(names) * len(grading) * len(cases) * repeat + len(embedders)
         )
 
         def advance(model: str, case: Case, attempt: int) -> None:
             progress.update(task, advance=1, description=f"{model} · {case.id}")
 
+        def embedding(model: str) -> None:
+            progress.update(task, advance=1, description=f"embedding · {model}")
+
         report = run_evaluation(
-            archivist, dataset, cases, stores, names, repeat, seed, judge, advance, grading
+            archivist,
+            dataset,
+            cases,
+            stores,
+            names,
+            repeat,
+            seed,
+            judge,
+            advance,
+            grading,
+            embedders,
+            embedding,
         )
     paths = write_report(report, out)
     if as_json:
@@ -524,14 +655,76 @@ def evaluate(
     else:
         console = Console()
         # Piped into a file, keep the table whole instead of Rich's 80-column default.
-        (console if console.is_terminal else Console(width=160)).print(table(report))
+        console = console if console.is_terminal else Console(width=160)
+        if report["embedders"]:
+            console.print(embedder_table(report))
+        if report["models"]:
+            console.print(table(report))
+    for summary in report["embedders"]:
+        if summary["chat_model"]:
+            _notice(CHAT_EMBEDDER_NOTE.format(label=summary["embed_model"]).replace("**", ""))
     for name, mode in dict.fromkeys((s["model"], s["mode"]) for s in report["models"]):
         if mode != "agent":
             _notice(f"{name} cannot call tools: evaluated in {mode} mode.")
     for summary in report["models"]:
         if note := text_call_note(summary):
             _notice(note.replace("**", ""))
-    _notice(f"Report: {paths['markdown']}, {paths['json']}, {paths['chart']}")
+    _notice("Report: " + ", ".join(str(path) for path in paths.values()))
+
+
+@app.command(name=GENERATE)
+def eval_generate(
+    store: StoreOpt,
+    n: Annotated[int, typer.Option("-n", min=1, help="How many cases to generate.")] = 40,
+    model: Annotated[
+        str | None, typer.Option("--model", "-m", help="The Ollama chat model that writes them.")
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="FILE", help="The JSONL file to write (default evals/STORE-generated.jsonl)."
+        ),
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Seeds the passages' sampling and the model.")] = 42,
+    as_json: JsonOpt = False,
+) -> None:
+    """Write a test set from a store's passages: a question and an answer fragment each."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from archivist.evaluation.generate import dropped_summary, generate_from_store, meta_path
+
+    out = out or Path("evals") / f"{store}-generated.jsonl"
+    archivist = _app()
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    )
+    with progress:
+        task = progress.add_task("generating", total=n)
+
+        def advance(kept: int, tried: int) -> None:
+            progress.update(task, completed=kept, description=f"generating · {tried} passages")
+
+        try:
+            meta = generate_from_store(archivist, store, out, n, model, seed, advance)
+        except KeyboardInterrupt:
+            _notice(f"Interrupted. Run the same command again to resume from {out}.")
+            raise typer.Exit(130) from None
+    if as_json:
+        _print_json({**meta, "out": str(out)})
+    kinds = meta["kinds"]
+    _notice(
+        f"Wrote {count(meta['cases'], 'case')} to {out}: {kinds['passage']} from passages, "
+        f"{kinds['no_tool']} needing no tool, {kinds['unanswerable']} the store cannot answer."
+    )
+    if meta["generated"] < n:
+        _notice(f"Only {meta['generated']} of {n}: the store ran out of passages.")
+    _notice(dropped_summary(meta))
+    _notice(f"Provenance: {meta_path(out)}. Evaluate with: archivist eval {out} --store {store}")
 
 
 @app.command()
@@ -543,7 +736,8 @@ def stores(as_json: JsonOpt = False) -> None:
         return
     for s in listing:
         chunks = count(s["chunks"], "chunk")
-        print(f"{s['store']}\t{chunks}\t{s['embed_model']}\t{s['description']}")
+        description = printable_name(s["description"])
+        print(f"{s['store']}\t{chunks}\t{s['embed_model']}\t{description}")
     if not listing:
         print("No stores yet. Create one with: archivist ingest PATH --store NAME")
 
@@ -568,7 +762,8 @@ def sources(store: StoreOpt, as_json: JsonOpt = False) -> None:
         _print_json(listing)
         return
     for s in listing:
-        print(f"{s['source']}\t{count(s['chunks'], 'chunk')}\t{s['ingested_at']}")
+        source = printable_name(s["source"])
+        print(f"{source}\t{count(s['chunks'], 'chunk')}\t{s['ingested_at']}")
 
 
 @app.command()
@@ -587,13 +782,14 @@ def delete(
     """Remove one source's chunks from a store, or the whole store (after a confirmation)."""
     archivist = _app(store_wait=wait)
     if source is not None:
-        removed = archivist.delete_source(store, source)
+        name = archivist.store(store).find_source(source)
+        removed = archivist.delete_source(store, name) if name is not None else 0
         if not removed:
             raise ArchivistError(
                 f"Store '{store}' has no source '{source}'.",
                 f"List its sources with: archivist sources --store {store}",
             )
-        done = f"Removed {count(removed, 'chunk')} of {source} from {store}."
+        done = f"Removed {count(removed, 'chunk')} of {printable_name(name)} from {store}."
     else:
         target = archivist.store(store, must_exist=False)
         if not target.exists():
@@ -673,6 +869,11 @@ def migrate(
         raise ArchivistError("The source and the target are the same home.", "Choose another.")
     if to_url and from_url and to_url.rstrip("/") == from_url.rstrip("/"):
         raise ArchivistError("The source and the target are the same server.", "Choose another.")
+    if api_key or from_api_key:
+        _notice(
+            "Note: an API key given on the command line is visible to every user of this "
+            "machine in the process list; set QDRANT_API_KEY in the environment instead."
+        )
     origin = mask_url(from_url) if from_url else str(source_home)
     destination = mask_url(to_url) if to_url else str(to_home)
 
@@ -807,7 +1008,7 @@ def logs(
         _print_json(turns)
         return
     for turn in turns:
-        print(summary(turn))
+        print(printable(summary(turn)))
     if not turns:
         print("No turns logged yet. They are logged by `archivist ask` and `archivist chat`.")
 
@@ -830,7 +1031,7 @@ def _show_turn(turn_id: int, as_json: bool) -> None:
     if as_json:
         _print_json(turn)
     else:
-        print(details(turn))
+        print(printable(details(turn)))
 
 
 # Typer shows a value's Python type where help expects a placeholder (`--store <str>`,
@@ -842,6 +1043,7 @@ METAVARS = {
     "model": "MODEL",
     "models": "MODEL",
     "embed_model": "MODEL",
+    "embed_models": "MODEL",
     "judge": "MODEL",
     "k": "N",
     "limit": "N",

@@ -7,7 +7,10 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from langchain_core.messages import HumanMessage, RemoveMessage
+
 from archivist import models
+from archivist.agent.context import MessageTooLong
 from archivist.agent.records import EventFn, Passage, ToolCall, Turn
 from archivist.agent.setup import AgentSetup
 from archivist.app import Archivist
@@ -58,24 +61,37 @@ class Conversation:
     def answer(self, question: str, on_event: EventFn) -> Turn:
         """Answer in this conversation, streaming progress to `on_event`; log the turn."""
         log = self.archivist.turn_log
+        refused = False
         try:
             with models.explained(self.archivist.settings):
                 result = logged_turn(log, "chat", self.setup, question, self.thread_id, on_event)
+        except MessageTooLong:
+            refused = True
+            raise
         finally:
-            self._settle_thread()
+            self._settle_thread(forget_question=refused)
         self.last_calls = result["tool_calls"]
         return result
 
-    def _settle_thread(self) -> None:
+    def _settle_thread(self, forget_question: bool = False) -> None:
         """After a stopped or failed turn, drop its unfinished steps from the thread.
 
         Otherwise the next question would resume them (a search half done) instead of
         starting a turn of its own. What was said stays; a tool call left without its result
         is skipped when the history is sent (archivist.agent.context.complete_tool_calls).
+        With `forget_question`, a question refused as too long for the context goes too:
+        kept, it would weigh on every later turn (a pasted megabyte, cut again each time).
         """
-        state = self.setup.graph.get_state(self.config)
+        graph = self.setup.graph
+        state = graph.get_state(self.config)
+        messages = state.values.get("messages", [])
+        if forget_question and state.next and messages and isinstance(messages[-1], HumanMessage):
+            # Written as the step that refused it (still pending), then settled below.
+            removal = {"messages": [RemoveMessage(id=messages[-1].id)]}
+            graph.update_state(self.config, removal, as_node=state.next[0])
+            state = graph.get_state(self.config)
         if state.next:
-            self.setup.graph.update_state(self.config, None, as_node="__end__")
+            graph.update_state(self.config, None, as_node="__end__")
 
     def new(self) -> str:
         """Start a new conversation; return its id."""

@@ -1,19 +1,24 @@
 """The model factory: the one module that talks to Ollama through its client libraries."""
 
+import errno
 import re
+import sqlite3
 import ssl
+import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from functools import cache
 from typing import Any
 
 import httpx
 import ollama
 import orjson
+from langchain_core.callbacks import dispatch_custom_event
 from langchain_ollama import ChatOllama, OllamaEmbeddings
 
 from archivist import prefetch
 from archivist.agent.records import ModelInfo
+from archivist.agent.steps import RETRY_EVENT
 from archivist.settings import Settings, mask_url
 from archivist.tools.embedding import PrefixedEmbeddings
 from archivist.tools.errors import ArchivistError, ModelMissing
@@ -35,18 +40,66 @@ def client(settings: Settings) -> ollama.Client:
     return ollama.Client(host=settings.ollama_host, **_client_kwargs(settings))
 
 
-class CompleteChatOllama(ChatOllama):
-    """ChatOllama that refuses an answer whose stream ended before Ollama's closing line.
+# A chat request Ollama answers with a 5xx or 429 before its first token is tried this many
+# times, waiting CHAT_BACKOFF seconds, then twice as long each time: as ingest's requests.
+CHAT_ATTEMPTS = 4
+CHAT_BACKOFF = 1.0
 
-    When Ollama dies mid-answer the stream just stops; without this check the half-written
-    answer would pass for a whole one.
+
+class CompleteChatOllama(ChatOllama):
+    """ChatOllama that retries a request a busy Ollama refused, and refuses an answer whose
+    stream ended before Ollama's closing line.
+
+    A retry is announced (RETRY_EVENT, which the chat and `ask` show) and made only while no
+    token has been shown: a half-streamed answer is never started again. When Ollama dies
+    mid-answer the stream just stops; without the check the half-written answer would pass
+    for a whole one.
     """
 
     def _generate(self, messages, stop=None, run_manager=None, **kwargs):
-        result = super()._generate(messages, stop, run_manager, **kwargs)
-        if not (result.generations[0].generation_info or {}).get("done"):
-            raise httpx.RemoteProtocolError("Ollama stopped before the answer was complete.")
-        return result
+        attempt = 0
+        while True:
+            attempt += 1
+            watched = _Streamed(run_manager)
+            try:
+                result = super()._generate(messages, stop, watched, **kwargs)
+            except ollama.ResponseError as exc:
+                busy = exc.status_code >= 500 or exc.status_code == 429
+                if watched.tokens or not busy or attempt == CHAT_ATTEMPTS:
+                    raise
+                wait = CHAT_BACKOFF * 2 ** (attempt - 1)
+                _announce(
+                    f"Ollama answered with an error ({exc.error}); trying again in {wait:g} s "
+                    f"(retry {attempt} of {CHAT_ATTEMPTS - 1})."
+                )
+                time.sleep(wait)
+                continue
+            if not (result.generations[0].generation_info or {}).get("done"):
+                raise httpx.RemoteProtocolError("Ollama stopped before the answer was complete.")
+            return result
+
+
+class _Streamed:
+    """A model run's callback manager that notes whether a token was passed on."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.tokens = False
+
+    def on_llm_new_token(self, *args: Any, **kwargs: Any) -> None:
+        self.tokens = True
+        if self.inner is not None:
+            self.inner.on_llm_new_token(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def _announce(message: str) -> None:
+    """Tell the turn's listeners (the chat's view, `ask`'s stderr) about a retry."""
+    # Outside a graph run there is no listener to tell, and dispatching raises.
+    with suppress(RuntimeError):
+        dispatch_custom_event(RETRY_EVENT, message)
 
 
 def chat_model(settings: Settings, model: str | None = None, **options) -> ChatOllama:
@@ -57,6 +110,20 @@ def chat_model(settings: Settings, model: str | None = None, **options) -> ChatO
         client_kwargs=_client_kwargs(settings),
         **options,
     )
+
+
+def structured(
+    settings: Settings, model: str, schema: dict, seed: int | None = None
+) -> Callable[[str, str], object]:
+    """Build a function that sends (system, request) with `schema` as Ollama's `format` and
+    returns the reply's JSON (raising ValueError when the reply is not JSON)."""
+    chat = chat_model(settings, model, temperature=0, seed=seed, format=schema)
+
+    def ask(system: str, request: str) -> object:
+        reply = chat.invoke([("system", system), ("human", request)])
+        return orjson.loads(reply.content if isinstance(reply.content, str) else "")
+
+    return ask
 
 
 # Ollama's context window for a model whose Modelfile sets no num_ctx.
@@ -115,10 +182,24 @@ def show(settings: Settings, model: str) -> ModelInfo:
     return ModelInfo(model, tuple(response.capabilities or ()), context, dimension)
 
 
-def embed_context(settings: Settings, model: str | None = None) -> int:
+def embed_context(settings: Settings, model: str | None = None, allow_chat: bool = False) -> int:
     """Return how many tokens the embedding model reads per input as Ollama runs it: its
-    trained context, capped by the Modelfile's num_ctx (Ollama's default when unset)."""
-    response = client(settings).show(model or settings.embed_model)
+    trained context, capped by the Modelfile's num_ctx (Ollama's default when unset).
+
+    A model Ollama does not list as an embedding model is refused unless `allow_chat`: a chat
+    model answers /api/embed too, with vectors that retrieve poorly, and a store built with
+    it must be rebuilt to change model.
+    """
+    name = model or settings.embed_model
+    response = client(settings).show(name)
+    capabilities = list(response.capabilities or ())
+    if capabilities and "embedding" not in capabilities and not allow_chat:
+        raise ArchivistError(
+            f"'{name}' is not an embedding model (Ollama lists it as: {', '.join(capabilities)}).",
+            "Use an embedding model: --embed-model nomic-embed-text (or set "
+            "ARCHIVIST_EMBED_MODEL; ollama pull nomic-embed-text), or pass "
+            "--allow-chat-embedder to embed with it anyway.",
+        )
     info = response.modelinfo or {}
     trained = next((v for k, v in info.items() if k.endswith(".context_length")), None)
     match = re.search(r"^num_ctx\s+(\d+)", response.parameters or "", re.M)
@@ -168,7 +249,40 @@ def explain(exc: BaseException, settings: Settings) -> ArchivistError | None:
             f"Ollama at {host} answered with an error: {exc.error}",
             "Check the Ollama server's log; `archivist doctor` checks the whole setup.",
         )
-    return _explain_qdrant(exc, settings)
+    return _explain_qdrant(exc, settings) or _explain_disk(exc, settings)
+
+
+# What the operating system says when Archivist's home cannot take a write.
+_FULL = (errno.ENOSPC, errno.EDQUOT)
+_UNWRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR)
+_SQLITE_UNWRITABLE = ("unable to open database file", "readonly database", "disk is full")
+
+
+def _explain_disk(exc: BaseException, settings: Settings) -> ArchivistError | None:
+    """Turn a full disk or an unusable home into a message that says where and what to do."""
+    home = settings.home
+    if isinstance(exc, sqlite3.OperationalError) and any(
+        reason in str(exc) for reason in _SQLITE_UNWRITABLE
+    ):
+        return ArchivistError(
+            f"Cannot write the conversation history and turn log in {home}: {exc}.",
+            f"Free space on its disk and make {home} writable, or set ARCHIVIST_HOME to a "
+            "folder you can write to.",
+        )
+    if not isinstance(exc, OSError) or exc.errno not in (*_FULL, *_UNWRITABLE):
+        return None
+    where = exc.filename or home
+    if exc.errno in _FULL:
+        return ArchivistError(
+            f"The disk is full: cannot write {where}.",
+            "Free space on that disk, or set ARCHIVIST_HOME to a folder on another disk, then "
+            "run the same command again: what was stored is kept.",
+        )
+    return ArchivistError(
+        f"Cannot write {where}: {exc.strerror}.",
+        f"Archivist keeps its stores and history in {home}: make it writable, or set "
+        "ARCHIVIST_HOME to a folder you can write to.",
+    )
 
 
 @contextmanager

@@ -16,6 +16,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
+from archivist.printable import printable, printable_name
 from archivist.words import count
 
 
@@ -44,6 +45,8 @@ class IngestProgress:
 
     def __init__(self, enabled: bool = True, live: bool = True) -> None:
         self.enabled = enabled
+        self.stored_count = 0
+        """Documents completely stored so far (what an interrupted run keeps)."""
         self.console = Console(stderr=True)
         self.progress: Progress | None = None
         if enabled and live:
@@ -70,6 +73,7 @@ class IngestProgress:
             self.progress.stop()
 
     def _line(self, message: str) -> None:
+        message = printable(message)
         if self.progress:
             self.progress.console.print(message, markup=False, highlight=False)
         else:
@@ -77,6 +81,8 @@ class IngestProgress:
 
     def update(self, event: str, data: dict[str, Any]) -> None:
         """Take one event from the ingest graph."""
+        if event == "stored":
+            self.stored_count += 1
         if event == "retry":
             self._line(
                 f"  embedding request failed ({data['error']}); retry {data['attempt']} "
@@ -86,9 +92,10 @@ class IngestProgress:
             return
         if self.progress is None:
             if event == "stored":
-                self._line(f"  stored {data['source']} ({count(data['chunks'], 'chunk')})")
+                source = printable_name(data["source"])
+                self._line(f"  stored {source} ({count(data['chunks'], 'chunk')})")
             elif event == "failed":
-                self._line(f"  failed {data['source']}: {data['reason']}")
+                self._line(f"  failed {printable_name(data['source'])}: {data['reason']}")
             return
         if event == "discovered":
             self.progress.update(self.files, total=data["files"])
@@ -99,4 +106,4 @@ class IngestProgress:
         elif event == "embedded":
             self.progress.advance(self.chunks, data["chunks"])
         elif event == "failed":
-            self._line(f"  failed {data['source']}: {data['reason']}")
+            self._line(f"  failed {printable_name(data['source'])}: {data['reason']}")

@@ -1,6 +1,7 @@
 """One-line renderings of the records a turn leaves, shared by the chat and the turn log."""
 
 from archivist.agent.records import ToolCall
+from archivist.printable import printable_name
 from archivist.words import count
 
 
@@ -10,7 +11,7 @@ def tool_line(call: ToolCall) -> str:
     A graded search says how many passages were relevant (or that grading failed); a search
     the grader rewrote is announced on a line of its own: `↻ rewrote to "query"`.
     """
-    query = call["args"].get("query", "")
+    query = printable_name(str(call["args"].get("query", "")))
     found = f"error: {call['error']}" if "error" in call else count(len(call["results"]), "result")
     if "grading_error" in call:
         found += " · grading failed, all kept"

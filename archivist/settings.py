@@ -167,11 +167,11 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
     env = os.environ if env is None else env
     home = env.get("ARCHIVIST_HOME")
     return Settings(
-        ollama_host=normalize_host(env.get("OLLAMA_HOST") or DEFAULT_OLLAMA_HOST),
+        ollama_host=_address(env, "OLLAMA_HOST", DEFAULT_OLLAMA_HOST, "http://127.0.0.1:11434"),
         chat_model=env.get("ARCHIVIST_CHAT_MODEL") or DEFAULT_CHAT_MODEL,
         embed_model=env.get("ARCHIVIST_EMBED_MODEL") or DEFAULT_EMBED_MODEL,
         home=Path(home).expanduser() if home else default_home(),
-        qdrant_url=env.get("QDRANT_URL") or None,
+        qdrant_url=_address(env, "QDRANT_URL", None, "http://localhost:6333"),
         qdrant_api_key=env.get("QDRANT_API_KEY") or None,
         qdrant_grpc=_flag(env, "ARCHIVIST_QDRANT_GRPC"),
         qdrant_timeout=_count(env, "ARCHIVIST_QDRANT_TIMEOUT") or 60,
@@ -189,6 +189,27 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         retrieve_first=_flag(env, "ARCHIVIST_RETRIEVE_FIRST"),
         tracing=_tracing(env),
     )
+
+
+def _address(env, name: str, default: str | None, example: str) -> str | None:
+    """Read a server's address from the environment, refusing one no client could use (the
+    value itself is not repeated: it may hold a password)."""
+    raw = (env.get(name) or "").strip() or default
+    if raw is None:
+        return None
+    try:
+        address = normalize_host(raw) if name == "OLLAMA_HOST" else raw
+        # qdrant-client takes `host:port` without a scheme, as plain http.
+        parts = urlsplit(address if "://" in address else f"http://{address}")
+        parts.port  # noqa: B018 - reading it checks it: a port that is not 0-65535 raises
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("it needs http:// or https:// and a host name")
+    except ValueError as exc:
+        raise ArchivistError(
+            f"{name} is not an address Archivist can use: {exc}.",
+            f"Set {name} to a URL like {example}, or unset it for the default.",
+        ) from None
+    return address
 
 
 def _tracing(env) -> Tracing | None:

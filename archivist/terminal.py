@@ -14,6 +14,7 @@ from rich.text import Text
 
 from archivist.agent.records import Passage, Turn
 from archivist.chat import invalid_line, sources_line, unsearched_line
+from archivist.printable import printable, printable_name
 from archivist.render import tool_line
 
 
@@ -47,7 +48,7 @@ class RichView:
         self._open = False
 
     def _print(self, text: str, style: str = "") -> None:
-        self.console.print(Text(text, style=style), soft_wrap=True, highlight=False)
+        self.console.print(Text(printable(text), style=style), soft_wrap=True, highlight=False)
 
     def _show(self, renderable: Any) -> None:
         if self._display is None:
@@ -90,6 +91,7 @@ class RichView:
         if kind == "token":
             if self._thinking:
                 self._settle()
+            data = printable(data)
             self._text += data
             if self.live:
                 self._show(_Tail(self._text))
@@ -103,7 +105,7 @@ class RichView:
             self._print(tool_line(data), "dim")
             if self.live:
                 self._show(Spinner("dots", Text(" working…", style="dim")))
-        elif kind == "note":
+        elif kind in ("note", "retry"):
             self._settle()
             self._print(f"Note: {data}", "yellow")
 
@@ -118,11 +120,13 @@ class RichView:
                 self._display.stop()
                 self._display = None
             self._thinking = True
-        self.console.print(text, end="", style="dim italic", markup=False, highlight=False)
+        self.console.print(
+            printable(text), end="", style="dim italic", markup=False, highlight=False
+        )
 
     def finish(self, result: Turn) -> None:
         if not self._text:
-            self._text = result["answer"]
+            self._text = printable(result["answer"])
         self._settle()
         if line := sources_line(result):
             self._print(line, "dim")
@@ -151,9 +155,9 @@ class RichView:
         if not results:
             self._print("No search results yet in this conversation.")
         for r in results:
-            title = Text(f"[{r['n']}] {r['source']} · score {r['score']:.3f}")
+            title = Text(f"[{r['n']}] {printable_name(r['source'])} · score {r['score']:.3f}")
             self.console.print(Rule(title, align="left"))
-            self.console.print(r["text"], markup=False, highlight=False)
+            self.console.print(printable(r["text"]), markup=False, highlight=False)
 
 
 def prompt_reader(history: Path) -> Callable[[str], str]:

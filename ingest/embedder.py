@@ -75,7 +75,14 @@ class EmbedQueue:
     Requests run `concurrency` at a time in worker threads, in the order submitted; results
     are taken in that order too, so what is stored does not depend on timing. Taking results
     can leave `keep` requests running: the model keeps working while the next files are read.
+
+    At most `READY_PER_WORKER` requests per worker are handed to the threads at once (running,
+    or answered and not yet taken); the rest wait as texts. An answer is ~50 times the size of
+    its texts (768 floats a chunk), so a large record file whose chunks are all queued at
+    once would otherwise hold every vector in memory until the store catches up.
     """
+
+    READY_PER_WORKER = 4
 
     def __init__(
         self, embeddings: Embeddings, settings: EmbedSettings, on_retry: RetryFn | None = None
@@ -85,21 +92,33 @@ class EmbedQueue:
             max_workers=max(1, settings.concurrency), thread_name_prefix="embed"
         )
         self._jobs: deque[tuple[Any, Future]] = deque()
+        self._waiting: deque[tuple[Any, list[str]]] = deque()
+        self._ready = self.READY_PER_WORKER * max(1, settings.concurrency)
 
     def submit(self, key: Any, texts: list[str]) -> None:
         """Queue one request; its result comes back with `key`."""
-        future = self._pool.submit(
-            embed_with_retry, self.embeddings, texts, self.settings, self.on_retry
-        )
-        self._jobs.append((key, future))
+        self._waiting.append((key, texts))
+        self._start()
+
+    def _start(self) -> None:
+        while self._waiting and len(self._jobs) < self._ready:
+            key, texts = self._waiting.popleft()
+            future = self._pool.submit(
+                embed_with_retry, self.embeddings, texts, self.settings, self.on_retry
+            )
+            self._jobs.append((key, future))
+
+    def __len__(self) -> int:
+        return len(self._jobs) + len(self._waiting)
 
     def results(self, keep: int = 0) -> Iterator[tuple[Any, list[list[float]] | BaseException]]:
         """Yield (key, vectors) in submission order, or (key, error) for input the server
         refused: every request already answered, then more, waiting, until at most `keep`
         are left. Any other failure (after its retries) is raised; `close` then stops the
         requests not yet started, so the caller can stop cleanly."""
-        while self._jobs and (len(self._jobs) > keep or self._jobs[0][1].done()):
+        while self._jobs and (len(self) > keep or self._jobs[0][1].done()):
             key, future = self._jobs.popleft()
+            self._start()
             error = future.exception()
             if error is None:
                 yield key, future.result()
@@ -111,4 +130,5 @@ class EmbedQueue:
     def close(self) -> None:
         """Stop: requests not started are cancelled, those in flight are not waited for."""
         self._jobs.clear()
+        self._waiting.clear()
         self._pool.shutdown(wait=False, cancel_futures=True)

@@ -15,9 +15,10 @@ resumed in another process sends again whatever was in flight.
 """
 
 import functools
+import itertools
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from operator import add
 from pathlib import Path
@@ -26,9 +27,18 @@ from typing import Annotated, Any, TypedDict
 from langgraph.graph import END, START, StateGraph
 
 from archivist.ingest.embedder import EmbedQueue, EmbedSettings, embed_with_retry
-from archivist.ingest.loaders import LoaderOptions, LoadError
+from archivist.ingest.loaders import LoaderOptions, LoadError, NotADocument
 from archivist.ingest.splitter import SplitterSettings
-from archivist.ingest.sync import Shard, SourceFile, content_hash, discover, make_documents
+from archivist.ingest.sync import (
+    Document,
+    FolderRules,
+    Shard,
+    SourceFile,
+    content_hash,
+    discover,
+    iter_documents,
+    make_documents,
+)
 from archivist.tools.embedding import PrefixedEmbeddings
 from archivist.tools.progress import ProgressFn, ignore
 from archivist.tools.store import Chunk, KnowledgeStore
@@ -37,6 +47,9 @@ DIMENSION_PROBE = "dimension probe"
 LOOKAHEAD = 2
 """Requests left queued, per request in flight, when a step returns to read more files."""
 UNCHANGED_PER_LOADED = 16
+RECORDS_PER_STEP = 2048
+"""Documents a step takes from a record file: a 200,000-line JSONL is read in slices, so its
+records are never all in memory (or in the state) at once."""
 
 
 class PendingDoc(TypedDict):
@@ -74,12 +87,16 @@ class IngestState(IngestInput, total=False):
     """The store's complete source versions before this run: source → content hash."""
     position: int
     """How many of `files` have been loaded so far."""
+    offset: int
+    """Documents already taken from the record file at `position` (read in slices)."""
     pending: list[PendingDoc]
     """Documents loaded and split, not yet completely stored."""
     settled: Annotated[list[str], add]
     """Files read this run (loaded, or unchanged): their sources are exactly `present`."""
     present: Annotated[list[str], add]
     """Sources found in the files this run, stored or unchanged."""
+    whole: Annotated[list[str], add]
+    """Record files found unchanged as a whole: every `file#id` source of theirs is present."""
     stored: Annotated[list[dict[str, Any]], add]
     unchanged: Annotated[list[str], add]
     failed: Annotated[list[dict[str, str]], add]
@@ -99,8 +116,11 @@ class IngestSteps:
     embed: EmbedSettings = field(default_factory=EmbedSettings)
     loader_options: LoaderOptions = field(default_factory=LoaderOptions)
     notify: ProgressFn = ignore
+    folder_rules: FolderRules = field(default_factory=FolderRules)
     queues: dict[str, EmbedQueue] = field(default_factory=dict)
     """Each run's embedding requests in flight, by run id."""
+    readers: dict[str, tuple[str, Iterator[Document]]] = field(default_factory=dict)
+    """Each run's record file being read in slices: (source, its documents not yet taken)."""
 
     def on_retry(self, error: BaseException, attempt: int, wait_s: float) -> None:
         """Report an embedding request that is tried again."""
@@ -119,7 +139,12 @@ class IngestSteps:
             state.get("description"),
         )
         shard = _shard(state)
-        files, failed, skipped = discover([Path(p) for p in state["paths"]])
+        files, failed, skipped = discover(
+            [Path(p) for p in state["paths"]], self.loader_options, self.folder_rules
+        )
+        # A run that stopped between storing a document's new version and removing its old
+        # one left both: finish that now, since the file now looks unchanged.
+        store.finish_replacements()
         known = {s: info.doc_hash for s, info in store.sources().items() if info.complete}
         if shard:
             # A record file is read by every shard; each keeps the records it owns.
@@ -134,6 +159,7 @@ class IngestSteps:
             "files": files,
             "known": known,
             "position": 0,
+            "offset": 0,
             "pending": [],
             "failed": [f.to_dict() for f in failed],
             "skipped": [f.to_dict() for f in skipped],
@@ -142,6 +168,7 @@ class IngestSteps:
     def load_batch(self, state: IngestState) -> dict[str, Any]:
         """Read the next batch of files; queue the documents that changed."""
         start = state["position"]
+        offset = state.get("offset", 0)
         # A batch is `batch_files` files to load; unchanged files, only hashed, are cheap, so
         # a step passes over up to UNCHANGED_PER_LOADED times as many.
         batch = state["files"][start : start + self.batch_files * UNCHANGED_PER_LOADED]
@@ -153,7 +180,13 @@ class IngestSteps:
             if loaded == self.batch_files:
                 batch = batch[: count - 1]
                 break
-            loaded += self._load_file(file, known, shard, read)
+            was_loaded, offset = self._load_file(
+                file, known, shard, read, state.get("run", ""), offset
+            )
+            loaded += was_loaded
+            if offset:
+                batch = batch[: count - 1]  # the rest of this file comes in the next step
+                break
         self.notify(
             "loaded",
             {
@@ -164,35 +197,55 @@ class IngestSteps:
         )
         return {
             "position": start + len(batch),
+            "offset": offset,
             "pending": state.get("pending", []) + read.pending,
             "unchanged": read.unchanged,
             "failed": read.failed,
+            "skipped": read.skipped,
             "settled": read.settled,
             "present": read.present,
+            "whole": read.whole,
         }
 
     def _load_file(
-        self, file: SourceFile, known: dict[str, str], shard: Shard | None, read: "_Batch"
-    ) -> bool:
-        """Add one file's outcome to `read`; return whether it counts as loaded (read, not
-        only hashed)."""
+        self,
+        file: SourceFile,
+        known: dict[str, str],
+        shard: Shard | None,
+        read: "_Batch",
+        run: str,
+        offset: int = 0,
+    ) -> tuple[bool, int]:
+        """Add one file's outcome to `read`, going on from document `offset` of a record file
+        read in slices; return whether it counts as loaded (read, not only hashed) and the
+        offset to go on from in the next step (0: the file is done)."""
         file_options = self.loader_options if file.has_records else None
+        file_hash = None
         try:
-            file_hash = content_hash(file.path, self.splitter, file_options)
+            if offset == 0 or run not in self.readers:
+                file_hash = content_hash(file.path, self.splitter, file_options)
         except (LoadError, OSError) as exc:
-            self._failed(file, exc, read)
-            return False
-        if known.get(file.source) == file_hash:
+            self._failed(file, exc, read, run)
+            return False, 0
+        if offset == 0 and known.get(file.source) == file_hash:
             read.unchanged.append(file.source)
             read.present.append(file.source)
             read.settled.append(file.source)
-            return False
+            if file.has_records:
+                read.whole.append(file.source)
+            return False, 0
+        done = True
         try:
-            documents = make_documents(file, self.splitter, self.loader_options, file_hash)
+            if file.has_records:
+                documents, done = self._take(run, file, file_hash, offset)
+            else:
+                documents = make_documents(file, self.splitter, self.loader_options, file_hash)
         except (LoadError, OSError) as exc:
-            self._failed(file, exc, read)
-            return True
-        read.settled.append(file.source)
+            # A record file failing in a later slice keeps the records already taken.
+            self._failed(file, exc, read, run)
+            return True, 0
+        if done:
+            read.settled.append(file.source)
         for doc in documents:
             if shard and not shard.owns(doc.source):
                 continue
@@ -212,13 +265,35 @@ class IngestSteps:
                     loaded_at=time.time(),
                 )
             )
-        return True
+        return True, 0 if done else offset + len(documents)
 
-    def _failed(self, file: SourceFile, exc: Exception, read: "_Batch") -> None:
-        """Record and report a file that could not be read."""
+    def _take(
+        self, run: str, file: SourceFile, file_hash: str | None, offset: int
+    ) -> tuple[list[Document], bool]:
+        """The next slice of a record file's documents from `offset`, and whether it is the
+        last (a run resumed in another process opens the file again and skips `offset`)."""
+        reader = self.readers.get(run)
+        if reader is None or reader[0] != file.source:
+            documents = iter_documents(file, self.splitter, self.loader_options, file_hash)
+            for _ in itertools.islice(documents, offset):
+                pass
+            reader = self.readers[run] = (file.source, documents)
+        taken = list(itertools.islice(reader[1], RECORDS_PER_STEP))
+        done = len(taken) < RECORDS_PER_STEP
+        if done:
+            self.readers.pop(run, None)
+        return taken, done
+
+    def _failed(self, file: SourceFile, exc: Exception, read: "_Batch", run: str) -> None:
+        """Record a file that could not be read: skipped if it is not a document (reported
+        in the summary), failed (and reported now) otherwise."""
+        self.readers.pop(run, None)
         reason = str(exc)
         if isinstance(exc, OSError):
             reason = exc.strerror or reason
+        if isinstance(exc, NotADocument):
+            read.skipped.append({"source": file.source, "reason": reason})
+            return
         read.failed.append({"source": file.source, "reason": reason})
         self.notify("failed", read.failed[-1])
 
@@ -317,6 +392,7 @@ class IngestSteps:
         what the store holds of it)."""
         present = set(state.get("present", []))
         settled = set(state.get("settled", []))
+        whole = set(state.get("whole", []))
         unread = [f for f in state["files"] if f.source not in settled]
         shard = _shard(state)
         removed = [
@@ -324,6 +400,7 @@ class IngestSteps:
             for s in self.store.sources()
             if (shard is None or shard.owns(s))
             and s not in present
+            and not _record_of(s, whole)
             and not any(f.owns(s) for f in unread)
         ]
         for source in removed:
@@ -344,7 +421,8 @@ class IngestSteps:
         return "prune" if state.get("prune") else END
 
     def close_queue(self, state: IngestState) -> None:
-        """Stop and forget the run's requests in flight."""
+        """Stop and forget the run's requests in flight and its record file being read."""
+        self.readers.pop(state.get("run", ""), None)
         queue = self.queues.pop(state.get("run", ""), None)
         if queue is not None:
             queue.close()
@@ -370,8 +448,20 @@ class _Batch:
     pending: list[PendingDoc] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     failed: list[dict[str, str]] = field(default_factory=list)
+    skipped: list[dict[str, str]] = field(default_factory=list)
     settled: list[str] = field(default_factory=list)
     present: list[str] = field(default_factory=list)
+    whole: list[str] = field(default_factory=list)
+
+
+def _record_of(source: str, files: set[str]) -> bool:
+    """Whether `source` is a record `file#id` of one of `files` (a file name may hold `#`)."""
+    at = source.find("#")
+    while at != -1:
+        if source[:at] in files:
+            return True
+        at = source.find("#", at + 1)
+    return False
 
 
 def _shard(state: IngestState) -> Shard | None:
@@ -448,6 +538,7 @@ def build_ingest_graph(
     embed: EmbedSettings | None = None,
     loader_options: LoaderOptions | None = None,
     on_progress: ProgressFn | None = None,
+    folder_rules: FolderRules | None = None,
 ):
     """Build the graph that keeps `store` in sync with a set of files and folders."""
     steps = IngestSteps(
@@ -458,6 +549,7 @@ def build_ingest_graph(
         embed or EmbedSettings(),
         loader_options or LoaderOptions(),
         on_progress or ignore,
+        folder_rules or FolderRules(),
     )
     builder = StateGraph(IngestState, input_schema=IngestInput)
     builder.add_node(steps.prepare)

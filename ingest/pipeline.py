@@ -8,14 +8,16 @@ in and reports. The models and the stores are handed in: nothing here reads sett
 """
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from archivist.ingest.embedder import EmbedSettings
 from archivist.ingest.graph import build_ingest_graph, run_ingest
-from archivist.ingest.loaders import LoaderOptions
+from archivist.ingest.loaders import LoaderOptions, LoadError
+from archivist.ingest.loaders.community import loader_class_for
 from archivist.ingest.splitter import SplitterSettings
-from archivist.ingest.sync import Shard
+from archivist.ingest.sync import FolderRules, Shard
 from archivist.tools.embedding import PrefixedEmbeddings
 from archivist.tools.errors import ArchivistError
 from archivist.tools.progress import ProgressFn
@@ -35,6 +37,8 @@ class IngestOptions:
     """The chunk size asked for (None: the default, which shrinks to fit the model)."""
     embed: EmbedSettings = field(default_factory=EmbedSettings)
     loader: LoaderOptions = field(default_factory=LoaderOptions)
+    folder_rules: FolderRules = field(default_factory=FolderRules)
+    """Which files inside the folders are read (`--include`/`--exclude`)."""
 
 
 def ingest_options(
@@ -50,8 +54,17 @@ def ingest_options(
     id_field: str | None = None,
     embed: EmbedSettings | None = None,
     shard: str | None = None,
+    text_extensions: Sequence[str] = (),
+    loaders: Sequence[str] = (),
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
 ) -> IngestOptions:
-    """Check an ingest run's options and gather them; refuse combinations that cannot work."""
+    """Check an ingest run's options and gather them; refuse combinations that cannot work.
+
+    `text_extensions` are read as plain text (`.py`); `loaders` name LangChain document
+    loaders for file patterns (`*.xml=module:Class`); `include`/`exclude` are globs on paths
+    inside the folders (gitignore syntax).
+    """
     if shard is not None:
         shard = str(Shard.parse(shard))
         if reindex:
@@ -74,8 +87,45 @@ def ingest_options(
         splitter=splitter,
         chunk_size=chunk_size,
         embed=replace(embed or EmbedSettings(), **{k: v for k, v in sizes.items() if v}),
-        loader=LoaderOptions(text_field or None, id_field or LoaderOptions.id_field),
+        loader=LoaderOptions(
+            text_field or None,
+            id_field or LoaderOptions.id_field,
+            text_extensions=_extensions(text_extensions),
+            extra_loaders=_named_loaders(loaders),
+        ),
+        folder_rules=FolderRules(include=tuple(include), exclude=tuple(exclude)),
     )
+
+
+def _extensions(values: Sequence[str]) -> frozenset[str]:
+    """Normalise `--text-ext` values (`py`, `.PY`, `.py,.toml`) to lower-case `.ext`."""
+    found = set()
+    for value in values:
+        for part in value.split(","):
+            part = part.strip().lower()
+            if part:
+                found.add(part if part.startswith(".") else f".{part}")
+    return frozenset(found)
+
+
+def _named_loaders(values: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """Read `--loader PATTERN=module:Class` values, checking each class imports now rather
+    than failing every file it names."""
+    named = []
+    for value in values:
+        pattern, _, spec = value.partition("=")
+        if not pattern.strip() or ":" not in spec:
+            raise ArchivistError(
+                f"'{value}' does not name a loader.",
+                "Write --loader 'PATTERN=module:Class', e.g. "
+                "--loader '*.xml=langchain_community.document_loaders:UnstructuredXMLLoader'.",
+            )
+        try:
+            loader_class_for(spec.strip())
+        except LoadError as exc:
+            raise ArchivistError(f"Cannot use --loader {value}: {exc}.") from None
+        named.append((pattern.strip(), spec.strip()))
+    return tuple(named)
 
 
 def fit_splitter(options: IngestOptions, context: int, model: str) -> SplitterSettings:
@@ -132,6 +182,7 @@ class IngestJob:
             embed=self.options.embed,
             loader_options=self.options.loader,
             on_progress=on_progress,
+            folder_rules=self.options.folder_rules,
         )
         return run_ingest(
             graph,

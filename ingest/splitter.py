@@ -46,10 +46,15 @@ class SplitterSettings:
         if chunk_overlap is not None:
             changes.update(chunk_overlap=chunk_overlap, cjk_chunk_overlap=chunk_overlap // 2)
         settings = replace(self, **changes)
-        if settings.chunk_overlap >= settings.chunk_size or settings.chunk_size < 50:
+        if (
+            settings.chunk_overlap >= settings.chunk_size
+            or settings.chunk_size < 50
+            or settings.chunk_overlap < 0
+        ):
             raise ValueError(
                 f"chunk size {settings.chunk_size} with overlap {settings.chunk_overlap}: the "
-                "size must be at least 50 characters and larger than the overlap"
+                "size must be at least 50 characters and larger than the overlap, and the "
+                "overlap 0 or more"
             )
         return settings
 

@@ -1,47 +1,29 @@
-"""Find source files, name them, hash them, and turn them into documents of chunks."""
+"""Name source files, hash them, and turn them into documents of chunks (finding them is
+`archivist.ingest.discovery`'s job)."""
 
-import errno
 import functools
 import hashlib
 import json
-import os
 import re
-import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from archivist.ingest.discovery import Failure, FolderRules, SourceFile, discover
 from archivist.ingest.loaders import (
-    RECORD_FORMATS,
     LoaderOptions,
     LoadError,
     Section,
     check_size,
-    load,
-    skip_reason,
-    supported,
+    iter_load,
 )
 from archivist.ingest.splitter import SplitterSettings, split_text
 from archivist.tools.errors import ArchivistError
 from archivist.tools.store import Chunk
 
+__all__ = ["Document", "Failure", "FolderRules", "Shard", "SourceFile", "discover"]
+
 SHARD_FORMAT = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
-
-
-@dataclass(frozen=True)
-class SourceFile:
-    """A file to ingest and the `source` name its chunks get."""
-
-    path: Path
-    source: str
-
-    @property
-    def has_records(self) -> bool:
-        """Whether the file holds records, each of which may be its own source `file#id`."""
-        return self.path.suffix.lower() in RECORD_FORMATS
-
-    def owns(self, source: str) -> bool:
-        """Whether a stored source came from this file (the file itself or one of its records)."""
-        return source == self.source or (self.has_records and source.startswith(self.source + "#"))
 
 
 @dataclass(frozen=True)
@@ -79,94 +61,12 @@ class Shard:
 
 
 @dataclass
-class Failure:
-    """A file that could not be ingested, and why."""
-
-    source: str
-    reason: str
-
-    def to_dict(self) -> dict[str, str]:
-        return {"source": self.source, "reason": self.reason}
-
-
-@dataclass
 class Document:
     """One source's new version: its content hash and its chunks."""
 
     source: str
     doc_hash: str
     chunks: list[Chunk]
-
-
-def discover(paths: list[Path]) -> tuple[list[SourceFile], list[Failure], list[Failure]]:
-    """List the files under `paths`: (files to ingest, failures, files skipped by type).
-
-    A file given directly is named by its file name; a file found in a folder by its path
-    relative to that folder, with `/` separators. Hidden files and folders are left out.
-    Inside a folder, a symbolic link is followed only to a file in that same folder: a link
-    leading out of it (or nowhere, or in a loop) is reported, never read, and so are devices,
-    sockets and pipes (reading a pipe would wait forever).
-    """
-    files: dict[str, SourceFile] = {}
-    failed: list[Failure] = []
-    skipped: list[Failure] = []
-    for root in paths:
-        if root.is_file():
-            if supported(root):
-                files.setdefault(root.name, SourceFile(root, root.name))
-            else:
-                skipped.append(Failure(root.name, skip_reason(root)))
-        elif root.is_dir():
-            inside = root.resolve()
-            for folder, dirnames, filenames in os.walk(root):
-                dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-                for name in dirnames:
-                    path = Path(folder) / name
-                    # os.walk does not descend into linked folders; say so when it matters.
-                    if path.is_symlink() and (reason := _link_problem(path, inside)):
-                        failed.append(Failure(path.relative_to(root).as_posix(), reason))
-                for name in sorted(filenames):
-                    if name.startswith("."):
-                        continue
-                    path = Path(folder) / name
-                    source = path.relative_to(root).as_posix()
-                    if reason := _entry_problem(path, inside):
-                        failed.append(Failure(source, reason))
-                    elif supported(path):
-                        files.setdefault(source, SourceFile(path, source))
-                    else:
-                        skipped.append(Failure(source, skip_reason(path)))
-        else:
-            failed.append(Failure(str(root), "no such file or folder"))
-    return list(files.values()), failed, skipped
-
-
-def _link_problem(path: Path, inside: Path) -> str | None:
-    """Why a symbolic link is not followed: it leads nowhere, in a loop, or out of `inside`."""
-    try:
-        target = path.resolve(strict=True)
-    except RuntimeError:
-        return "symbolic link loop"
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            return "symbolic link loop"
-        return "broken symbolic link (its target does not exist)"
-    if not target.is_relative_to(inside):
-        return "symbolic link to outside the folder, not followed (ingest its target directly)"
-    return None
-
-
-def _entry_problem(path: Path, inside: Path) -> str | None:
-    """Why a file found in a folder is not read, or None if it is a regular file to read."""
-    if path.is_symlink() and (reason := _link_problem(path, inside)):
-        return reason
-    try:
-        mode = path.stat().st_mode
-    except OSError as exc:
-        return f"cannot read: {exc.strerror or exc}"
-    if not stat.S_ISREG(mode):
-        return "not a regular file (a pipe, socket or device)"
-    return None
 
 
 def _settings_digest(splitter: SplitterSettings, options: LoaderOptions | None) -> "hashlib._Hash":
@@ -227,21 +127,33 @@ def make_documents(
 ) -> list[Document]:
     """Load a file and split it into documents: one for the file, or one per record with an
     id (source `file#id`). Raise LoadError if the file cannot be ingested."""
+    return list(iter_documents(file, splitter, options, file_hash))
+
+
+def iter_documents(
+    file: SourceFile,
+    splitter: SplitterSettings,
+    options: LoaderOptions | None = None,
+    file_hash: str | None = None,
+) -> Iterator[Document]:
+    """As `make_documents`, a document at a time: a record with an id as soon as it is read
+    (JSON Lines are read line by line), the file's records without an id last, together."""
     options = options or LoaderOptions()
-    sections = load(file.path, options)
-    documents: list[Document] = []
-    keyed = [s for s in sections if s.key is not None]
-    for section in keyed:
+    rest: list[Section] = []
+    found = False
+    for section in iter_load(file.path, options):
+        if section.key is None:
+            rest.append(section)
+            continue
         chunks = chunk_sections(f"{file.source}#{section.key}", [section], splitter)
         if chunks:
-            hashed = record_hash(section, splitter, options)
-            documents.append(Document(chunks[0].source, hashed, chunks))
-    rest = [s for s in sections if s.key is None]
+            found = True
+            yield Document(chunks[0].source, record_hash(section, splitter, options), chunks)
     if rest:
         chunks = chunk_sections(file.source, rest, splitter)
         if chunks:
+            found = True
             doc_hash = file_hash or content_hash(file.path, splitter, options)
-            documents.append(Document(file.source, doc_hash, chunks))
-    if not documents:
+            yield Document(file.source, doc_hash, chunks)
+    if not found:
         raise LoadError("no text in the file")
-    return documents

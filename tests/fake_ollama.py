@@ -14,7 +14,12 @@ built from the schema and the prompt (`structured_policy`): a list of objects wi
 shares at least two content words (one, for a one-word question) with the `Question:` line or
 its known paraphrases (`PARAPHRASES`); a string field named `query`, or a list of strings, gets
 the question rewritten as its content words with paraphrases applied; other booleans are false,
-numbers 0, strings empty.
+numbers 0, strings empty. A request for a `question` and a `fragment` about a `<passage>`
+(`eval generate`) gets `written_question`.
+
+A model with the behaviour `chat_embeddings` answers /api/embed as a chat model does: with
+near-constant vectors (one shared direction plus a small part that depends on the whole text,
+not its words), so a search with them ranks passages at random.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import html
 import json
 import math
 import operator
+import random
 import re
 import signal
 import sys
@@ -78,6 +84,7 @@ PARAPHRASES = {
     "delivery": "shipping",
 }
 """Phrases the fake's grader and rewriter read as the words the shop's documents use."""
+_PASSAGE = re.compile(r"<passage>\s*(.*?)\s*</passage>", re.DOTALL)
 _QUESTION_LINE = re.compile(r"^Question:\s*(.+)$", re.MULTILINE)
 _STOP_WORD = re.compile(
     r"a|an|and|are|about|can|do|does|for|from|how|i|in|is|it|me|my|of|on|or|search|the|to"
@@ -142,6 +149,15 @@ SMALL_MODELS: list[ModelSpec] = [
 `written_call` instead of calling it; `small-unknown` writes a call to `web_search`, a tool
 never offered; `small-wrongname` calls `search_knowledge_base` first and the right tool once
 told the tools' names; `small-think` puts `<think>…</think>` before what it says."""
+CHAT_EMBEDDER = ModelSpec(
+    "llama3.2:1b",
+    ["completion", "tools"],
+    behaviour="chat_embeddings",
+    embedding_length=256,
+    family="llama",
+    parameter_size="1.2B",
+)
+"""A chat model that, asked for embeddings, gives near-constant vectors (serve with add_model)."""
 WRONG_TOOL = "search_knowledge_base"
 UNKNOWN_TOOL = "web_search"
 
@@ -201,6 +217,16 @@ def embed_text(text: str, dimensions: int, max_tokens: int | None = None) -> lis
     for index, value in sums.items():
         vector[index] = value / norm
     return vector
+
+
+def chat_vector(text: str, dimensions: int) -> list[float]:
+    """Embed text as a chat model does: nearly the same unit vector for every text, its small
+    variation drawn from the whole text's hash, so similar texts are no closer than others."""
+    seed = hashlib.blake2b(text.encode(), digest_size=8).digest()
+    noise = random.Random(seed)
+    vector = [1.0 + 0.02 * noise.uniform(-1, 1) for _ in range(dimensions)]
+    norm = math.sqrt(sum(v * v for v in vector))
+    return [v / norm for v in vector]
 
 
 @lru_cache(maxsize=1 << 16)
@@ -270,6 +296,8 @@ def chat_policy(spec: ModelSpec, messages: list[dict[str, Any]], tools: list[Any
         asked = next((_content(m) for m in reversed(messages) if m.get("role") == "user"), "")
         thought = f"<think>The user asks: {asked}</think>\n"
         return {**turn, "content": thought + turn.get("content", "")}
+    if spec.behaviour == "chat_embeddings":
+        return chat_policy(ModelSpec(spec.name, spec.capabilities), messages, tools)
     if spec.behaviour not in ("tools", "never_tools") and tools:
         turn = chat_policy(ModelSpec(spec.name, spec.capabilities), messages, tools)
         if spec.behaviour == "wrongname" and "tool_calls" in turn:
@@ -339,9 +367,33 @@ def _resolve(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
+def written_question(passage: str) -> dict[str, str]:
+    """Write a test question about a passage, as `eval generate` asks: one about the first
+    sentence of its body (headings skipped), in its language, and a fragment copied from it."""
+    body = " ".join(line for line in passage.splitlines() if not line.lstrip().startswith("#"))
+    match = _SENTENCE.match(body.strip())
+    sentence = (match.group() if match else body).strip()
+    cjk = "".join(_CJK_RUN.findall(sentence))
+    if len(cjk) > len(sentence) / 3:
+        return {"question": f"关于{cjk[:6]}有什么规定？", "fragment": cjk[:4]}
+    words = [
+        w
+        for w in _WORD.findall(sentence)
+        if not _STOP_WORD.fullmatch(w.lower()) and w.lower() not in ("this", "that", "these")
+    ]
+    fragment = re.match(r"\W*((?:[^\W_]+\W+){2}[^\W_]+)", sentence)
+    return {
+        "question": f"What is true about {' '.join(words[:4]).lower()}?",
+        "fragment": fragment.group(1) if fragment else sentence,
+    }
+
+
 def structured_policy(schema: dict[str, Any], messages: list[dict[str, Any]]) -> dict:
     """Answer a structured-output request with JSON that fits its schema (see the module doc)."""
     prompt = next((_content(m) for m in reversed(messages) if m.get("role") == "user"), "")
+    passage = _PASSAGE.search(prompt)
+    if passage and {"question", "fragment"} <= set(schema.get("properties", {})):
+        return {"content": json.dumps(written_question(passage.group(1)), ensure_ascii=False)}
     questions = _QUESTION_LINE.findall(prompt)
     question = questions[-1].strip() if questions else prompt
     passages = [(int(n), body) for n, body in _RESULT.findall(prompt)]
@@ -688,7 +740,8 @@ class _Handler(BaseHTTPRequestHandler):
         if spec is None:
             error = f'model "{name}" not found, try pulling it first'
             return self._send_json(404, {"error": error})
-        if "embedding" not in spec.capabilities:
+        as_chat = spec.behaviour == "chat_embeddings"
+        if "embedding" not in spec.capabilities and not as_chat:
             return self._send_json(400, {"error": f'"{name}" does not support embeddings'})
         raw = body.get("input")
         texts = [raw] if isinstance(raw, str) else [str(text) for text in raw or []]
@@ -703,7 +756,12 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send_json(400, {"error": "failed to process inputs"})
         # The vectors are worked out before a slot is taken: the slot's time is the cost
         # model's alone (a real model's work), not the fake's own Python.
-        vectors = [embed_text(t, spec.embedding_length, spec.context_length) for t in texts]
+        vectors = [
+            chat_vector(t, spec.embedding_length)
+            if as_chat
+            else embed_text(t, spec.embedding_length, spec.context_length)
+            for t in texts
+        ]
         with fake._embed_slot():
             time.sleep(
                 fake.embed_delay

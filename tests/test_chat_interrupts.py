@@ -51,8 +51,10 @@ def test_ctrl_c_at_the_prompt_clears_the_line_and_ctrl_d_exits_0(ollama, home, s
 
 def test_ollama_failing_mid_chat_prints_the_reason_and_the_chat_goes_on(ollama, home, store):
     child = spawn_chat("--store", store, ollama_url=ollama.url, home=home)
-    ollama.fail("/api/chat", 500, "llama runner process has terminated: signal: killed")
+    # Refused on every try (4): the retries are announced, then the reason is printed.
+    ollama.fail("/api/chat", 500, "llama runner process has terminated: signal: killed", 4)
     out = ask(child, REFUND_Q)
+    assert out.count("trying again") == 3
     assert "answered with an error: llama runner process has terminated" in out
     ollama.script("qwen2.5:3b", {"mid_stream_error": "an error was encountered while running"})
     out = ask(child, "hello")

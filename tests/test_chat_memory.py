@@ -65,3 +65,21 @@ def test_a_stopped_turn_leaves_the_thread_ready_for_the_next_question(archivist,
     assert kinds == ["human", "ai", "tool", "human", "ai"]
     stopped, answered = archivist.turn_log.recent()
     assert stopped["error"] == "stopped by the user" and answered["error"] is None
+
+
+def test_a_question_too_long_for_the_context_is_refused_and_not_kept(archivist, shop_store, ollama):
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from archivist.conversation import Conversation
+    from archivist.tools.errors import ArchivistError
+
+    conversation = Conversation(archivist, [shop_store], InMemorySaver())
+    conversation.answer("hi", lambda kind, data: None)
+    pasted = "lorem ipsum dolor " * 60_000  # about a megabyte
+    with pytest.raises(ArchivistError, match="does not fit the model's context window"):
+        conversation.answer(pasted, lambda kind, data: None)
+    assert [m.type for m in conversation.messages()] == ["human", "ai"]
+    assert conversation.setup.graph.get_state(conversation.config).next == ()
+    ollama.clear_requests()
+    conversation.answer(REFUND_Q, lambda kind, data: None)
+    assert user_turns(ollama.requests_to("/api/chat")[0]) == ["hi", REFUND_Q]

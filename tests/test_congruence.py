@@ -21,7 +21,14 @@ from archivist.ingest.graph import DIMENSION_PROBE, build_ingest_graph, run_inge
 from archivist.tools.errors import StoreMismatch
 from archivist.tools.migrate import copy_store
 from archivist.tools.sparse import tokenize
-from archivist.tools.store import PAYLOAD_INDEXES, Chunk, KnowledgeStore, ServerLayout, connect
+from archivist.tools.store import (
+    PAYLOAD_INDEXES,
+    Chunk,
+    KnowledgeStore,
+    ServerLayout,
+    connect,
+    list_stores,
+)
 
 # Read when the module is imported: the autouse `home` fixture unsets QDRANT_URL in each test.
 SERVER_URL = os.environ.get("QDRANT_URL")
@@ -233,6 +240,76 @@ def test_a_rebuild_is_swapped_in_without_embedding_again(engine):
     assert list(store.sources()) == ["new.md"]
     hit = store.search(vec("a rebuilt passage"), "rebuilt passage", k=1)
     assert hit[0].text == "a rebuilt passage"
+
+
+class Crash(Exception):
+    """Stands for the process dying at the exact step."""
+
+
+class CrashingClient:
+    """A client that dies instead of making its `fatal`-th write (never, if 0)."""
+
+    WRITES = {
+        "create_collection",
+        "create_payload_index",
+        "delete_collection",
+        "update_collection",
+        "upsert",
+    }
+
+    def __init__(self, client, fatal: int) -> None:
+        self.client, self.fatal, self.writes = client, fatal, 0
+
+    def __getattr__(self, name: str):
+        attr = getattr(self.client, name)
+        if name not in self.WRITES:
+            return attr
+
+        def write(*args, **kwargs):
+            self.writes += 1
+            if self.writes == self.fatal:
+                raise Crash(name)
+            return attr(*args, **kwargs)
+
+        return write
+
+
+def test_a_swap_cut_short_at_any_step_is_finished_from_the_complete_rebuild(engine):
+    crashed_at = []
+    for fatal in range(1, 100):
+        store = filled(engine)
+        rebuild = store.rebuild_store()
+        rebuild.ensure({**FINGERPRINT, "embed_model": "hash2"}, "rebuilt")
+        for i in range(5):
+            add(rebuild, f"new{i}.md", [f"rebuilt passage {i}", f"second passage {i}"])
+        dying = KnowledgeStore(CrashingClient(engine.client, fatal), store.name)
+        try:
+            dying.replace_with(dying.rebuild_store(), batch=3)
+        except Crash:
+            crashed_at.append(fatal)
+        else:
+            break
+        finally:
+            assert (store.name in list_stores(engine.client)) == store.exists()
+            assert rebuild.name not in list_stores(engine.client)
+        if fatal == 1:
+            # Cut before the rebuild was marked complete: the store is untouched, and the
+            # next --reindex run resumes the rebuild (test_ingest_recovery.py).
+            assert not store.finish_swap()
+            assert store.fingerprint["embed_model"] == "hash" and store.count() == 7
+            rebuild.drop()
+            store.drop()
+            continue
+        # The next command to open the store finishes the swap: the whole rebuild, once.
+        assert store.finish_swap()
+        assert not rebuild.exists()
+        assert store.fingerprint["embed_model"] == "hash2"
+        assert store.count() == 10
+        assert sorted(store.sources()) == [f"new{i}.md" for i in range(5)]
+        assert not store.finish_swap()
+        store.drop()
+    # Mark, drop, create, 3 indexes, 4 copy batches, drop: every step was cut once.
+    assert crashed_at == list(range(1, 12))
 
 
 def test_a_store_copied_from_an_embedded_home_answers_the_same_searches(engine, tmp_path):

@@ -14,7 +14,7 @@ from qdrant_client import QdrantClient, models
 from archivist.app import Archivist
 from archivist.tools.edge import COLLECTION_FILE, MIGRATING_FILE, EdgeClient
 from archivist.tools.errors import StoreLocked
-from archivist.tools.migrate import migrate_legacy
+from archivist.tools.migrate import migrate_legacy, migrate_local
 from archivist.tools.sparse import document_vector, query_vector
 from archivist.tools.store import DENSE, SPARSE, Chunk, KnowledgeStore
 
@@ -329,14 +329,62 @@ def test_an_interrupted_move_is_done_again(tmp_path):
             "old_docs",
             vectors_config={DENSE: models.VectorParams(size=64, distance=models.Distance.COSINE)},
         )
-        (tmp_path / "edge" / "old_docs" / MIGRATING_FILE).touch()
+        (tmp_path / "edge" / f"old_docs.{MIGRATING_FILE}").touch()
         assert migrate_legacy(tmp_path / "qdrant", target) == ["old_docs"]
         assert target.count("old_docs").count == len(DOCS)
-        assert not (tmp_path / "edge" / "old_docs" / MIGRATING_FILE).exists()
+        assert not (tmp_path / "edge" / f"old_docs.{MIGRATING_FILE}").exists()
         stored = json.loads((tmp_path / "edge" / "old_docs" / COLLECTION_FILE).read_text())
         assert stored["metadata"]["archivist"]["description"] == "from the last release"
     finally:
         target.close()
+
+
+class Killed(BaseException):
+    """Stands for the process dying at the exact step."""
+
+
+class DiesAt:
+    """An EdgeClient that dies right after its `fatal`-th write."""
+
+    def __init__(self, client: EdgeClient, fatal: int) -> None:
+        self.client, self.fatal, self.writes = client, fatal, 0
+
+    def __getattr__(self, name: str):
+        attr = getattr(self.client, name)
+        if name not in ("create_collection", "create_payload_index", "upsert"):
+            return attr
+
+        def write(*args, **kwargs):
+            done = attr(*args, **kwargs)
+            self.writes += 1
+            if self.writes == self.fatal:
+                raise Killed
+            return done
+
+        return write
+
+
+def test_a_move_killed_at_any_step_is_done_again_whole(tmp_path):
+    _legacy_store(tmp_path)
+    target = EdgeClient(tmp_path / "edge")
+    killed_at = []
+    try:
+        for fatal in range(1, 20):
+            try:
+                migrate_local(tmp_path / "qdrant", DiesAt(target, fatal), batch=2)
+            except Killed:
+                killed_at.append(fatal)
+            else:
+                break
+            # The next open moves the store again, whole, rather than take the part as done.
+            assert migrate_legacy(tmp_path / "qdrant", target) == ["old_docs"]
+            assert target.count("old_docs").count == len(DOCS)
+            (tmp_path / "qdrant.migrated").rename(tmp_path / "qdrant")
+            target.delete_collection("old_docs")
+    finally:
+        target.close()
+    # Create, index, three batches of two points: each step was cut once.
+    assert killed_at == [1, 2, 3, 4, 5]
 
 
 def test_the_sample_store_ingests_into_edge_and_searches(archivist):

@@ -267,9 +267,15 @@ def test_judge_verdicts_come_from_the_judge_model(fake, home_copy, tmp_path):
     assert "| judge_groundedness | 0.00 (n=1) |" in (tmp_path / "out" / "report.md").read_text()
 
 
-def test_a_failing_run_is_counted_as_an_error_and_the_rest_go_on(fake, home_copy, tmp_path):
+def test_a_failing_run_is_counted_as_an_error_and_the_rest_go_on(
+    fake, home_copy, tmp_path, monkeypatch
+):
     dataset = write_dataset(tmp_path / "cases.jsonl", [CASES[1], CASES[3]])
-    fake.script("qwen2.5:3b", {"error": "llama runner process has terminated", "status": 500})
+    # Refused on each of the 4 tries a chat request gets.
+    monkeypatch.setattr("archivist.models.CHAT_BACKOFF", 0.01)
+    fake.script(
+        "qwen2.5:3b", *[{"error": "llama runner process has terminated", "status": 500}] * 4
+    )
     result = run_cli(
         "eval", str(dataset), *STORES, "-m", "qwen2.5:3b", "--out", str(tmp_path / "out"),
         "--json", ollama_url=fake.url, home=home_copy,

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import ollama
 import pytest
-from fake_ollama import DEFAULT_MODELS, FakeOllama, ModelSpec, embed_text
+from fake_ollama import CHAT_EMBEDDER, DEFAULT_MODELS, FakeOllama, ModelSpec, embed_text
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
 from langchain_ollama import ChatOllama, OllamaEmbeddings
@@ -385,3 +385,23 @@ def test_subprocess_mode_serves_until_terminated(tmp_path: Path) -> None:
     finally:
         process.terminate()
         assert process.wait(timeout=5) == 0
+
+
+def test_a_chat_model_embeds_with_near_constant_vectors(fake: FakeOllama, client) -> None:
+    fake.add_model(CHAT_EMBEDDER)
+    texts = ["Refunds take 14 days.", "Refunds take 14 days!", "The warehouse is in Berlin."]
+    vectors = client.embed("llama3.2:1b", texts).embeddings
+    again = client.embed("llama3.2:1b", texts[0]).embeddings[0]
+    assert [len(v) for v in vectors] == [256] * 3 and again == vectors[0]
+
+    def cosine(a: list[float], b: list[float]) -> float:
+        return sum(x * y for x, y in zip(a, b, strict=True))
+
+    # Every pair is nearly identical, whatever the texts say; the hashing embedder tells them apart.
+    assert min(cosine(vectors[0], v) for v in vectors[1:]) > 0.99
+    hashed = client.embed("nomic-embed-text", texts).embeddings
+    assert cosine(hashed[0], hashed[1]) > cosine(hashed[0], hashed[2]) + 0.5
+    with pytest.raises(ollama.ResponseError):
+        client.embed("qwen2.5:3b", ["x"])  # other chat models still refuse, as before
+    reply = client.chat("llama3.2:1b", [{"role": "user", "content": "hi"}])
+    assert reply.message.content  # and it chats like the default model

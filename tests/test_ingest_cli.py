@@ -36,13 +36,21 @@ def test_a_broken_corpus_stores_every_good_file_and_lists_each_bad_one(ollama, h
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0].startswith("kb: 5 stored, 0 unchanged, 5 failed, 0 removed;")
-    failed = {line.split(": ", 2)[1]: line.split(": ", 2)[2] for line in lines[1:]}
-    assert set(failed) == {"binary.md", "corrupt.pdf", "damaged.txt", "empty.md", "huge.txt"}
+    assert lines[0].startswith("kb: 5 stored, 0 unchanged, 4 failed, 2 skipped, 0 removed;")
+    assert lines[1:4] == [
+        "  1 skipped: binary file of unsupported type '.png'",
+        "  1 skipped: empty file",
+        "  (--verbose lists the skipped files)",
+    ]
+    failed = {
+        line.split(": ", 2)[1]: line.split(": ", 2)[2]
+        for line in lines
+        if line.startswith("  failed: ")
+    }
+    assert set(failed) == {"binary.md", "corrupt.pdf", "damaged.txt", "huge.txt"}
     assert failed["binary.md"] == "binary content (NUL bytes) in a text file"
     assert failed["corrupt.pdf"].startswith("damaged PDF")
     assert failed["damaged.txt"] == "damaged UTF-8 text: invalid byte sequence at byte 30"
-    assert failed["empty.md"] == "empty file"
     assert failed["huge.txt"] == "larger than the 50 MB limit (50 MB)"
 
     again = run_cli(
@@ -59,8 +67,9 @@ def test_a_broken_corpus_stores_every_good_file_and_lists_each_bad_one(ollama, h
     ]
     assert report["stored"] == [] and report["chunks_embedded"] == 0
     assert sorted(f["source"] for f in report["failed"]) == sorted(failed)
-    assert report["skipped"] == [
-        {"source": "logo.png", "reason": "binary file of unsupported type '.png'"}
+    assert sorted(report["skipped"], key=lambda s: s["source"]) == [
+        {"source": "empty.md", "reason": "empty file"},
+        {"source": "logo.png", "reason": "binary file of unsupported type '.png'"},
     ]
 
 

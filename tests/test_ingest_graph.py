@@ -329,6 +329,48 @@ def test_small_documents_share_embedding_requests():
     assert [d["sent"] for d in pending] == [2, 2]
 
 
+def test_a_large_record_file_is_read_in_slices_never_whole(archivist, monkeypatch, tmp_path):
+    from archivist.ingest import graph as ingest_graph
+
+    monkeypatch.setattr(ingest_graph, "RECORDS_PER_STEP", 4)
+    lines = [json.dumps({"id": f"r{i}", "text": f"Record number {i}."}) for i in range(10)]
+    write_files(tmp_path / "kb", {"a.md": "# A\n\nFirst file.", "records.jsonl": "\n".join(lines)})
+    write_files(tmp_path / "kb", {"z.md": "# Z\n\nLast file."})
+    loaded = []
+    report = ingest(
+        archivist,
+        [tmp_path / "kb"],
+        on_progress=lambda e, d: loaded.append(d) if e == "loaded" else None,
+    )
+    assert len(report["stored"]) == 12 and report["failed"] == []
+    # No step held more than one slice of the records (plus the one-chunk Markdown files).
+    assert max(step["chunks"] for step in loaded) <= 5
+    assert sorted(archivist.store("docs").sources()) == sorted(
+        ["a.md", "z.md", *(f"records.jsonl#r{i}" for i in range(10))]
+    )
+    again = ingest(archivist, [tmp_path / "kb"], prune=True)
+    assert again["stored"] == [] and again["removed"] == []
+    assert len(again["unchanged"]) == 12
+
+
+def test_a_bad_line_late_in_a_record_file_fails_it_and_the_rest_goes_on(
+    archivist, monkeypatch, tmp_path
+):
+    from archivist.ingest import graph as ingest_graph
+
+    monkeypatch.setattr(ingest_graph, "RECORDS_PER_STEP", 2)
+    lines = [json.dumps({"id": f"r{i}", "text": f"Record {i}."}) for i in range(5)] + ["{bad"]
+    write_files(tmp_path / "kb", {"records.jsonl": "\n".join(lines), "z.md": "# Z\n\nLast."})
+    report = ingest(archivist, [tmp_path / "kb"])
+    assert report["failed"] == [
+        {
+            "source": "records.jsonl",
+            "reason": "invalid JSON on line 6: Expecting property name enclosed in double quotes",
+        }
+    ]
+    assert "z.md" in {s["source"] for s in report["stored"]}
+
+
 class RecordingStore:
     """The two writes `embed_and_store` makes, in order."""
 

@@ -7,7 +7,8 @@ from archivist.app import Archivist
 from archivist.ingest.embedder import EmbedSettings
 from archivist.ingest.splitter import SplitterSettings
 from archivist.tools.errors import ArchivistError
-from archivist.tools.store import KnowledgeStore, list_stores
+from archivist.tools.migrate import copy_stores
+from archivist.tools.store import KnowledgeStore, connect, list_stores
 
 FAST = EmbedSettings(batch_size=2, concurrency=1, attempts=3, backoff=0.01, max_backoff=0.02)
 LONG = "\n\n".join(f"Section {i}. " + "Tents and boots and lamps. " * 12 for i in range(5))
@@ -131,6 +132,115 @@ def test_reindex_rebuilds_for_a_new_model_and_keeps_the_old_store_until_done(
     # Once rebuilt, --reindex with the same model is an ordinary incremental run.
     report = other.ingest([str(root)], "docs", reindex=True, embed=FAST)
     assert report["reindexed"] is False and report["chunks_embedded"] == 0
+
+
+class Killed(BaseException):
+    """Stands for the process dying at the exact step."""
+
+
+def test_an_update_killed_before_removing_the_old_version_is_finished_by_the_next_run(
+    archivist, ollama, tmp_path, monkeypatch
+):
+    root = write_files(tmp_path / "kb", CORPUS)
+    archivist.ingest([str(root)], "docs", embed=FAST)
+    (root / "b.md").write_text("# B\n\nBeta was rewritten.")
+
+    def dies(*args, **kwargs):
+        raise Killed
+
+    # b.md's new version is stored whole; the run dies before its old chunks are removed.
+    with monkeypatch.context() as patch:
+        patch.setattr(KnowledgeStore, "delete_stale", dies)
+        with pytest.raises(Killed):
+            archivist.ingest([str(root)], "docs", embed=FAST)
+    store = KnowledgeStore(archivist.client, "docs")
+    assert store.sources()["b.md"].complete
+    assert any("Tents and boots" in c["text"] for c in store.chunks(["b.md"]))
+
+    ollama.clear_requests()
+    report = archivist.ingest([str(root)], "docs", embed=FAST)
+    assert report["unchanged"] == ["a.md", "b.md", "c.md"] and report["chunks_embedded"] == 0
+    assert [c["text"] for c in store.chunks(["b.md"])] == ["# B\n\nBeta was rewritten."]
+    archivist.ingest([str(root)], "clean", embed=FAST)
+    assert point_ids(archivist, "docs") == point_ids(archivist, "clean")
+
+
+def test_a_newer_partly_stored_version_is_kept_for_the_next_run_to_finish(
+    archivist, ollama, tmp_path
+):
+    root = write_files(tmp_path / "kb", CORPUS)
+    archivist.ingest([str(root)], "docs", embed=FAST, chunk_size=200, chunk_overlap=0)
+    (root / "b.md").write_text(LONG.replace("Tents", "Stoves"))
+    # The probe is not sent (the store exists): [b0, b1] is answered, then the run stops.
+    ollama.fail("/api/embed", 500, "llama runner process has terminated", 3, 1)
+    with pytest.raises(ArchivistError):
+        archivist.ingest([str(root)], "docs", embed=FAST, chunk_size=200, chunk_overlap=0)
+    store = KnowledgeStore(archivist.client, "docs")
+    assert store.finish_replacements() == []
+    texts = [c["text"] for c in store.chunks(["b.md"])]
+    assert any("Stoves" in t for t in texts) and any("Tents" in t for t in texts)
+    report = archivist.ingest([str(root)], "docs", embed=FAST, chunk_size=200, chunk_overlap=0)
+    assert [s["source"] for s in report["stored"]] == ["b.md"]
+    assert not any("Tents" in c["text"] for c in store.chunks(["b.md"]))
+
+
+@pytest.mark.parametrize("next_command", ["stores", "search", "ingest --reindex"])
+def test_a_rebuild_swap_killed_after_dropping_the_store_is_finished_by_the_next_command(
+    archivist, settings, ollama, tmp_path, monkeypatch, next_command
+):
+    root = write_files(tmp_path / "kb", CORPUS)
+    archivist.ingest([str(root)], "docs", embed=FAST)
+    store = KnowledgeStore(archivist.client, "docs")
+    other = _minilm(archivist, settings)
+    clean = other.ingest([str(root)], "clean", embed=FAST)["points"]
+
+    def dies(*args, **kwargs):
+        raise Killed
+
+    # The old store is dropped and its replacement created; the copy never starts.
+    with monkeypatch.context() as patch:
+        patch.setattr("archivist.tools.store.copy_points", dies)
+        with pytest.raises(Killed):
+            other.ingest([str(root)], "docs", reindex=True, embed=FAST)
+    assert store.count() == 0 and store.rebuild_store().count() == clean
+
+    ollama.clear_requests()
+    if next_command == "stores":
+        listed = {s["store"]: s for s in other.stores()}
+        assert listed["docs"]["chunks"] == clean
+        assert listed["docs"]["embed_model"] == "all-minilm"
+    elif next_command == "search":
+        assert other.search("gamma last", "docs")[0]["source"] == "c.md"
+    else:
+        report = other.ingest([str(root)], "docs", reindex=True, embed=FAST)
+        assert report["chunks_embedded"] == 0 and report["reindexed"] is False
+    assert point_ids(archivist, "docs") == point_ids(archivist, "clean")
+    assert not store.rebuild_store().exists()
+    # The swap re-embedded nothing: only the search's own query, if any, reached Ollama.
+    assert len(ollama.requests_to("/api/embed")) <= (next_command == "search")
+
+
+def test_a_users_store_named_like_a_scratch_collection_stays_the_users(
+    archivist, settings, tmp_path
+):
+    private = write_files(
+        tmp_path / "private", {"secret.md": "# Secret\n\nThe vault code is 4711."}
+    )
+    root = write_files(tmp_path / "kb", CORPUS)
+    archivist.ingest([str(private)], "docs__rebuild", embed=FAST)
+    archivist.ingest([str(root)], "docs", embed=FAST)
+    assert [s["store"] for s in archivist.stores()] == ["docs", "docs__rebuild"]
+
+    _minilm(archivist, settings).ingest([str(root)], "docs", reindex=True, embed=FAST)
+    assert list(KnowledgeStore(archivist.client, "docs").sources()) == ["a.md", "b.md", "c.md"]
+    assert list(KnowledgeStore(archivist.client, "docs__rebuild").sources()) == ["secret.md"]
+    assert [s["store"] for s in archivist.stores()] == ["docs", "docs__rebuild"]
+    copy = connect(tmp_path / "copy")
+    try:
+        copied = copy_stores(archivist.client, copy)
+        assert [c["store"] for c in copied] == ["docs", "docs__rebuild"]
+    finally:
+        copy.close()
 
 
 def test_default_chunk_sizes_shrink_to_fit_a_small_embedding_context(archivist, settings, tmp_path):

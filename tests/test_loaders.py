@@ -126,10 +126,36 @@ def test_pdf_text_per_page_without_running_headers_and_footers(tmp_path):
 
 
 def test_repeated_lines_are_only_removed_at_page_edges():
-    pages = ["Header\nA\nHeader\nB\nC\nFooter 1", "Header\nD\nE\nF\nG\nFooter 2"] * 2
+    pages = [
+        "Header\nA\nHeader\nB\nC\nFooter 1",
+        "Header\nD\nE\nF\nG\nFooter 2",
+        "Header\nH\nI\nJ\nK\nFooter 3",
+        "Header\nL\nM\nN\nO\nFooter 4",
+    ]
     cleaned = strip_repeated_lines(pages)
     assert cleaned[0] == "A\nHeader\nB\nC"  # a repeated line in the body stays
     assert cleaned[1] == "D\nE\nF\nG"
+
+
+def test_lines_repeated_with_other_numbers_are_body_not_footers():
+    # A price list: every page ends with the same patterns, with its own figures.
+    names = ["Summit", "Ridge", "Meadow", "Canyon", "Harbor"]
+    pages = [
+        f"Tent {name}\nPrice {40 + 7 * n} euros\nIn stock: {3 * n + 1}\nShips in {n + 3} days"
+        for n, name in enumerate(names, start=1)
+    ]
+    assert strip_repeated_lines(pages) == pages
+
+
+def test_a_pdf_of_short_repeated_pages_keeps_its_text_and_is_never_called_scanned(tmp_path):
+    pages = [["Price list", "In stock", f"Ships in {n + 3} days"] for n in range(4)]
+    path = tmp_path / "prices.pdf"
+    path.write_bytes(make_pdf(pages))
+    # The one line identical at the top of every page is a running header; the rest stays.
+    assert [s.text for s in load(path)] == [f"In stock\nShips in {n + 3} days" for n in range(4)]
+    same = tmp_path / "same.pdf"
+    same.write_bytes(make_pdf([["Price list", "In stock"]] * 4))
+    assert [s.text for s in load(same)] == ["Price list\nIn stock"] * 4
 
 
 def test_damaged_and_textless_pdfs_are_refused(tmp_path):
@@ -257,8 +283,8 @@ def test_csv_rows_read_as_sentences_with_id_sources(tmp_path):
 
 
 def test_unsupported_files_are_told_apart_by_content(tmp_path):
-    write_files(tmp_path, {"logo.png": b"\x89PNG\r\n\x1a\n\0\0", "notes.rst": "Title\n=====\n"})
+    write_files(tmp_path, {"logo.png": b"\x89PNG\r\n\x1a\n\0\0", "main.py": "print(1)\n"})
     assert skip_reason(tmp_path / "logo.png") == "binary file of unsupported type '.png'"
-    assert skip_reason(tmp_path / "notes.rst") == (
-        "unsupported file type '.rst' (text: rename it to .txt to ingest it)"
+    assert skip_reason(tmp_path / "main.py") == (
+        "unsupported text type '.py' (add --text-ext .py to ingest it as text)"
     )

@@ -13,6 +13,7 @@ from fake_ollama import FakeOllama
 
 from archivist.app import Archivist
 from archivist.settings import Settings
+from archivist.tools import migrate as migrate_module
 from archivist.tools.store import KnowledgeStore, connect
 
 DEAD_OLLAMA = "http://127.0.0.1:9"  # nothing listens: a migration must not need Ollama
@@ -139,3 +140,42 @@ def test_a_migration_that_cannot_run_says_why(two_stores, tmp_path, migrate, arg
     assert done.returncode == 1
     assert message.format(**fill) in done.stderr
     assert "Traceback" not in done.stderr
+
+
+class Killed(BaseException):
+    """Stands for the process dying at the exact step."""
+
+
+def test_a_copy_cut_short_is_refused_by_searches_and_finished_by_the_same_command(
+    two_stores, ollama, tmp_path, migrate, monkeypatch
+):
+    backup = tmp_path / "backup"
+    real = migrate_module.copy_points
+
+    def dies_after_a_batch(source, target, batch=256, on_progress=None):
+        def die(event, fields):
+            raise Killed
+
+        return real(source, target, 5, die)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(migrate_module, "copy_points", dies_after_a_batch)
+        cut = migrate("--to-home", str(backup), "--store", "shop_docs", home=two_stores)
+    assert cut.returncode == 1
+    held, _ = everything(backup, "shop_docs")
+    assert len(held) == 5
+
+    searched = run_cli(
+        "search", "refund", "--store", "shop_docs", ollama_url=ollama.url, home=backup
+    )
+    assert searched.returncode == 1 and "Traceback" not in searched.stderr
+    assert "Store 'shop_docs' is an unfinished copy of store 'shop_docs'" in searched.stderr
+    assert "Run the same `archivist migrate` command again" in searched.stderr
+
+    again = migrate("--to-home", str(backup), "--store", "shop_docs", home=two_stores)
+    assert again.returncode == 0, again.stderr
+    assert everything(backup, "shop_docs") == everything(two_stores, "shop_docs")
+    searched = run_cli(
+        "search", "refund", "--store", "shop_docs", ollama_url=ollama.url, home=backup
+    )
+    assert searched.returncode == 0 and "refund" in searched.stdout.lower()

@@ -273,3 +273,13 @@ def test_an_archivist_error_renders_as_its_message_and_fix() -> None:
         "Close it in the other notebook.",
         "Or wait.",
     ]
+
+
+def test_the_agent_notebook_generates_a_set_and_compares_two_embedders() -> None:
+    run = run_notebook("03_agent_and_evals.ipynb")
+
+    html = "".join(o.get("data", {}).get("text/html", "") for o in run.outputs)
+    assert "unanswerable" in html and "no_tool" in html  # the generated set's table
+    assert "shop_docs__all_minilm" in html  # all-minilm got its own store
+    text = "".join("".join(o.get("text", "")) for o in run.outputs)
+    assert "Dropped" in text

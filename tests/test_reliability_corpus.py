@@ -52,12 +52,10 @@ def hostile_corpus(tmp_path):
     (root / "alias.md").symlink_to("good.md")  # a link inside the folder is followed
     os.mkfifo(root / "pipe.md")  # reading it would wait forever
     bad = {
-        "blank.md": "no text in the file",
         "nul.txt": "binary content (NUL bytes) in a text file",
         "deep.json": "nested too deeply to read",
         "cut.json": "invalid JSON at line 1, column 22",
         "ragged.csv": "row 3 has 5 fields, the header 3",
-        "scripts.html": "no text in the file",
         "locked.pdf": "encrypted PDF (needs a password)",
         "giant.txt": "larger than the 50 MB limit (1024 MB)",
         "loop.md": "symbolic link loop",
@@ -86,8 +84,11 @@ def test_a_hostile_folder_stores_the_good_files_and_reports_each_bad_one(ollama,
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0].startswith(f"kb: 4 stored, 0 unchanged, {len(bad)} failed, 0 removed;")
-    failed = dict(line.split(": ", 2)[1:] for line in lines[1:])
+    head = f"kb: 4 stored, 0 unchanged, {len(bad)} failed, 2 skipped, 0 removed;"
+    assert lines[0].startswith(head)
+    # Files without text are not documents: skipped, with their reason, not failed.
+    assert "  2 skipped: no text in the file" in lines
+    failed = dict(line.split(": ", 2)[1:] for line in lines if line.startswith("  failed: "))
     assert failed == bad
 
     embedded = [t for body in ollama.requests_to("/api/embed") for t in body["input"]]
@@ -111,3 +112,4 @@ def test_a_hostile_folder_stores_the_good_files_and_reports_each_bad_one(ollama,
     report = json.loads(again.stdout)
     assert sorted(report["unchanged"]) == ["alias.md", "good.md", "long-line.txt", "utf16.txt"]
     assert {f["source"]: f["reason"] for f in report["failed"]} == bad
+    assert {s["source"] for s in report["skipped"]} == {"blank.md", "scripts.html"}

@@ -69,3 +69,39 @@ def test_a_hung_ollama_gives_a_timeout_message_not_a_hang(ollama, home, tmp_path
             assert "Traceback" not in done.stderr
             assert f"Ollama at {url} did not answer within 0.5 s." in done.stderr
             assert "raise ARCHIVIST_TIMEOUT" in done.stderr
+
+
+def test_ask_and_chat_retry_a_busy_ollama_visibly(ollama, store, home, monkeypatch):
+    monkeypatch.setattr("archivist.models.CHAT_BACKOFF", 0.01)
+    question = "How many days for a refund?"
+    # Every third chat request fails, as a busy Ollama's do: each ask still answers.
+    for _ in range(4):
+        ollama.fail("/api/chat", 500, "server busy", times=1, after=2)
+    notices = []
+    for _ in range(5):
+        asked = run_cli("ask", question, "--store", store, ollama_url=ollama.url, home=home)
+        assert asked.returncode == 0, asked.stderr
+        assert "Sources: [1]" in asked.stdout
+        notices += [line for line in asked.stderr.splitlines() if "trying again" in line]
+    # The first ask's two requests pass; each later ask has one refused and tried again.
+    assert len(ollama.requests_to("/api/chat")) == 2 + 4 * 3
+    assert (
+        notices
+        == ["Ollama answered with an error (server busy); trying again in 0.01 s (retry 1 of 3)."]
+        * 4
+    )
+
+    ollama.fail("/api/chat", 500, "server busy", times=2)
+    chatted = run_cli(
+        "chat", "--store", store, stdin=f"{question}\n/exit\n", ollama_url=ollama.url, home=home
+    )
+    assert chatted.returncode == 0 and "Sources: [1]" in chatted.stdout
+    assert "trying again in 0.01 s (retry 1 of 3)" in chatted.stderr
+    assert "trying again in 0.02 s (retry 2 of 3)" in chatted.stderr
+
+    # Requests that keep failing end with the reason, as before.
+    ollama.fail("/api/chat", 500, "server busy", times=4)
+    failed = run_cli("ask", question, "--store", store, ollama_url=ollama.url, home=home)
+    assert failed.returncode == 1
+    assert "answered with an error: server busy" in failed.stderr
+    assert failed.stderr.count("trying again") == 3 and "Traceback" not in failed.stderr

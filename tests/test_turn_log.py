@@ -7,11 +7,13 @@ from conftest import cli, run_cli
 REFUND_Q = "How many days do I have to ask for a refund?"
 
 
-def test_logs_list_and_show_the_turns_of_ask_and_chat(ollama, home, store):
+def test_logs_list_and_show_the_turns_of_ask_and_chat(ollama, home, store, monkeypatch):
     asked = json.loads(
         cli("ask", REFUND_Q, "--store", store, "--json", ollama=ollama, home=home).stdout
     )
-    ollama.fail("/api/chat", 500, "llama runner process has terminated: exit status 2")
+    # Refused on every try: the turn fails.
+    monkeypatch.setattr("archivist.models.CHAT_BACKOFF", 0.01)
+    ollama.fail("/api/chat", 500, "llama runner process has terminated: exit status 2", 4)
     cli("chat", "--store", store, stdin=f"hi\n{REFUND_Q}\n", ollama=ollama, home=home)
 
     turns = json.loads(cli("logs", "--json", ollama=ollama, home=home).stdout)

@@ -18,6 +18,7 @@ closes (see INDEXING_THRESHOLD_KB).
 """
 
 import atexit
+import contextlib
 import functools
 import json
 import os
@@ -34,6 +35,7 @@ import qdrant_edge as qe
 from qdrant_client import models
 from qdrant_client.http.models import QueryResponse
 
+from archivist.tools.errors import DiskFull
 from archivist.tools.lease import Lease, WriterLock, stderr_notice
 
 COLLECTION_FILE = "collection.json"
@@ -59,6 +61,13 @@ TAIL_INDEX_KB = 20_000
 INDEX_CHECK_POINTS = 2_000
 # Seconds between flushes of a shard's segments (a Qdrant server's flush_interval_sec).
 FLUSH_INTERVAL = 5.0
+# Edge maps its files and lets them grow sparsely (a WAL segment or a page file is 32 MB long
+# before anything is in it): touching a page the disk has no room for kills the process with
+# SIGBUS, with no message and no cleanup. So a client checks, when it opens and every
+# ROOM_CHECK_POINTS points written, that the disk has room for every file's unwritten part
+# plus ROOM_MARGIN for the files a write or an index may add, and stops cleanly if not.
+ROOM_MARGIN = 160 * 2**20
+ROOM_CHECK_POINTS = 512
 
 # The stores make cosine collections and keyword payload indexes, nothing else.
 _DISTANCES = {models.Distance.COSINE: qe.Distance.Cosine}
@@ -91,6 +100,8 @@ class EdgeClient:
     ) -> None:
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
+        self._check_room()
+        self._unroomed = 0  # points written since the last check of the disk's room
         self._lease = Lease(self.path, self._give_up, wait, notify)
         self._writer = WriterLock(self.path, wait, notify)
         self._generation = 0  # the store's, as read when the lease was last taken
@@ -222,6 +233,7 @@ class EdgeClient:
         vectors = dict(vectors_config or {})
         sparse_vectors = dict(sparse_vectors_config or {})
         folder = self.path / collection_name
+        self._check_room()
         # A folder without its collection file is what an interrupted create or drop leaves.
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
@@ -307,6 +319,10 @@ class EdgeClient:
         edge_points = [
             qe.Point(_point_id(p.id), _vectors_to_edge(p.vector), p.payload) for p in points
         ]
+        self._unroomed += len(edge_points)
+        if self._unroomed >= ROOM_CHECK_POINTS:
+            self._unroomed = 0
+            self._check_room()
         self._write(collection_name, qe.UpdateOperation.upsert_points(edge_points), wait)
         unchecked = self._unchecked.get(collection_name, 0) + len(edge_points)
         self._unchecked[collection_name] = unchecked
@@ -314,6 +330,7 @@ class EdgeClient:
             self._unchecked[collection_name] = 0
             config = self._read_config(collection_name)
             if config.get("segment_indexing"):
+                self._check_room()  # an index is written as a new segment
                 _build_index(collection_name, self._shards[collection_name], config)
         return _completed()
 
@@ -412,7 +429,8 @@ class EdgeClient:
         with self._lease.mutex:
             try:
                 written = [name for name in self._written if self.collection_exists(name)]
-                if written:
+                # Without room, the index waits for a later run; the data is flushed anyway.
+                if written and self._has_room():
                     with self.hold():
                         for name in written:
                             config = self._read_config(name)
@@ -421,6 +439,31 @@ class EdgeClient:
             finally:
                 self._closed = True
                 self._lease.release()
+
+    def _has_room(self) -> bool:
+        try:
+            self._check_room()
+        except DiskFull:
+            return False
+        return True
+
+    def _check_room(self) -> None:
+        """Refuse to go on writing where the disk could fill under Edge's mapped files."""
+        unwritten = 0
+        for file in self.path.rglob("*"):
+            with contextlib.suppress(OSError):  # a file removed meanwhile
+                stat = file.stat()
+                if file.is_file():
+                    unwritten += max(0, stat.st_size - stat.st_blocks * 512)
+        need, free = unwritten + ROOM_MARGIN, shutil.disk_usage(self.path).free
+        if free < need:
+            raise DiskFull(
+                f"The disk holding the embedded store at {self.path} has {free // 2**20} MB "
+                f"free; the store needs {need // 2**20} MB to write safely (its files are "
+                "mapped into memory, and a full disk would kill the process).",
+                "Free space on that disk, or set ARCHIVIST_HOME to a folder on another disk, "
+                "then run the same command again: what was stored is kept.",
+            )
 
     def _check_open(self) -> None:
         if self._closed:

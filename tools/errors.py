@@ -39,3 +39,7 @@ class ModelMissing(ArchivistError):
     def __init__(self, message: str, fix: str | None = None, model: str = "") -> None:
         super().__init__(message, fix)
         self.model = model
+
+
+class DiskFull(ArchivistError):
+    """The disk holding the embedded store has too little room left to write safely."""

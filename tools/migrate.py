@@ -19,7 +19,13 @@ from archivist.tools.edge import MIGRATING_FILE, EdgeClient
 from archivist.tools.engine import Engine, scroll_pages
 from archivist.tools.errors import ArchivistError, StoreLocked
 from archivist.tools.progress import ProgressFn, ignore
-from archivist.tools.store import KnowledgeStore, ServerLayout, copy_points, list_stores
+from archivist.tools.store import (
+    COPYING,
+    KnowledgeStore,
+    ServerLayout,
+    copy_points,
+    list_stores,
+)
 
 
 def copy_stores(
@@ -40,7 +46,7 @@ def copy_stores(
     pairs = [(KnowledgeStore(source, n), KnowledgeStore(target, n, layout)) for n in names]
     for origin, copy in pairs:
         origin.info()  # a missing store is refused here, with how to create it
-        if not force and copy.exists() and copy.count():
+        if not force and _holds_a_whole_store(copy):
             raise ArchivistError(
                 f"The target already has a store '{copy.name}' with {copy.count()} chunks.",
                 "Add --force to replace it, or copy into another Qdrant.",
@@ -63,21 +69,22 @@ def copy_store(
 ) -> int:
     """Copy every point of `source` into `target`; return how many were copied.
 
-    A target that exists and holds points is refused unless `force`, which replaces it. The
-    copy is checked by counting the target's points at the end.
+    A target that exists and holds points is refused unless `force`, which replaces it (a
+    copy cut short is replaced without). Until the target's points are counted whole at the
+    end, it is marked as a copy in progress, which searches and ingests refuse.
     """
     info = source.info()
     total = source.count()
     if target.exists():
-        held = target.count()
-        if held and not force:
+        if not force and _holds_a_whole_store(target):
             raise ArchivistError(
-                f"The target already has a store '{target.name}' with {held} chunks.",
+                f"The target already has a store '{target.name}' with {target.count()} chunks.",
                 "Add --force to replace it, or copy into another Qdrant.",
             )
         target.drop()
     target.ensure(info["fingerprint"], info.get("description", ""))
-    target.client.update_collection(target.name, metadata={"archivist": info})
+    copying = {**info, COPYING: f"store '{source.name}'"}
+    target.client.update_collection(target.name, metadata={"archivist": copying})
     notify = on_progress or ignore
     copied = copy_points(
         source,
@@ -92,7 +99,13 @@ def copy_store(
             f"{total}.",
             "Run the same command again with --force to copy it anew.",
         )
+    target.client.update_collection(target.name, metadata={"archivist": info})
     return copied
+
+
+def _holds_a_whole_store(store: KnowledgeStore) -> bool:
+    """Whether `store` exists with chunks and is not a copy that was cut short."""
+    return store.exists() and store.count() > 0 and not store.info().get(COPYING)
 
 
 def migrate_legacy(legacy: Path, target: EdgeClient) -> list[str]:
@@ -129,18 +142,20 @@ def migrate_local(source: Path, target: EdgeClient, batch: int = 512) -> list[st
 
     Points keep their ids, vectors and payloads (nothing is re-embedded) and collections their
     metadata. Collections `target` already holds are left alone, except one whose copy was
-    interrupted, which is copied again. Returns the names copied.
+    interrupted, which is copied again: a marker beside the collection is made before it is
+    created and removed only once it holds every point. Returns the names copied.
     """
     legacy = QdrantClient(path=str(source))
     copied = []
     try:
         for description in legacy.get_collections().collections:
             name = description.name
-            marker = target.path / name / MIGRATING_FILE
+            marker = target.path / f"{name}.{MIGRATING_FILE}"
             if target.collection_exists(name):
                 if not marker.exists():
                     continue
                 target.delete_collection(name)
+            marker.touch()
             info = legacy.get_collection(name)
             target.create_collection(
                 name,
@@ -148,7 +163,6 @@ def migrate_local(source: Path, target: EdgeClient, batch: int = 512) -> list[st
                 sparse_vectors_config=info.config.params.sparse_vectors,
                 metadata=info.config.metadata,
             )
-            marker.touch()
             target.create_payload_index(name, "source", models.PayloadSchemaType.KEYWORD)
             for records in scroll_pages(legacy, name, batch, with_vectors=True):
                 points = [
@@ -156,6 +170,13 @@ def migrate_local(source: Path, target: EdgeClient, batch: int = 512) -> list[st
                     for r in records
                 ]
                 target.upsert(name, points=points)
+            held, total = target.count(name).count, legacy.count(name, exact=True).count
+            if held != total:
+                raise ArchivistError(
+                    f"Moving store '{name}' to Qdrant Edge copied {held} of its {total} chunks.",
+                    "Run the command again: the move is done again from the old folder, "
+                    f"{source}, which is kept until every store is moved.",
+                )
             marker.unlink()
             copied.append(name)
     finally:

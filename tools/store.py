@@ -5,9 +5,12 @@ to keep it in sync with its sources lives in the collection itself: the index fi
 the collection's metadata, and each source's content hash in its chunks' payloads.
 """
 
+import copy
+import hashlib
 import json
 import re
 import time
+import unicodedata
 import uuid
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
@@ -30,6 +33,14 @@ SCHEMA_VERSION = 1
 VECTOR_KEYS = ("embed_model", "dimension", "document_prefix", "query_prefix", "sparse")
 SPARSE_SCHEME = "bm25-crc32-cjkbigram-v1"
 STORE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,62}$")
+# Collections Archivist keeps for itself are named with a character store names cannot hold,
+# so no user's store can collide with one (a store named `docs__rebuild` is the user's own).
+REBUILD_SUFFIX = "-rebuild"
+# The metadata mark of a rebuild that is complete: from then on it is swapped in, whatever
+# the store it replaces holds, until the swap has finished and dropped it.
+REBUILT = "rebuilt"
+# The metadata mark of a store being copied from another Qdrant, until the copy is whole.
+COPYING = "copying_from"
 # Payload fields the store filters and counts by.
 PAYLOAD_INDEXES = {
     "source": models.PayloadSchemaType.KEYWORD,
@@ -54,8 +65,14 @@ class Chunk:
 
     @property
     def id(self) -> str:
-        """Derive the point id from source, position and content, so re-runs overwrite."""
-        return str(uuid.uuid5(_ID_NAMESPACE, f"{self.source}\0{self.chunk_index}\0{self.text}"))
+        """Derive the point id from source, position and content, so re-runs overwrite.
+
+        As `uuid.uuid5`, but a lone surrogate (a file name's undecodable byte, a JSON `\\ud800`
+        escape) is hashed as its code point instead of failing the whole ingest.
+        """
+        name = f"{self.source}\0{self.chunk_index}\0{self.text}".encode("utf-8", "surrogatepass")
+        digest = hashlib.sha1(_ID_NAMESPACE.bytes + name, usedforsecurity=False).digest()
+        return str(uuid.UUID(bytes=digest[:16], version=5))
 
 
 @dataclass
@@ -151,9 +168,6 @@ def connect(
     return client
 
 
-REBUILD_SUFFIX = "__rebuild"
-
-
 def copy_points(
     source: "KnowledgeStore",
     target: "KnowledgeStore",
@@ -180,9 +194,17 @@ def copy_points(
 
 
 def list_stores(client: Engine) -> list[str]:
-    """Return the names of the stores (collections) this Qdrant holds, without rebuilds."""
+    """Return the names of the stores this Qdrant holds (not Archivist's scratch collections,
+    nor collections whose names no store can have)."""
     names = (c.name for c in client.get_collections().collections)
-    return sorted(n for n in names if not n.endswith(REBUILD_SUFFIX))
+    return sorted(n for n in names if STORE_NAME.match(n))
+
+
+def finish_swaps(client: Engine) -> list[str]:
+    """Finish every rebuild-and-swap a crash cut short; return the stores swapped in."""
+    names = (c.name for c in client.get_collections().collections)
+    bases = (n.removesuffix(REBUILD_SUFFIX) for n in names if n.endswith(REBUILD_SUFFIX))
+    return [b for b in bases if STORE_NAME.match(b) and KnowledgeStore(client, b).finish_swap()]
 
 
 def fingerprints_match(stored: dict[str, Any], wanted: dict[str, Any]) -> bool:
@@ -252,12 +274,7 @@ class KnowledgeStore:
     def _create(self, fingerprint: dict[str, Any], description: str | None) -> None:
         self.client.create_collection(
             self.name,
-            vectors_config={
-                DENSE: models.VectorParams(
-                    size=fingerprint["dimension"], distance=models.Distance.COSINE
-                )
-            },
-            sparse_vectors_config={SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)},
+            **self._collection_config(fingerprint),
             metadata={
                 "archivist": {
                     "schema": SCHEMA_VERSION,
@@ -269,6 +286,20 @@ class KnowledgeStore:
             **self.layout.create_options(),
         )
 
+    @staticmethod
+    def _collection_config(fingerprint: dict[str, Any]) -> dict[str, Any]:
+        """The vector configuration of a collection for `fingerprint`."""
+        return {
+            "vectors_config": {
+                DENSE: models.VectorParams(
+                    size=fingerprint["dimension"], distance=models.Distance.COSINE
+                )
+            },
+            "sparse_vectors_config": {
+                SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)
+            },
+        }
+
     def _index_payload(self, indexed: Iterable[str] = ()) -> None:
         """Index the payload fields the store filters and counts by (those not in `indexed`)."""
         with warnings.catch_warnings():
@@ -279,9 +310,18 @@ class KnowledgeStore:
                     self.client.create_payload_index(self.name, field_name, schema, wait=True)
 
     def check(self, fingerprint: dict[str, Any]) -> None:
-        """Refuse to mix vectors from another embedding model or prefix policy."""
+        """Refuse a store whose copy was cut short, and vectors from another embedding model
+        or prefix policy."""
         fingerprint = {**fingerprint, "sparse": SPARSE_SCHEME}
-        stored = self.fingerprint
+        info = self.info()
+        if info.get(COPYING):
+            raise ArchivistError(
+                f"Store '{self.name}' is an unfinished copy of {info[COPYING]}: it holds only "
+                "part of its chunks.",
+                "Run the same `archivist migrate` command again to finish the copy, or delete "
+                f"it: archivist delete --store {self.name} --yes",
+            )
+        stored = info.get("fingerprint", {})
         if fingerprints_match(stored, fingerprint):
             return
         model = stored.get("embed_model")
@@ -316,18 +356,43 @@ class KnowledgeStore:
 
     def rebuild_store(self) -> "KnowledgeStore":
         """Return the scratch store a rebuild of this one is written to before the swap."""
-        name = self.name[: 63 - len(REBUILD_SUFFIX)] + REBUILD_SUFFIX
-        return KnowledgeStore(self.client, name, self.layout)
+        scratch = copy.copy(self)
+        scratch.name = self.name + REBUILD_SUFFIX  # not a store name: no user store has it
+        return scratch
 
     def replace_with(self, other: "KnowledgeStore", batch: int = 256) -> None:
         """Make this store a copy of `other` (vectors included, nothing re-embedded), then
-        drop `other`. Qdrant cannot rename a collection, so the points are copied."""
+        drop `other`. Qdrant cannot rename a collection, so the points are copied.
+
+        Safe to interrupt at any step: `other` is marked complete first and dropped only once
+        this store holds all of it, so `finish_swap` (run by every command that opens the
+        store) redoes a swap a crash cut short, from the complete rebuild.
+        """
         info = other.info()
+        if not info.get(REBUILT):
+            other.client.update_collection(
+                other.name, metadata={"archivist": {**info, REBUILT: True}}
+            )
         if self.exists():
             self.drop()
-        self.ensure(info["fingerprint"], info.get("description", ""))
+        self.client.create_collection(
+            self.name,
+            **self._collection_config(info["fingerprint"]),
+            metadata={"archivist": {k: v for k, v in info.items() if k != REBUILT}},
+            **self.layout.create_options(),
+        )
+        self._index_payload()
         copy_points(other, self, batch)
         other.drop()
+
+    def finish_swap(self) -> bool:
+        """Swap in a rebuild that was complete when a swap was cut short; return whether one
+        was. A rebuild still being written (not marked complete) is left to its ingest."""
+        rebuild = self.rebuild_store()
+        if not rebuild.exists() or not rebuild.info().get(REBUILT):
+            return False
+        self.replace_with(rebuild)
+        return True
 
     def count(self) -> int:
         """Return the number of chunks stored."""
@@ -398,6 +463,15 @@ class KnowledgeStore:
             self.client.delete(self.name, points_selector=selector, wait=True)
         return removed
 
+    def find_source(self, name: str) -> str | None:
+        """Return the source called `name`: exactly, else its one Unicode twin (the same name
+        composed or decomposed, as macOS writes file names), else None."""
+        names = self.source_names()
+        if name in names:
+            return name
+        twins = [n for n in names if _nfc(n) == _nfc(name)]
+        return twins[0] if len(twins) == 1 else None
+
     def sources(self) -> dict[str, SourceInfo]:
         """Return each source's newest complete version (else its newest), from the payloads.
 
@@ -406,6 +480,31 @@ class KnowledgeStore:
         A store with chunks from before that field (or without its index) is read chunk by
         chunk instead.
         """
+        return _newest(self._versions().values())
+
+    def finish_replacements(self) -> list[str]:
+        """Remove the versions older than a source's newest complete one (a run that stopped
+        between storing a new version and removing the old one leaves both); return those
+        sources. A newer, partly stored version is kept for the next run to finish."""
+        versions = self._versions().values()
+        newest = _newest(versions)
+        superseded: dict[str, list[str]] = {}
+        for v in versions:
+            kept = newest[v.source]
+            if kept.complete and v.ingested_at < kept.ingested_at:
+                superseded.setdefault(v.source, []).append(v.doc_hash)
+        for source, older in superseded.items():
+            self.client.delete(
+                self.name,
+                points_selector=models.Filter(
+                    must=[_match("source", source), _match("doc_hash", older)]
+                ),
+                wait=True,
+            )
+        return sorted(superseded)
+
+    def _versions(self) -> dict[tuple[str, str], SourceInfo]:
+        """Every version the store holds chunks of, by (source, content hash)."""
         versions: dict[tuple[str, str], SourceInfo] = {}
         with self._held():  # counted and checked against the total with no write in between
             counted = list(self._version_counts())
@@ -415,15 +514,7 @@ class KnowledgeStore:
                 info = versions[source, doc_hash] = SourceInfo(source, doc_hash, 0, expected, 0.0)
             info.chunks += chunks
             info.ingested_at = max(info.ingested_at, ingested_at)
-        found: dict[str, SourceInfo] = {}
-        for info in versions.values():
-            best = found.get(info.source)
-            if best is None or (info.complete, info.ingested_at) > (
-                best.complete,
-                best.ingested_at,
-            ):
-                found[info.source] = info
-        return dict(sorted(found.items()))
+        return versions
 
     def _version_counts(self) -> Iterator[tuple[str, str, int, float, int]]:
         """(source, content hash, chunk count, time, chunks stored) per version value: from
@@ -469,6 +560,24 @@ class KnowledgeStore:
                 }
             )
         return sorted(records, key=lambda r: (r["source"], r["chunk_index"]))
+
+    def payloads(self) -> Iterator[dict[str, Any]]:
+        """Yield every stored chunk's whole payload: text, source, position, version, metadata."""
+        yield from self._payloads(None, True)
+
+    def annotate(self, **fields: Any) -> None:
+        """Record `fields` in the store's metadata, beside its fingerprint and description."""
+        info = self.info()
+        self.client.update_collection(self.name, metadata={"archivist": {**info, **fields}})
+
+    def disk_bytes(self) -> int | None:
+        """Return the disk space the store's files take in an embedded store (None on a
+        server): blocks allocated, since the engine's files are sparse, larger than they hold."""
+        root = getattr(self.client, "path", None)
+        if root is None:
+            return None
+        files = (f.stat() for f in (Path(root) / self.name).rglob("*") if f.is_file())
+        return sum(stat.st_blocks * 512 for stat in files)
 
     def source_names(self) -> list[str]:
         """Return the names of every source in the store (from the payload index)."""
@@ -608,7 +717,7 @@ class KnowledgeStore:
             candidates = fuse_zscore(lists[0], lists[1])
         if min_score is not None:
             candidates = [(p, s) for p, s in candidates if s >= min_score]
-        passages = collapse_overlaps(candidates)
+        passages = merge_duplicates(collapse_overlaps(candidates))
         if mmr is not None:
             passages = select_mmr(passages, query_vector, k, mmr)
         return [
@@ -622,6 +731,20 @@ class KnowledgeStore:
             )
             for rank, passage in enumerate(passages[:k], start=1)
         ]
+
+
+def _nfc(text: str) -> str:
+    return unicodedata.normalize("NFC", text)
+
+
+def _newest(versions: Iterable[SourceInfo]) -> dict[str, SourceInfo]:
+    """Each source's newest complete version (else its newest), by source name."""
+    found: dict[str, SourceInfo] = {}
+    for info in versions:
+        best = found.get(info.source)
+        if best is None or (info.complete, info.ingested_at) > (best.complete, best.ingested_at):
+            found[info.source] = info
+    return dict(sorted(found.items()))
 
 
 def heading_path(metadata: dict[str, Any]) -> str:
@@ -761,6 +884,25 @@ def collapse_overlaps(candidates: Sequence[tuple[models.ScoredPoint, float]]) ->
         else:
             passages.append(passage)
     return passages
+
+
+def merge_duplicates(passages: list[_Passage]) -> list[_Passage]:
+    """Show a text found in several sources once (versioned docs repeat pages): the best
+    ranked passage stays, and lists the other sources in its metadata as `also_in`."""
+    kept: dict[str, _Passage] = {}
+    for passage in passages:
+        key = " ".join(passage.text.split()).casefold()
+        first = kept.get(key)
+        if first is None:
+            kept[key] = passage
+        elif passage.source != first.source and passage.source not in first.metadata.get(
+            "also_in", []
+        ):
+            first.metadata = {
+                **first.metadata,
+                "also_in": [*first.metadata.get("also_in", []), passage.source],
+            }
+    return list(kept.values())
 
 
 def select_mmr(

@@ -337,6 +337,51 @@ def hit_rates(ranks: Sequence[dict[str, Any]], ks: Sequence[int]) -> list[dict[s
     return rows
 
 
+EMBEDDER_MODES: tuple[SearchMode, ...] = ("dense", "hybrid", "sparse")
+"""The search modes an embedder comparison reports; sparse (BM25) is the same for every
+embedder, the control the others are read against."""
+
+
+def compare_embedders(
+    archivist: Archivist,
+    cases: Sequence[Case],
+    store: str,
+    embed_models: Sequence[str],
+    k: int,
+    on_store: Callable[[str], None] | None = None,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Search the same cases in a store per embedding model (built from `store`'s chunks, or
+    reused) in each mode; return one summary per model (its store, build time, size, and
+    hit@k and MRR@k per mode) and the ranks behind them."""
+    if not any(case.expect_sources for case in cases):
+        raise ArchivistError(
+            "No case names `expect_sources`, so retrieval cannot be compared.",
+            "Use a dataset with expected sources, e.g. one from `archivist eval generate`.",
+        )
+    summaries, ranks = [], []
+    for model in dict.fromkeys(embed_models):
+        if on_store:
+            on_store(model)
+        built = archivist.embedder_store(store, model)
+        # Each store's questions are embedded by the model that built it.
+        found = retrieval_ranks(archivist, cases, built["store"], EMBEDDER_MODES, k)
+        for record in found:
+            record["embed_model"] = model
+        by_mode = {}
+        for mode in EMBEDDER_MODES:
+            records = [r for r in found if r["mode"] == mode]
+            within = [r["rank"] for r in records if r["rank"] is not None]
+            by_mode[mode] = {
+                "hit@k": len(within) / len(records),
+                "mrr@k": sum(1 / r for r in within) / len(records),
+                "cases": len(records),
+            }
+        label = f"{model} (chat model)" if built["chat_model"] else model
+        summaries.append({**built, "label": label, "modes": by_mode})
+        ranks.extend(found)
+    return summaries, ranks
+
+
 def percentile(values: Sequence[float], q: float) -> float | None:
     """Return the q-th percentile (0–100) with linear interpolation between ranks."""
     if not values:
@@ -528,16 +573,24 @@ def evaluate(
     judge_model: str | None = None,
     on_run: CaseDone | None = None,
     grading: Sequence[bool] = (False,),
+    embed_models: Sequence[str] = (),
+    on_store: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Run every case `repeat` times against every model; return the report.
 
     `grading` lists the variants to run per model: without grading (False), with it (True),
-    or both, each reported in its own column.
+    or both, each reported in its own column. `embed_models` are compared on retrieval alone
+    (`compare_embedders`, told to `on_store` as each one's store is made ready).
     """
     if repeat < 1:
         raise ArchivistError("--repeat must be at least 1.", "Use --repeat 1 or more.")
-    if not model_names:
+    if not model_names and not embed_models:
         raise ArchivistError("No model to evaluate.", "Name one or more with --model M.")
+    if embed_models and len(stores) != 1:
+        raise ArchivistError(
+            "Embedding models are compared on one store at a time.",
+            "Give one --store with --embed-model.",
+        )
     # A failed evaluation (a model not pulled, Ollama gone) releases a store it opened: a
     # notebook's kernel lives on after the cell.
     with archivist.released_on_failure():
@@ -553,6 +606,11 @@ def evaluate(
         if judge_model:
             models.show(archivist.settings, judge_model)
         judge = Judge(archivist, judge_model, seed) if judge_model else None
+        embedders, embedder_ranks = (
+            compare_embedders(archivist, cases, stores[0], embed_models, k, on_store)
+            if embed_models
+            else ([], [])
+        )
         runs: list[dict[str, Any]] = []
         summaries = []
         for setup in setups:
@@ -581,7 +639,20 @@ def evaluate(
             "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "models": summaries,
             "runs": runs,
+            "embedders": embedders,
+            "embedder_ranks": embedder_ranks,
+            "provenance": provenance(dataset),
         }
+
+
+def provenance(dataset: Path) -> dict[str, Any] | None:
+    """How a generated dataset was made (store, model, seed, filters, drops), else None."""
+    from archivist.evaluation.generate import read_meta
+
+    meta = read_meta(dataset)
+    if meta is None:
+        return None
+    return {k: v for k, v in meta.items() if k not in ("tried", "dropped_cases")}
 
 
 def _run_case(

@@ -1,0 +1,239 @@
+"""Find the files to ingest under files and folders, as people have them: hidden folders,
+dependency folders and what `.gitignore`/`.archivistignore` ignore are left out, `--include`
+and `--exclude` globs choose, and every file left out is reported with its reason."""
+
+import errno
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from archivist.ingest.loaders import RECORD_FORMATS, LoaderOptions, skip_reason, supported
+
+IGNORE_FILES = (".gitignore", ".archivistignore")
+DEPENDENCY_FOLDERS = frozenset(
+    {"node_modules", "bower_components", "jspm_packages", "__pycache__", "site-packages"}
+)
+
+
+@dataclass
+class Failure:
+    """A file that could not be ingested (or was skipped), and why."""
+
+    source: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"source": self.source, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class FolderRules:
+    """Which files of a folder are ingested, besides their type."""
+
+    include: tuple[str, ...] = ()
+    """Globs (gitignore syntax, on the path relative to the folder): only matching files."""
+    exclude: tuple[str, ...] = ()
+    """Globs of files and folders left out."""
+    ignore_files: bool = True
+    """Respect `.gitignore` and `.archivistignore` files found in the folders."""
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """A file to ingest and the `source` name its chunks get."""
+
+    path: Path
+    source: str
+
+    @property
+    def has_records(self) -> bool:
+        """Whether the file holds records, each of which may be its own source `file#id`."""
+        return self.path.suffix.lower() in RECORD_FORMATS
+
+    def owns(self, source: str) -> bool:
+        """Whether a stored source came from this file (the file itself or one of its records)."""
+        return source == self.source or (self.has_records and source.startswith(self.source + "#"))
+
+
+def source_name(relative: str) -> str:
+    """A file's source name: its relative path, with bytes that are not UTF-8 (a name from an
+    old archive or a Windows share) written as `\\xe9` escapes, so the name can be stored,
+    printed and hashed."""
+    try:
+        relative.encode("utf-8")
+    except UnicodeEncodeError:
+        return os.fsencode(relative).decode("utf-8", errors="backslashreplace")
+    return relative
+
+
+def discover(
+    paths: list[Path], options: LoaderOptions | None = None, rules: FolderRules | None = None
+) -> tuple[list[SourceFile], list[Failure], list[Failure]]:
+    """List the files under `paths`: (files to ingest, failures, files skipped with a reason).
+
+    A file given directly is named by its file name; a file found in a folder by its path
+    relative to that folder, with `/` separators. Hidden files and folders, dependency folders
+    (node_modules, a virtualenv) and ignored files are skipped, each reported once (a folder
+    as `name/`). Inside a folder, a symbolic link is followed only to a file in that same
+    folder: a link leading out of it (or nowhere, or in a loop) is reported, never read, and
+    so are devices, sockets and pipes (reading a pipe would wait forever).
+    """
+    options = options or LoaderOptions()
+    rules = rules or FolderRules()
+    files: dict[str, SourceFile] = {}
+    failed: list[Failure] = []
+    skipped: list[Failure] = []
+    for root in paths:
+        if root.is_file():
+            name = source_name(root.name)
+            if supported(root, options):
+                files.setdefault(name, SourceFile(root, name))
+            else:
+                skipped.append(Failure(name, skip_reason(root)))
+        elif root.is_dir():
+            _walk(root, options, rules, files, failed, skipped)
+        else:
+            failed.append(Failure(source_name(str(root)), "no such file or folder"))
+    return list(files.values()), failed, skipped
+
+
+def _walk(
+    root: Path,
+    options: LoaderOptions,
+    rules: FolderRules,
+    files: dict[str, SourceFile],
+    failed: list[Failure],
+    skipped: list[Failure],
+) -> None:
+    inside = root.resolve()
+    chosen = _Globs(rules.include) if rules.include else None
+    excluded = _Globs(rules.exclude) if rules.exclude else None
+    ignores: dict[str, list[tuple[str, object, str]]] = {}
+    for folder, dirnames, filenames in os.walk(root):
+        here = Path(folder)
+        rel_folder = here.relative_to(root).as_posix()
+        rel_folder = "" if rel_folder == "." else rel_folder
+        active = list(ignores.get(rel_folder, []))
+        if rules.ignore_files:
+            active += _read_ignore_files(here, rel_folder, filenames)
+
+        def prefix(name: str, folder: str = rel_folder) -> str:
+            return f"{folder}/{name}" if folder else name
+
+        kept_dirs = []
+        for name in sorted(dirnames):
+            rel = prefix(name)
+            path = here / name
+            reason = None
+            if name.startswith("."):
+                reason = "hidden folder"
+            elif name in DEPENDENCY_FOLDERS or (path / "pyvenv.cfg").is_file():
+                reason = "dependency folder (node_modules, a virtualenv…)"
+            elif excluded and excluded.match(rel, folder=True):
+                reason = "excluded by --exclude"
+            elif found := _ignored(active, rel, folder=True):
+                reason = f"ignored by {found}"
+            if reason:
+                skipped.append(Failure(source_name(rel) + "/", reason))
+                continue
+            # os.walk does not descend into linked folders; say so when it matters.
+            if path.is_symlink() and (problem := _link_problem(path, inside)):
+                failed.append(Failure(source_name(rel), problem))
+            kept_dirs.append(name)
+            ignores[rel] = active
+        dirnames[:] = kept_dirs
+        for name in sorted(filenames):
+            rel = prefix(name)
+            source = source_name(rel)
+            path = here / name
+            reason = None
+            if name.startswith("."):
+                reason = "hidden file"
+            elif excluded and excluded.match(rel):
+                reason = "excluded by --exclude"
+            elif chosen and not chosen.match(rel):
+                reason = "not matched by --include"
+            elif found := _ignored(active, rel):
+                reason = f"ignored by {found}"
+            if reason:
+                skipped.append(Failure(source, reason))
+            elif problem := _entry_problem(path, inside):
+                failed.append(Failure(source, problem))
+            elif supported(path, options):
+                files.setdefault(source, SourceFile(path, source))
+            else:
+                skipped.append(Failure(source, skip_reason(path)))
+
+
+class _Globs:
+    """Gitignore-style globs matched on a path relative to the ingested folder."""
+
+    def __init__(self, patterns: tuple[str, ...]) -> None:
+        import pathspec
+
+        self.spec = pathspec.GitIgnoreSpec.from_lines(patterns)
+
+    def match(self, relative: str, folder: bool = False) -> bool:
+        return self.spec.match_file(relative + "/" if folder else relative)
+
+
+def _read_ignore_files(
+    folder: Path, rel_folder: str, filenames: list[str]
+) -> list[tuple[str, object, str]]:
+    import pathspec
+
+    found = []
+    for name in IGNORE_FILES:
+        if name not in filenames:
+            continue
+        try:
+            lines = (folder / name).read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            continue
+        spec = pathspec.GitIgnoreSpec.from_lines(lines)
+        where = f"{rel_folder}/{name}" if rel_folder else name
+        found.append((rel_folder, spec, where))
+    return found
+
+
+def _ignored(active: list[tuple[str, object, str]], relative: str, folder: bool = False) -> str:
+    """The ignore file that leaves a path out ('' if none): each file's patterns are relative
+    to its own folder, and a deeper file's `!pattern` takes a path back in."""
+    verdict = ""
+    for base, spec, where in active:
+        inner = relative[len(base) + 1 :] if base else relative
+        result = spec.check_file(inner + "/" if folder else inner)
+        if result.include is True:
+            verdict = where
+        elif result.include is False:
+            verdict = ""
+    return verdict
+
+
+def _link_problem(path: Path, inside: Path) -> str | None:
+    """Why a symbolic link is not followed: it leads nowhere, in a loop, or out of `inside`."""
+    try:
+        target = path.resolve(strict=True)
+    except RuntimeError:
+        return "symbolic link loop"
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "symbolic link loop"
+        return "broken symbolic link (its target does not exist)"
+    if not target.is_relative_to(inside):
+        return "symbolic link to outside the folder, not followed (ingest its target directly)"
+    return None
+
+
+def _entry_problem(path: Path, inside: Path) -> str | None:
+    """Why a file found in a folder is not read, or None if it is a regular file to read."""
+    if path.is_symlink() and (reason := _link_problem(path, inside)):
+        return reason
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        return f"cannot read: {exc.strerror or exc}"
+    if not stat.S_ISREG(mode):
+        return "not a regular file (a pipe, socket or device)"
+    return None

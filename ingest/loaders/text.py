@@ -1,0 +1,221 @@
+"""Text formats: Markdown, MDX, reStructuredText, plain text, HTML, Jupyter notebooks."""
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from archivist.ingest.loaders.base import (
+    LoaderOptions,
+    LoadError,
+    Section,
+    clean_metadata,
+    jsonable,
+    read_text,
+)
+
+_FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S)
+_HTML_DROPPED = ["nav", "header", "footer", "script", "style", "noscript", "template", "svg"]
+_FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
+# A JSX component's tag (capitalised name), possibly over several lines, and its attributes.
+_JSX_TAG = re.compile(r"</?([A-Z][\w.]*)((?:\s+[^<>]*?)?)\s*/?>", re.S)
+_JSX_LABEL = re.compile(r"\b(?:title|label)\s*=\s*(?:\"([^\"]*)\"|'([^']*)')")
+_JSX_COMMENT = re.compile(r"\{/\*.*?\*/\}", re.S)
+_LIST_ITEM = re.compile(r"^\s*([-*+]|\d+[.)])\s")
+_RST_ADORNMENT = re.compile(r"^([!-/:-@\[-`{-~])\1{2,}\s*$")
+_RST_DIRECTIVE = re.compile(r"^\.\.\s+([\w:-]+)::\s*(.*)$")
+
+
+def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
+    """Split YAML front matter off a Markdown text: (metadata, the rest)."""
+    match = _FRONT_MATTER.match(text)
+    if not match:
+        return {}, text
+    import yaml
+
+    try:
+        front = yaml.safe_load(match.group(1))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 2})" if mark else ""
+        raise LoadError(f"invalid YAML front matter{where}") from None
+    metadata = {}
+    if isinstance(front, dict):
+        metadata = {str(k): jsonable(v) for k, v in front.items() if v is not None}
+    return metadata, text[match.end() :]
+
+
+def load_markdown(path: Path, options: LoaderOptions) -> list[Section]:
+    """Load Markdown; YAML front matter becomes metadata."""
+    metadata, text = split_front_matter(read_text(path))
+    return [Section(text, metadata)]
+
+
+def load_mdx(path: Path, options: LoaderOptions) -> list[Section]:
+    """Load MDX as Markdown: front matter kept, import/export statements and JSX component
+    tags dropped, the text inside components kept (a tab's or admonition's title too)."""
+    metadata, text = split_front_matter(read_text(path))
+    return [Section(mdx_to_markdown(text), metadata)]
+
+
+def mdx_to_markdown(text: str) -> str:
+    """Turn MDX into plain Markdown, leaving code blocks as they are."""
+    out: list[str] = []
+    prose: list[str] = []
+    fence = ""
+    statement_depth = 0
+
+    def flush() -> None:
+        if prose:
+            out.append(_strip_jsx("\n".join(prose)))
+            prose.clear()
+
+    for line in text.splitlines():
+        if fence:
+            out.append(line)
+            if line.strip().startswith(fence):
+                fence = ""
+            continue
+        if match := _FENCE.match(line):
+            flush()
+            fence = match.group(1)
+            out.append(line)
+            continue
+        if statement_depth or re.match(r"(import|export)\b", line):
+            # An ES statement runs until its brackets close (objects and lists span lines).
+            statement_depth = max(0, statement_depth + _bracket_balance(line))
+            continue
+        prose.append(line)
+    flush()
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(out)).strip()
+
+
+def _bracket_balance(line: str) -> int:
+    return sum(line.count(c) for c in "{[(") - sum(line.count(c) for c in "}])")
+
+
+def _strip_jsx(text: str) -> str:
+    def replace(match: re.Match) -> str:
+        if match.group(0).startswith("</"):
+            return ""
+        labels = [a or b for a, b in _JSX_LABEL.findall(match.group(2) or "")]
+        return f"\n\n**{labels[0]}**\n\n" if labels else ""
+
+    text = _JSX_COMMENT.sub("", text)
+    text = _JSX_TAG.sub(replace, text)
+    # Component children are usually indented; unindented, they read as paragraphs again
+    # rather than as code blocks (MDX has no indented code). List items keep their nesting.
+    return "\n".join(line if _LIST_ITEM.match(line) else line.strip() for line in text.splitlines())
+
+
+def load_rst(path: Path, options: LoaderOptions) -> list[Section]:
+    """Load reStructuredText: section titles become Markdown headings (levels in the order the
+    document first uses each adornment), comments and link targets are dropped."""
+    lines = read_text(path).splitlines()
+    styles: list[tuple[str, bool]] = []
+    out: list[str] = []
+    title = None
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        over = bool(_RST_ADORNMENT.match(line))
+        text_at = i + 1 if over else i
+        if text_at + 1 < len(lines) and lines[text_at].strip():
+            heading = lines[text_at].strip()
+            under = lines[text_at + 1]
+            if (
+                _RST_ADORNMENT.match(under)
+                and len(under.strip()) >= len(heading)
+                and not _RST_ADORNMENT.match(lines[text_at])
+                and (not over or line.strip()[0] == under.strip()[0])
+            ):
+                style = (under.strip()[0], over)
+                if style not in styles:
+                    styles.append(style)
+                level = min(styles.index(style) + 1, 6)
+                title = title or heading
+                out += ["", f"{'#' * level} {heading}", ""]
+                i = text_at + 2
+                continue
+        directive = _RST_DIRECTIVE.match(line)
+        if directive:
+            name, argument = directive.groups()
+            if name in ("code-block", "code", "sourcecode"):
+                out.append(f"Code ({argument}):" if argument else "Code:")
+            elif name not in ("image", "figure", "toctree", "include", "raw"):
+                out.append(
+                    f"{name.capitalize()}: {argument}" if argument else f"{name.capitalize()}:"
+                )
+            i += 1
+            continue
+        if line.startswith(".. ") or line.strip() == "..":
+            i += 1  # a comment or a link target
+            while i < len(lines) and (not lines[i].strip() or lines[i].startswith(" ")):
+                if not lines[i].strip() and (i + 1 >= len(lines) or lines[i + 1][:1] != " "):
+                    break
+                i += 1
+            continue
+        out.append(line.replace("::", ":") if line.rstrip().endswith("::") else line)
+        i += 1
+    text = re.sub(r"\n{3,}", "\n\n", "\n".join(out)).strip()
+    return [Section(text, {"title": title} if title else {})]
+
+
+def load_plain(path: Path, options: LoaderOptions) -> list[Section]:
+    """Load a plain text file (source code and other text types named with --text-ext too)."""
+    return [Section(read_text(path))]
+
+
+def html_to_markdown(html: str) -> tuple[str, str]:
+    """Convert HTML to Markdown without navigation, page header and footer, scripts and
+    styles: (the page title, the text)."""
+    from bs4 import BeautifulSoup
+    from markdownify import MarkdownConverter
+
+    soup = BeautifulSoup(html, "html.parser")
+    title = soup.title.get_text(" ", strip=True) if soup.title else ""
+    for element in soup.find_all(_HTML_DROPPED):
+        element.decompose()
+    root = soup.find("main") or soup.body or soup
+    converter = MarkdownConverter(
+        heading_style="ATX",
+        bullets="-",
+        strip=["a", "img"],
+        escape_asterisks=False,
+        escape_underscores=False,
+        table_infer_header=True,
+    )
+    return title, re.sub(r"\n{3,}", "\n\n", converter.convert_soup(root)).strip()
+
+
+def load_html(path: Path, options: LoaderOptions) -> list[Section]:
+    """Load HTML as Markdown, without navigation, page header and footer, scripts and styles."""
+    title, text = html_to_markdown(read_text(path))
+    return [Section(text, {"title": title} if title else {})]
+
+
+def load_notebook(path: Path, options: LoaderOptions) -> list[Section]:
+    """Load a Jupyter notebook: Markdown cells as they are, code cells as code blocks in the
+    kernel's language; outputs are dropped (they repeat or bloat what the code says)."""
+    try:
+        notebook = json.loads(read_text(path))
+    except json.JSONDecodeError as exc:
+        raise LoadError(f"invalid notebook JSON at line {exc.lineno}") from None
+    if not isinstance(notebook, dict) or not isinstance(notebook.get("cells"), list):
+        raise LoadError("not a Jupyter notebook (no cells)")
+    meta = notebook.get("metadata") or {}
+    language = (meta.get("language_info") or {}).get("name") or (meta.get("kernelspec") or {}).get(
+        "language", ""
+    )
+    blocks = []
+    for cell in notebook["cells"]:
+        source = cell.get("source", "")
+        text = "".join(source) if isinstance(source, list) else str(source)
+        if not text.strip():
+            continue
+        if cell.get("cell_type") == "code":
+            blocks.append(f"```{language}\n{text.rstrip()}\n```")
+        elif cell.get("cell_type") == "markdown":
+            blocks.append(text.strip())
+    title = (meta.get("title") or "") if isinstance(meta.get("title"), str) else ""
+    return [Section("\n\n".join(blocks), clean_metadata({"title": title, "language": language}))]

@@ -1,0 +1,20 @@
+"""Ctrl-C during an ingest says what was kept and that re-running resumes."""
+
+from typer.testing import CliRunner
+
+from archivist import cli
+from archivist.app import Archivist
+
+
+def test_ctrl_c_during_an_ingest_says_what_is_kept(monkeypatch, tmp_path):
+    def interrupted_ingest(self, paths, store, prune, description, on_progress, **options):
+        for source in ("a.md", "b.md"):
+            on_progress("stored", {"source": source, "chunks": 1})
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Archivist, "ingest", interrupted_ingest)
+    monkeypatch.setattr(cli._ctx, "settings", cli.load_settings(), raising=False)
+    done = CliRunner().invoke(cli.app, ["ingest", str(tmp_path), "--store", "kb"])
+    assert done.exit_code == 130
+    assert "Interrupted: 2 documents stored in this run are kept." in done.output
+    assert "Run the same command again to resume" in done.output
