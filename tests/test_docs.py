@@ -205,3 +205,19 @@ def test_every_flag_of_every_command_is_in_its_row_of_the_command_table():
     for name, command in group.commands.items():
         check(command, f"archivist {name}")
     assert missing == []
+
+
+def test_the_readme_layout_names_every_module_and_folder_of_the_package():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    layout = readme.split("pyproject.toml      ", 1)[1].split("```", 1)[0]
+    named = {line.split()[0] for line in layout.splitlines() if line.strip()}
+    missing = []
+    for folder in ("agent", "archivist", "ingest", "tools"):
+        for path in sorted((ROOT / folder).iterdir()):
+            if path.name.startswith(("_", ".")):
+                continue
+            if path.suffix == ".py" and path.name not in named:
+                missing.append(f"{folder}/{path.name}")
+            if path.is_dir() and (path / "__init__.py").exists() and f"{path.name}/" not in named:
+                missing.append(f"{folder}/{path.name}/")
+    assert not missing, f"README's layout does not name: {', '.join(missing)}"
