@@ -269,7 +269,8 @@ def test_chunks_are_sent_in_batches_asking_ollama_not_to_truncate(tmp_path, home
     chunks = report["chunks_embedded"]
     bodies = fake.requests_to("/api/embed")[1:]  # after the dimension probe
     assert chunks == 13
-    assert [len(b["input"]) for b in bodies] == [3, 3, 3, 3, 1]
+    # Two requests are in flight at once, so they may arrive in either order.
+    assert sorted((len(b["input"]) for b in bodies), reverse=True) == [3, 3, 3, 3, 1]
     assert all(b["truncate"] is False for b in fake.requests_to("/api/embed"))
     assert 1 <= fake.peak_embed_concurrency <= 2
 
