@@ -389,10 +389,10 @@ def ask(
     as_json: JsonOpt = False,
 ) -> None:
     """Answer one question with the agent and print it (the turn is logged)."""
+    question = _question(question)  # a missing or empty question is refused before any request
     _prefetch_show(model)
     from archivist.chat import render_answer
 
-    question = _question(question)
     archivist = _app(
         max_steps=max_steps,
         num_ctx=num_ctx,
