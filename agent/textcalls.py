@@ -24,7 +24,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage
+
+from archivist.agent.context import turn_start
 
 Schema = Mapping[str, Any]
 """A tool's parameters as a JSON schema (an object with `properties` and `required`)."""
@@ -529,10 +531,9 @@ def recovered_ids(message: AIMessage) -> set[str]:
 
 def turn_text_calls(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
     """The calls the model wrote as text in the last turn (recovered or not), in order."""
-    start = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1)
     return [
         {k: v for k, v in record.items() if k != "id"}
-        for message in messages[start + 1 :]
+        for message in messages[turn_start(messages) :]
         if isinstance(message, AIMessage)
         for record in message.response_metadata.get("text_calls", ())
     ]
