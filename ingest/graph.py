@@ -26,6 +26,7 @@ from typing import Annotated, Any, TypedDict
 
 from langgraph.graph import END, START, StateGraph
 
+from archivist.ingest import sparse_worker
 from archivist.ingest.embedder import EmbedQueue, EmbedSettings, embed_with_retry
 from archivist.ingest.loaders import LoaderOptions, LoadError, NotADocument
 from archivist.ingest.splitter import SplitterSettings
@@ -41,7 +42,7 @@ from archivist.ingest.sync import (
 )
 from archivist.tools.embedding import PrefixedEmbeddings
 from archivist.tools.progress import ProgressFn, ignore
-from archivist.tools.store import Chunk, KnowledgeStore
+from archivist.tools.store import SPARSE_SCHEME, Chunk, KnowledgeStore
 
 DIMENSION_PROBE = "dimension probe"
 LOOKAHEAD = 2
@@ -121,6 +122,8 @@ class IngestSteps:
     """Each run's embedding requests in flight, by run id."""
     readers: dict[str, tuple[str, Iterator[Document]]] = field(default_factory=dict)
     """Each run's record file being read in slices: (source, its documents not yet taken)."""
+    prefetches: dict[str, sparse_worker.SparsePrefetch] = field(default_factory=dict)
+    """Each run's sparse vectors made ahead in a helper process, by run id."""
 
     def on_retry(self, error: BaseException, attempt: int, wait_s: float) -> None:
         """Report an embedding request that is tried again."""
@@ -187,6 +190,10 @@ class IngestSteps:
             if offset:
                 batch = batch[: count - 1]  # the rest of this file comes in the next step
                 break
+        if read.pending:
+            docs = [(d["source"], d["doc_hash"]) for d in read.pending]
+            texts = [[c.text for c in d["chunks"]] for d in read.pending]
+            self._prefetch(state.get("run", "")).add(list(zip(docs, texts, strict=True)))
         self.notify(
             "loaded",
             {
@@ -267,6 +274,14 @@ class IngestSteps:
             )
         return True, 0 if done else offset + len(documents)
 
+    def _prefetch(self, run: str) -> sparse_worker.SparsePrefetch:
+        prefetch = self.prefetches.get(run)
+        if prefetch is None:
+            prefetch = self.prefetches[run] = sparse_worker.SparsePrefetch(
+                lambda: self.store.sparse_scheme or SPARSE_SCHEME, sparse_worker.MIN_CHARS
+            )
+        return prefetch
+
     def _take(
         self, run: str, file: SourceFile, file_hash: str | None, offset: int
     ) -> tuple[list[Document], bool]:
@@ -314,12 +329,13 @@ class IngestSteps:
             queue.submit(*job)
         stored: list[dict[str, Any]] = []
         failed: list[dict[str, str]] = []
+        prefetch = self.prefetches.get(state["run"])
         keep = 0 if last else LOOKAHEAD * max(1, self.embed.concurrency)
         for segments, result in queue.results(keep):
             if isinstance(result, BaseException):
-                self._refused(queue, segments, result, by_source, failed)
+                self._refused(queue, segments, result, by_source, failed, prefetch)
             else:
-                self._store_vectors(segments, result, by_source, stored)
+                self._store_vectors(segments, result, by_source, stored, prefetch)
         if last:
             self.close_queue(state)
         self.notify("batch_stored", {"documents": len(stored)})
@@ -333,6 +349,7 @@ class IngestSteps:
         error: BaseException,
         by_source: dict[str, PendingDoc],
         failed: list[dict[str, str]],
+        prefetch: sparse_worker.SparsePrefetch | None = None,
     ) -> None:
         """Handle a request the embedder refused: a refused input fails only its own
         document, so a request of several documents is sent again one part at a time."""
@@ -345,6 +362,8 @@ class IngestSteps:
         doc = by_source.get(segments[0][0])
         if doc is not None and not doc["failed"]:
             doc["failed"] = True
+            if prefetch is not None:
+                prefetch.forget((doc["source"], doc["doc_hash"]))
             failed.append({"source": doc["source"], "reason": f"embedding refused: {error}"})
             self.notify("failed", failed[-1])
 
@@ -354,6 +373,7 @@ class IngestSteps:
         vectors: list[list[float]],
         by_source: dict[str, PendingDoc],
         stored: list[dict[str, Any]],
+        prefetch: sparse_worker.SparsePrefetch | None = None,
     ) -> None:
         """Store a request's chunks with their vectors, in one write to the store; a document
         whose last chunk is stored is complete, and only then are its old versions removed."""
@@ -364,6 +384,7 @@ class IngestSteps:
         hashes: list[str] = []
         totals: list[int] = []
         times: list[float] = []
+        made: list[tuple[list[int], list[float]] | None] = []
         for source, i, j in segments:
             part, offset = vectors[offset : offset + j - i], offset + j - i
             doc = by_source.get(source)
@@ -376,13 +397,17 @@ class IngestSteps:
             hashes += [doc["doc_hash"]] * len(piece)
             totals += [total] * len(piece)
             times += [doc["loaded_at"]] * len(piece)
+            ahead = prefetch.take((source, doc["doc_hash"]), i, j) if prefetch else None
+            made += ahead or [None] * len(piece)
         if chunks:
-            self.store.upsert(chunks, kept, hashes, totals, times)
+            self.store.upsert(chunks, kept, hashes, totals, times, made)
         for doc, piece in parts:
             source, total = doc["source"], len(doc["chunks"])
             self.notify("embedded", {"source": source, "chunks": len(piece)})
             doc["stored"] += len(piece)
             if doc["stored"] == total:
+                if prefetch is not None:
+                    prefetch.forget((source, doc["doc_hash"]))
                 self.store.delete_stale(source, doc["doc_hash"])
                 stored.append({"source": source, "status": doc["status"], "chunks": total})
                 self.notify("stored", {"source": source, "chunks": total})
@@ -421,11 +446,15 @@ class IngestSteps:
         return "prune" if state.get("prune") else END
 
     def close_queue(self, state: IngestState) -> None:
-        """Stop and forget the run's requests in flight and its record file being read."""
+        """Stop and forget the run's requests in flight, its record file being read and its
+        sparse-vector helper."""
         self.readers.pop(state.get("run", ""), None)
         queue = self.queues.pop(state.get("run", ""), None)
         if queue is not None:
             queue.close()
+        prefetch = self.prefetches.pop(state.get("run", ""), None)
+        if prefetch is not None:
+            prefetch.close()
 
     def closing_on_error(self, step: Callable[[IngestState], dict[str, Any]]):
         """Wrap a step so that its failure or interruption stops the run's requests in flight."""

@@ -378,7 +378,8 @@ class RecordingStore:
     def __init__(self) -> None:
         self.calls: list[tuple] = []
 
-    def upsert(self, chunks, vectors, doc_hashes, doc_chunks, ingested_at) -> None:
+    def upsert(self, chunks, vectors, doc_hashes, doc_chunks, ingested_at, sparse_vectors) -> None:
+        assert sparse_vectors == [None] * len(chunks)  # a small run: the store makes them
         self.calls.append(("upsert", [c.chunk_index for c in chunks], len(vectors), doc_hashes))
 
     def delete_stale(self, source: str, doc_hash: str) -> None:

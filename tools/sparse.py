@@ -9,6 +9,9 @@ import re
 import zlib
 from collections import Counter
 
+SCHEME = "bm25-crc32-cjkbigram-v1"
+"""The name of this module's vectors, recorded in a store's fingerprint."""
+
 K1 = 1.2
 B = 0.75
 AVG_DOC_TOKENS = 256.0
@@ -107,3 +110,10 @@ def query_vector(text: str) -> tuple[list[int], list[float]]:
     """Return the sparse vector of a query: each distinct token once."""
     indices = sorted({token_id(t) for t in tokenize(text)})
     return indices, [1.0] * len(indices)
+
+
+def document_vectors(texts: list[str], scheme: str) -> list[tuple[list[int], list[float]]]:
+    """Return the document vectors of `texts` under the sparse `scheme` a store names."""
+    if scheme != SCHEME:
+        raise ValueError(f"unknown sparse scheme {scheme!r}")
+    return [document_vector(text) for text in texts]

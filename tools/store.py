@@ -31,7 +31,7 @@ SPARSE = "bm25"
 SCHEMA_VERSION = 1
 # Fingerprint keys that decide whether stored vectors can be compared with new ones.
 VECTOR_KEYS = ("embed_model", "dimension", "document_prefix", "query_prefix", "sparse")
-SPARSE_SCHEME = "bm25-crc32-cjkbigram-v1"
+SPARSE_SCHEME = sparse.SCHEME
 STORE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,62}$")
 # Collections Archivist keeps for itself are named with a character store names cannot hold,
 # so no user's store can collide with one (a store named `docs__rebuild` is the user's own).
@@ -245,6 +245,11 @@ class KnowledgeStore:
         """What the store holds, in words, for the retrieval tool's description."""
         return self.info().get("description", "")
 
+    @property
+    def sparse_scheme(self) -> str | None:
+        """The sparse scheme the store's keyword vectors were made with."""
+        return self.fingerprint.get("sparse")
+
     def ensure(self, fingerprint: dict[str, Any], description: str | None = None) -> None:
         """Create the collection for `fingerprint`, or check an existing one matches it."""
         fingerprint = {**fingerprint, "sparse": SPARSE_SCHEME}
@@ -405,19 +410,23 @@ class KnowledgeStore:
         doc_hashes: Sequence[str],
         doc_chunks: Sequence[int],
         ingested_at: float | Sequence[float] | None = None,
+        sparse_vectors: Sequence[tuple[list[int], list[float]] | None] | None = None,
     ) -> None:
         """Store chunks with their dense vectors; each records its source version (and, in
-        `version`, all of it in one indexed value that `sources` counts)."""
+        `version`, all of it in one indexed value that `sources` counts). Sparse vectors
+        made ahead (of the store's `sparse_scheme`) are taken as given; those missing (None)
+        are made here."""
         now = time.time() if ingested_at is None else ingested_at
         times = [now] * len(chunks) if isinstance(now, float | int) else now
+        made = sparse_vectors or [None] * len(chunks)
         points = []
         versions: dict[tuple[str, str, int, float], str] = {}  # chunks share a few
         # Built without validation (the fields are ours and well-typed): checking each of a
         # point's 768 floats through pydantic costs more than the engine's whole upsert.
-        for chunk, vector, doc_hash, total, at in zip(
-            chunks, vectors, doc_hashes, doc_chunks, times, strict=True
+        for chunk, vector, doc_hash, total, at, given in zip(
+            chunks, vectors, doc_hashes, doc_chunks, times, made, strict=True
         ):
-            indices, values = sparse.document_vector(chunk.text)
+            indices, values = given or sparse.document_vector(chunk.text)
             version = versions.get((chunk.source, doc_hash, total, at))
             if version is None:
                 version = versions[chunk.source, doc_hash, total, at] = version_key(

@@ -1,0 +1,220 @@
+"""A helper process that makes chunks' sparse vectors while the ingest process feeds the embedder.
+
+On a large ingest the BM25 document vectors are the biggest share of our own CPU per chunk.
+They are pure functions of the chunk texts, so a second process computes them as soon as a
+batch is loaded, and the vectors are ready when the batch's embeddings come back to be stored.
+
+The helper is a plain `python -m archivist.ingest.sparse_worker` child speaking pickles over
+its stdin and stdout: it imports the sparse module and nothing else of ours (no LangChain, no
+Qdrant), it runs in its own session so the terminal's Ctrl-C reaches only the ingest process,
+and it ends when its stdin closes, which happens whenever the ingest process ends, however it
+ends. Anything going wrong with it (it cannot start, it dies, it fails a request) turns into
+`None` for the requests concerned, and the caller computes those vectors in its own process:
+the same vectors, only slower.
+"""
+
+import contextlib
+import os
+import pickle
+import queue
+import subprocess
+import sys
+import threading
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+
+from archivist.tools import sparse
+
+SparseVector = tuple[list[int], list[float]]
+DocKey = tuple[str, str]
+"""A loaded document: (source, content hash), which decide its chunks and so its vectors."""
+
+MIN_CHARS = 400_000
+"""Characters an ingest loads before it starts the helper. Starting one costs ~0.1 s of CPU
+(Python and its imports), what the vectors of ~360,000 characters of mixed English/Chinese
+text cost in-process (0.28 µs a character): small ingests (tests, notebooks, a few files)
+never pay for it, and a large one gets back the start in its first batches."""
+
+WAIT_S = 60.0
+"""How long storing waits for the helper's vectors before it makes them itself."""
+
+_STOP = object()
+
+
+class SparseWorker:
+    """The ingest's sparse-vector helper process, started on first use."""
+
+    command: Sequence[str] = (sys.executable, "-m", "archivist.ingest.sparse_worker")
+
+    def __init__(self, scheme: str) -> None:
+        self.scheme = scheme
+        self._process: subprocess.Popen | None = None
+        self._requests: queue.SimpleQueue = queue.SimpleQueue()
+        self._waiting: deque[Future] = deque()
+        self._lock = threading.Lock()
+        self._broken = False
+
+    @property
+    def broken(self) -> bool:
+        """Whether the helper could not start or has stopped working."""
+        return self._broken
+
+    def submit(self, texts: list[str]) -> "Future[list[SparseVector] | None]":
+        """Ask for the document vectors of `texts`; the future gives None if the helper fails."""
+        future: Future = Future()
+        with self._lock:
+            if self._broken or not self._started():
+                future.set_result(None)
+                return future
+            self._waiting.append(future)
+        self._requests.put((self.scheme, texts))
+        return future
+
+    def close(self) -> None:
+        """Stop the helper: it finishes its request in hand and exits."""
+        with self._lock:
+            process, self._process = self._process, None
+            self._fail()
+        if process is None:
+            return
+        self._requests.put(_STOP)
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    def _started(self) -> bool:
+        if self._process is not None:
+            return True
+        try:
+            self._process = subprocess.Popen(
+                self.command,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,  # Ctrl-C stops the ingest, which then closes this
+            )
+        except OSError:
+            self._broken = True
+            return False
+        # Writing on a thread of its own: a request larger than the pipe holds never makes
+        # the ingest wait for the helper to finish the one before.
+        threading.Thread(target=self._write, args=(self._process,), daemon=True).start()
+        threading.Thread(target=self._read, args=(self._process,), daemon=True).start()
+        return True
+
+    def _write(self, process: subprocess.Popen) -> None:
+        stream = process.stdin
+        try:
+            while (request := self._requests.get()) is not _STOP:
+                pickle.dump(request, stream, protocol=pickle.HIGHEST_PROTOCOL)
+                stream.flush()
+        except (OSError, ValueError):
+            with self._lock:
+                self._fail()
+        finally:
+            with contextlib.suppress(OSError):
+                stream.close()
+
+    def _read(self, process: subprocess.Popen) -> None:
+        stream = process.stdout
+        try:
+            while True:
+                ok, answer = pickle.load(stream)
+                with self._lock:
+                    if not self._waiting:
+                        return
+                    future = self._waiting.popleft()
+                future.set_result(answer if ok else None)
+        except Exception:  # EOF, a broken pipe, or anything but our answers: do without it
+            pass
+        finally:
+            with self._lock:
+                self._fail()
+            stream.close()
+
+    def _fail(self) -> None:
+        """Mark the helper broken and answer None to every request still waiting (with the
+        lock held)."""
+        self._broken = True
+        while self._waiting:
+            self._waiting.popleft().set_result(None)
+
+
+class SparsePrefetch:
+    """One run's sparse vectors made ahead by the helper, by document, once the run has
+    loaded MIN_CHARS characters (before that, and whenever the helper fails, `take` gives
+    None and the store makes them itself)."""
+
+    def __init__(self, scheme: Callable[[], str], min_chars: int = MIN_CHARS) -> None:
+        self.scheme = scheme
+        """The store's sparse scheme, asked for when the helper starts."""
+        self.min_chars = min_chars
+        self.worker: SparseWorker | None = None
+        self._chars = 0
+        self._docs: dict[DocKey, tuple[Future, int]] = {}
+
+    def add(self, docs: Sequence[tuple[DocKey, list[str]]]) -> None:
+        """Hand over the chunk texts of newly loaded documents, each named by its key."""
+        if self.worker is None:
+            self._chars += sum(len(t) for _, texts in docs for t in texts)
+            if self._chars < self.min_chars:
+                return
+            self.worker = SparseWorker(self.scheme())
+        if self.worker.broken:
+            return
+        future = self.worker.submit([t for _, texts in docs for t in texts])
+        offset = 0
+        for key, texts in docs:
+            self._docs[key] = (future, offset)
+            offset += len(texts)
+
+    def take(self, key: DocKey, start: int, end: int) -> list[SparseVector] | None:
+        """The vectors of chunks `start:end` of a document, or None if the helper has none."""
+        found = self._docs.get(key)
+        if found is None:
+            return None
+        future, offset = found
+        try:
+            vectors = future.result(timeout=WAIT_S)
+        except TimeoutError:  # a helper this slow is stuck: do without it from now on
+            if self.worker is not None:
+                self.worker.close()
+            return None
+        return None if vectors is None else vectors[offset + start : offset + end]
+
+    def forget(self, key: DocKey) -> None:
+        """Drop a document stored (or failed) in full."""
+        self._docs.pop(key, None)
+
+    def close(self) -> None:
+        """Stop the helper and forget every document."""
+        self._docs.clear()
+        if self.worker is not None:
+            self.worker.close()
+
+
+def serve(requests, answers) -> None:
+    """Answer pickled `(scheme, texts)` requests with their document vectors until EOF."""
+    while True:
+        try:
+            scheme, texts = pickle.load(requests)
+        except EOFError:
+            return
+        try:
+            answer = (True, sparse.document_vectors(texts, scheme))
+        except Exception as exc:  # the ingest process makes these vectors itself, and fails alike
+            answer = (False, repr(exc))
+        pickle.dump(answer, answers, protocol=pickle.HIGHEST_PROTOCOL)
+        answers.flush()
+
+
+if __name__ == "__main__":
+    channel = sys.stdout.buffer
+    sys.stdout = sys.stderr  # nothing printed by accident can corrupt the answers
+    try:
+        serve(sys.stdin.buffer, channel)
+    except (BrokenPipeError, KeyboardInterrupt):
+        os._exit(0)

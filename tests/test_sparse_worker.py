@@ -1,0 +1,188 @@
+"""The sparse-vector helper process: the same store with it as without it, whatever it does."""
+
+import os
+import random
+import sys
+
+import pytest
+from conftest import ROOT, write_files
+
+from archivist.ingest import sparse_worker
+from archivist.ingest.sparse_worker import SparseWorker
+from archivist.tools import sparse
+from archivist.tools.store import SPARSE_SCHEME
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import perf  # noqa: E402
+
+# Answers its first request, then exits: a helper that dies in the middle of a run.
+ONE_ANSWER = (
+    "import pickle, sys\n"
+    "from archivist.tools import sparse\n"
+    "scheme, texts = pickle.load(sys.stdin.buffer)\n"
+    "pickle.dump((True, sparse.document_vectors(texts, scheme)), sys.stdout.buffer)\n"
+    "sys.stdout.buffer.flush()\n"
+)
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    rng = random.Random(7)
+    files = {
+        f"part{i % 3}/doc{i:02}.md": perf._chinese(rng, 1500) if i % 2 else perf._english(rng, 1500)
+        for i in range(24)
+    }
+    files["codes.txt"] = "Order NW-TX-2290 ships v1.2.3 firmware; 订单 NW-TX-2290 已发货。"
+    return write_files(tmp_path / "kb", files)
+
+
+@pytest.fixture
+def in_process_calls(monkeypatch):
+    """Count the document vectors this process makes itself (the helper's are not counted)."""
+    made = []
+    plain = sparse.document_vector
+
+    def counted(text):
+        made.append(text)
+        return plain(text)
+
+    monkeypatch.setattr(sparse, "document_vector", counted)
+    return made
+
+
+@pytest.fixture
+def helpers(monkeypatch):
+    """The helper processes started, as they are started."""
+    started = []
+    plain = SparseWorker._started
+
+    def recorded(self):
+        was = self._process
+        ok = plain(self)
+        if ok and was is None:
+            started.append(self._process)
+        return ok
+
+    monkeypatch.setattr(SparseWorker, "_started", recorded)
+    return started
+
+
+def stored(archivist, store):
+    """Every point of a store by id: payload (without its ingest time) and both vectors."""
+    found, offset = {}, None
+    while True:
+        batch, offset = archivist.client.scroll(store, limit=256, offset=offset, with_vectors=True)
+        for p in batch:
+            payload = {k: v for k, v in p.payload.items() if k not in ("ingested_at", "version")}
+            bm25 = p.vector["bm25"]
+            found[str(p.id)] = (payload, p.vector["dense"], (bm25.indices, bm25.values))
+        if offset is None:
+            return found
+
+
+def ingest_in_process(archivist, corpus, monkeypatch, store="plain"):
+    with monkeypatch.context() as patch:
+        patch.setattr(sparse_worker, "MIN_CHARS", 10**12)
+        return archivist.ingest([str(corpus)], store)
+
+
+def test_an_ingest_with_the_helper_stores_exactly_what_one_without_it_stores(
+    archivist, corpus, monkeypatch, in_process_calls, helpers
+):
+    report = ingest_in_process(archivist, corpus, monkeypatch)
+    assert len(in_process_calls) == report["points"] > 50
+    assert helpers == []
+    in_process_calls.clear()
+    monkeypatch.setattr(sparse_worker, "MIN_CHARS", 0)
+    with_helper = archivist.ingest([str(corpus)], "helped")
+    assert len(helpers) == 1 and helpers[0].returncode == 0  # stopped at the end of the run
+    assert in_process_calls == []  # every vector came from the helper
+    assert with_helper["failed"] == report["failed"] == []
+    assert stored(archivist, "helped") == stored(archivist, "plain")
+
+
+def test_a_small_ingest_starts_no_helper(archivist, corpus, in_process_calls, helpers):
+    report = archivist.ingest([str(corpus / "part0")], "docs")
+    assert report["points"] > 0
+    assert helpers == []
+    assert len(in_process_calls) == report["points"]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["/nonexistent/python"],
+        [sys.executable, "-c", "pass"],
+        [sys.executable, "-c", ONE_ANSWER],
+        [sys.executable, "-c", "import sys; print('garbage'); sys.stdin.read()"],
+    ],
+    ids=["cannot-start", "exits-at-once", "dies-after-one-answer", "answers-garbage"],
+)
+def test_a_helper_that_fails_changes_nothing_but_speed(
+    archivist, corpus, monkeypatch, in_process_calls, command
+):
+    plain = ingest_in_process(archivist, corpus, monkeypatch)
+    in_process_calls.clear()
+    monkeypatch.setattr(sparse_worker, "MIN_CHARS", 0)
+    monkeypatch.setattr(SparseWorker, "command", command)
+    report = archivist.ingest([str(corpus)], "helped")
+    assert report["failed"] == [] and report["points"] == plain["points"]
+    assert 0 < len(in_process_calls) <= report["points"]
+    assert stored(archivist, "helped") == stored(archivist, "plain")
+
+
+def test_a_file_that_cannot_be_read_fails_alone_with_the_same_reason(
+    archivist, corpus, monkeypatch
+):
+    (corpus / "part1" / "broken.pdf").write_bytes(b"not a pdf")
+    (corpus / "part2" / "nul.md").write_bytes(b"\0\0 broken")
+    plain = ingest_in_process(archivist, corpus, monkeypatch)
+    monkeypatch.setattr(sparse_worker, "MIN_CHARS", 0)
+    report = archivist.ingest([str(corpus)], "helped")
+    assert sorted(f["source"] for f in report["failed"]) == ["part1/broken.pdf", "part2/nul.md"]
+    assert report["failed"] == plain["failed"]
+    assert stored(archivist, "helped") == stored(archivist, "plain")
+
+
+def test_ctrl_c_stops_the_helper_with_the_ingest(archivist, corpus, monkeypatch, helpers):
+    monkeypatch.setattr(sparse_worker, "MIN_CHARS", 0)
+    sessions = []
+
+    def interrupt(event, data):
+        if event == "stored":
+            sessions.append(os.getsid(helpers[0].pid))
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        archivist.ingest([str(corpus)], "docs", on_progress=interrupt)
+    [helper] = helpers
+    assert helper.returncode == 0  # waited for: no orphan left behind
+    # It ran in a session of its own: the terminal's Ctrl-C goes to the ingest alone.
+    assert sessions == [helper.pid] != [os.getsid(0)]
+    report = archivist.ingest([str(corpus)], "docs")  # the next run finishes the job
+    assert report["failed"] == [] and report["points"] > 50
+
+
+def test_the_helper_answers_each_request_in_order_and_survives_a_bad_one():
+    worker = SparseWorker(SPARSE_SCHEME)
+    texts = ["Refunds are paid within 30 days.", "退款在三十天内支付。", ""]
+    try:
+        first = worker.submit(texts)
+        worker.scheme = "no-such-scheme"
+        refused = worker.submit(texts[:1])
+        worker.scheme = SPARSE_SCHEME
+        last = worker.submit(texts[1:])
+        assert first.result(timeout=60) == [sparse.document_vector(t) for t in texts]
+        assert refused.result(timeout=60) is None
+        assert last.result(timeout=60) == [sparse.document_vector(t) for t in texts[1:]]
+        assert not worker.broken
+    finally:
+        worker.close()
+    assert worker.broken
+    assert worker.submit(texts).result(timeout=1) is None  # closed: the caller makes them
+
+
+def test_document_vectors_refuse_a_scheme_they_do_not_make():
+    assert sparse.document_vectors(["a b"], SPARSE_SCHEME) == [sparse.document_vector("a b")]
+    with pytest.raises(ValueError, match="no-such-scheme"):
+        sparse.document_vectors(["a b"], "no-such-scheme")
