@@ -23,6 +23,7 @@ Needs the `dev` and `bench` extras (`pip install -e ".[dev,bench]"`).
 """
 
 import argparse
+import importlib
 import json
 import multiprocessing
 import os
@@ -542,9 +543,41 @@ def cli_times(fake: FakeOllamaProcess, home: Path, runs: int) -> dict[str, float
     }
 
 
-def _cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)  # every thread of this process
+# What an ingest imports (much of it lazily, on first use): imported before our CPU is
+# measured, and measured on their own in a fresh process (`import_cpu`).
+INGEST_IMPORTS = (
+    "archivist.app",
+    "archivist.models",
+    "archivist.ingest.pipeline",
+    "archivist.ingest.graph",
+    "archivist.tools.edge",
+    "archivist.tools.migrate",
+)
+
+
+def _cpu_seconds(who: int = resource.RUSAGE_SELF) -> float:
+    """CPU seconds of this process (every thread), or of its children that ended and were
+    waited for (RUSAGE_CHILDREN: the ingest's helper processes)."""
+    usage = resource.getrusage(who)
     return usage.ru_utime + usage.ru_stime
+
+
+def import_ingest_modules() -> None:
+    """Import what an ingest needs, so measuring one leaves the imports out."""
+    for name in INGEST_IMPORTS:
+        importlib.import_module(name)
+
+
+def import_cpu() -> float:
+    """CPU seconds a fresh process spends importing what an ingest needs (its start-up)."""
+    code = (
+        "import time\n"
+        "started = time.process_time()\n"
+        f"import {', '.join(INGEST_IMPORTS)}\n"
+        "print(time.process_time() - started)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return float(done.stdout.strip().splitlines()[-1])
 
 
 def char_limit(config: Config, texts: list[str]) -> float:
@@ -575,16 +608,25 @@ def mixed_corpus(config: Config, work: Path) -> dict[str, Any]:
         work / "mixed-corpus", config.mixed_files, config.mixed_file_chars, 5, chinese_every=2
     )
     found: dict[str, Any] = {"files": config.mixed_files}
+    import_ingest_modules()
     with FakeOllamaProcess() as fake:  # instant: what is left is our own work
-        cpu, started = _cpu_seconds(), time.perf_counter()
+        # The fake runs until the block ends, so the children's CPU counts only the ingest's
+        # helper processes (each waited for when its ingest ends).
+        cpu, helpers = _cpu_seconds(), _cpu_seconds(resource.RUSAGE_CHILDREN)
+        started = time.perf_counter()
         _, report = our_ingest(fake.url, work / "mixed-instant", corpus)
         cpu = _cpu_seconds() - cpu
+        helpers = _cpu_seconds(resource.RUSAGE_CHILDREN) - helpers
+        chunks = report["points"]
         found["instant"] = {
-            "chunks": report["points"],
+            "chunks": chunks,
             "wall_s": round(time.perf_counter() - started, 2),
             "cpu_s": round(cpu, 2),
-            "cpu_ms_per_chunk": round(cpu / report["points"] * 1000, 3),
+            "cpu_ms_per_chunk": round(cpu / chunks * 1000, 3),
+            "helper_cpu_s": round(helpers, 2),
+            "total_cpu_ms_per_chunk": round((cpu + helpers) / chunks * 1000, 3),
         }
+    found["import_cpu_s"] = round(import_cpu(), 2)
     shutil.rmtree(work / "mixed-instant", ignore_errors=True)
     texts = [p.read_text(encoding="utf-8") for p in sorted(corpus.rglob("*.md"))]
     found["chars"] = sum(map(len, texts))
@@ -693,7 +735,10 @@ def run(config: Config, work: Path, log: Callable[[str], None] = print) -> dict[
             shutil.rmtree(home, ignore_errors=True)
         log(f"peak memory ingesting {config.memory_chunks} chunks in a child process…")
         per_file = results["ingest"]["chunks"] / results["ingest"]["files"]
+        fake.clear()
         results["memory"] = memory_child(config, fake.url, work, per_file)
+        # Its index builds hold the engine (and the GIL): any pause in embedding shows here.
+        results["memory"]["longest_embed_gap_s"] = round(longest_gap(fake.times("/api/embed")), 2)
         chunks = results["memory"]["chunks"]
         results["memory"]["limit_s"] = round(
             (chunks * config.embed_delay_per_text + -(-chunks // 64) * config.embed_delay)
@@ -892,6 +937,7 @@ def mixed_rows(r: dict[str, Any], ok: Callable[[bool], str]) -> list[tuple[str, 
         # With a free embedder (as in the test) there is no limit to compare with.
         ratio = ing["seconds"] / ing["limit_s"] if ing["limit_s"] else float("inf")
         per_chunk = instant["cpu_ms_per_chunk"]
+        total = instant["total_cpu_ms_per_chunk"]
         rows += [
             (
                 f"Mixed corpus ({mixed['files']} files, {mixed['chars'] / 1e6:.1f} M characters): "
@@ -913,10 +959,24 @@ def mixed_rows(r: dict[str, Any], ok: Callable[[bool], str]) -> list[tuple[str, 
                 "",
             ),
             (
-                "… our CPU, embedder instant (ingest process, every thread)",
-                f"{instant['cpu_s']:.1f} s = {per_chunk:.3f} ms a chunk",
+                "… our CPU, embedder instant: the ingest process (every thread; imports excluded)",
+                f"{instant['cpu_s']:.1f} s = {per_chunk:.3f} ms a chunk "
+                f"({per_chunk:.2f} s per 1,000)",
                 "≤ 0.25 ms a chunk",
                 ok(per_chunk <= 0.25),
+            ),
+            (
+                "… the same plus its helper process (sparse vectors)",
+                f"{instant['cpu_s'] + instant['helper_cpu_s']:.1f} s = {total:.3f} ms a chunk "
+                f"({total:.2f} s per 1,000)",
+                "",
+                "",
+            ),
+            (
+                "… start-up: importing what an ingest needs (fresh process, CPU)",
+                f"{mixed['import_cpu_s']:.2f} s",
+                "",
+                "",
             ),
             (
                 "… re-ingest, unchanged",
@@ -927,12 +987,22 @@ def mixed_rows(r: dict[str, Any], ok: Callable[[bool], str]) -> list[tuple[str, 
         ]
     mem = r.get("memory")
     if mem and "limit_s" in mem:
+        ratio = mem["seconds"] / mem["limit_s"] if mem["limit_s"] else float("inf")
         rows.append(
             (
                 f"Ingest of {mem['chunks']} chunks, index build included (cost-model limit)",
                 f"{mem['seconds']:.1f} s ({mem['limit_s']:.1f} s)",
+                "≤ 1.15× the limit",
+                f"{ratio:.2f}× — {ok(ratio <= 1.15)}",
+            )
+        )
+    if mem and "longest_embed_gap_s" in mem:
+        rows.append(
+            (
+                "… longest pause between embedding requests (index builds included)",
+                f"{mem['longest_embed_gap_s']:.2f} s",
                 "",
-                f"{mem['seconds'] / mem['limit_s']:.2f}×" if mem["limit_s"] else "",
+                "",
             )
         )
     return rows

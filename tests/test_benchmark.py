@@ -68,6 +68,10 @@ def test_every_measurement_runs_on_a_tiny_corpus(tmp_path):
     assert mixed["files"] == 6 and mixed["chars"] > 6 * 4000
     assert mixed["instant"]["chunks"] == mixed["ingest"]["chunks"] > 6
     assert mixed["instant"]["cpu_s"] > 0 and mixed["instant"]["cpu_ms_per_chunk"] > 0
+    assert mixed["instant"]["helper_cpu_s"] == 0  # too small a run to start a helper
+    assert mixed["instant"]["total_cpu_ms_per_chunk"] == mixed["instant"]["cpu_ms_per_chunk"]
+    assert mixed["import_cpu_s"] > 0
+    assert results["memory"]["longest_embed_gap_s"] >= 0
     assert mixed["reingest"]["unchanged"] == 6 and mixed["reingest"]["embed_requests"] == 0
     assert mixed["ingest"]["longest_embed_gap_s"] >= 0
     assert results["cli"]["ask_first_request_s"] > 0
@@ -75,6 +79,8 @@ def test_every_measurement_runs_on_a_tiny_corpus(tmp_path):
     rendered = perf.table(results)
     assert "Embedding limit" in rendered and "`archivist chat` until its prompt" in rendered
     assert "start → first request to Ollama" in rendered and "ms a chunk" in rendered
+    assert "plus its helper process" in rendered and "importing what an ingest needs" in rendered
+    assert "index build included (cost-model limit)" in rendered
     assert "hybrid, synthetic store of 1200 chunks" in rendered
 
 
