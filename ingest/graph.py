@@ -26,9 +26,9 @@ from typing import Annotated, Any, TypedDict
 
 from langgraph.graph import END, START, StateGraph
 
-from archivist.ingest import sparse_worker
+from archivist.ingest import worker
 from archivist.ingest.embedder import EmbedQueue, EmbedSettings, embed_with_retry
-from archivist.ingest.loaders import LoaderOptions, LoadError, NotADocument
+from archivist.ingest.loaders import LoaderOptions, LoadError, NotADocument, Section
 from archivist.ingest.splitter import SplitterSettings
 from archivist.ingest.sync import (
     Document,
@@ -37,7 +37,9 @@ from archivist.ingest.sync import (
     SourceFile,
     content_hash,
     discover,
+    file_document,
     iter_documents,
+    load_sections,
     make_documents,
 )
 from archivist.tools.embedding import PrefixedEmbeddings
@@ -122,8 +124,8 @@ class IngestSteps:
     """Each run's embedding requests in flight, by run id."""
     readers: dict[str, tuple[str, Iterator[Document]]] = field(default_factory=dict)
     """Each run's record file being read in slices: (source, its documents not yet taken)."""
-    prefetches: dict[str, sparse_worker.SparsePrefetch] = field(default_factory=dict)
-    """Each run's sparse vectors made ahead in a helper process, by run id."""
+    workers: dict[str, worker.WorkerRun] = field(default_factory=dict)
+    """Each run's helper process (splitting, sparse vectors), by run id."""
 
     def on_retry(self, error: BaseException, attempt: int, wait_s: float) -> None:
         """Report an embedding request that is tried again."""
@@ -178,22 +180,31 @@ class IngestSteps:
         known = state["known"]
         shard = _shard(state)
         read = _Batch()
+        run = state.get("run", "")
+        helper = self._worker(run)
+        # With the helper running, files without records are loaded here and split there, all
+        # of the step's in one request (`_split_loaded`, in their order among the others).
+        loaded_files: list[_Loaded] | None = [] if helper.splitting else None
         loaded = 0
         for count, file in enumerate(batch, 1):
             if loaded == self.batch_files:
                 batch = batch[: count - 1]
                 break
+            if file.has_records and loaded_files:
+                self._split_loaded(loaded_files, helper, known, shard, read, run)
             was_loaded, offset = self._load_file(
-                file, known, shard, read, state.get("run", ""), offset
+                file, known, shard, read, run, offset, loaded_files
             )
             loaded += was_loaded
             if offset:
                 batch = batch[: count - 1]  # the rest of this file comes in the next step
                 break
+        if loaded_files:
+            self._split_loaded(loaded_files, helper, known, shard, read, run)
         if read.pending:
             docs = [(d["source"], d["doc_hash"]) for d in read.pending]
             texts = [[c.text for c in d["chunks"]] for d in read.pending]
-            self._prefetch(state.get("run", "")).add(list(zip(docs, texts, strict=True)))
+            helper.add(list(zip(docs, texts, strict=True)))
         self.notify(
             "loaded",
             {
@@ -222,10 +233,12 @@ class IngestSteps:
         read: "_Batch",
         run: str,
         offset: int = 0,
+        loaded_files: "list[_Loaded] | None" = None,
     ) -> tuple[bool, int]:
         """Add one file's outcome to `read`, going on from document `offset` of a record file
         read in slices; return whether it counts as loaded (read, not only hashed) and the
-        offset to go on from in the next step (0: the file is done)."""
+        offset to go on from in the next step (0: the file is done). A file without records
+        that has text is only loaded, into `loaded_files` if given, to be split with others."""
         file_options = self.loader_options if file.has_records else None
         file_hash = None
         try:
@@ -245,12 +258,56 @@ class IngestSteps:
         try:
             if file.has_records:
                 documents, done = self._take(run, file, file_hash, offset)
+            elif loaded_files is not None and file_hash is not None:
+                # Loading refuses a file without text, so what is loaded has some to split.
+                sections = load_sections(file, self.loader_options)
+                loaded_files.append(_Loaded(file, file_hash, sections))
+                return True, 0
             else:
                 documents = make_documents(file, self.splitter, self.loader_options, file_hash)
         except (LoadError, OSError) as exc:
             # A record file failing in a later slice keeps the records already taken.
             self._failed(file, exc, read, run)
             return True, 0
+        self._add_documents(file, documents, done, known, shard, read)
+        return True, 0 if done else offset + len(documents)
+
+    def _split_loaded(
+        self,
+        loaded_files: "list[_Loaded]",
+        helper: worker.WorkerRun,
+        known: dict[str, str],
+        shard: Shard | None,
+        read: "_Batch",
+        run: str,
+    ) -> None:
+        """Split the loaded files' sections in the helper (here, if it fails), in one request;
+        add their documents to `read`, in order."""
+        texts = [section.text for item in loaded_files for section in item.sections]
+        pieces = helper.split(texts, self.splitter)
+        start = 0
+        for item in loaded_files:
+            end = start + len(item.sections)
+            mine = None if pieces is None else pieces[start:end]
+            start = end
+            try:
+                document = file_document(item.file, item.sections, self.splitter, item.hash, mine)
+            except LoadError as exc:
+                self._failed(item.file, exc, read, run)
+                continue
+            self._add_documents(item.file, [document], True, known, shard, read)
+        loaded_files.clear()
+
+    def _add_documents(
+        self,
+        file: SourceFile,
+        documents: list[Document],
+        done: bool,
+        known: dict[str, str],
+        shard: Shard | None,
+        read: "_Batch",
+    ) -> None:
+        """Add a file's documents to `read`: present, unchanged, or pending to be stored."""
         if done:
             read.settled.append(file.source)
         for doc in documents:
@@ -272,15 +329,14 @@ class IngestSteps:
                     loaded_at=time.time(),
                 )
             )
-        return True, 0 if done else offset + len(documents)
 
-    def _prefetch(self, run: str) -> sparse_worker.SparsePrefetch:
-        prefetch = self.prefetches.get(run)
-        if prefetch is None:
-            prefetch = self.prefetches[run] = sparse_worker.SparsePrefetch(
-                lambda: self.store.sparse_scheme or SPARSE_SCHEME, sparse_worker.MIN_CHARS
+    def _worker(self, run: str) -> worker.WorkerRun:
+        found = self.workers.get(run)
+        if found is None:
+            found = self.workers[run] = worker.WorkerRun(
+                lambda: self.store.sparse_scheme or SPARSE_SCHEME, worker.MIN_CHARS
             )
-        return prefetch
+        return found
 
     def _take(
         self, run: str, file: SourceFile, file_hash: str | None, offset: int
@@ -329,7 +385,7 @@ class IngestSteps:
             queue.submit(*job)
         stored: list[dict[str, Any]] = []
         failed: list[dict[str, str]] = []
-        prefetch = self.prefetches.get(state["run"])
+        prefetch = self.workers.get(state["run"])
         keep = 0 if last else LOOKAHEAD * max(1, self.embed.concurrency)
         for segments, result in queue.results(keep):
             if isinstance(result, BaseException):
@@ -349,7 +405,7 @@ class IngestSteps:
         error: BaseException,
         by_source: dict[str, PendingDoc],
         failed: list[dict[str, str]],
-        prefetch: sparse_worker.SparsePrefetch | None = None,
+        prefetch: worker.WorkerRun | None = None,
     ) -> None:
         """Handle a request the embedder refused: a refused input fails only its own
         document, so a request of several documents is sent again one part at a time."""
@@ -373,7 +429,7 @@ class IngestSteps:
         vectors: list[list[float]],
         by_source: dict[str, PendingDoc],
         stored: list[dict[str, Any]],
-        prefetch: sparse_worker.SparsePrefetch | None = None,
+        prefetch: worker.WorkerRun | None = None,
     ) -> None:
         """Store a request's chunks with their vectors, in one write to the store; a document
         whose last chunk is stored is complete, and only then are its old versions removed."""
@@ -452,7 +508,7 @@ class IngestSteps:
         queue = self.queues.pop(state.get("run", ""), None)
         if queue is not None:
             queue.close()
-        prefetch = self.prefetches.pop(state.get("run", ""), None)
+        prefetch = self.workers.pop(state.get("run", ""), None)
         if prefetch is not None:
             prefetch.close()
 
@@ -468,6 +524,15 @@ class IngestSteps:
                 raise
 
         return run
+
+
+@dataclass
+class _Loaded:
+    """A file without records, loaded and waiting to be split."""
+
+    file: SourceFile
+    hash: str
+    sections: list[Section]
 
 
 @dataclass

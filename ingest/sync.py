@@ -17,7 +17,7 @@ from archivist.ingest.loaders import (
     check_size,
     iter_load,
 )
-from archivist.ingest.splitter import SplitterSettings, split_text
+from archivist.ingest.splitter import SplitterSettings, TextChunk, split_text
 from archivist.tools.errors import ArchivistError
 from archivist.tools.store import Chunk
 
@@ -104,11 +104,18 @@ def record_hash(section: Section, splitter: SplitterSettings, options: LoaderOpt
     return digest.hexdigest()
 
 
-def chunk_sections(source: str, sections: list[Section], splitter: SplitterSettings) -> list[Chunk]:
-    """Split a source's sections into chunks carrying their metadata and offsets."""
+def chunk_sections(
+    source: str,
+    sections: list[Section],
+    splitter: SplitterSettings,
+    pieces: list[list[TextChunk]] | None = None,
+) -> list[Chunk]:
+    """Split a source's sections into chunks carrying their metadata and offsets (`pieces`:
+    each section's `split_text`, when it was made elsewhere)."""
     chunks: list[Chunk] = []
-    for section in sections:
-        for piece in split_text(section.text, splitter):
+    for n, section in enumerate(sections):
+        split = split_text(section.text, splitter) if pieces is None else pieces[n]
+        for piece in split:
             metadata = {
                 **section.metadata,
                 "headings": piece.headings,
@@ -117,6 +124,27 @@ def chunk_sections(source: str, sections: list[Section], splitter: SplitterSetti
             }
             chunks.append(Chunk(piece.text, source, len(chunks), metadata))
     return chunks
+
+
+def load_sections(file: SourceFile, options: LoaderOptions | None = None) -> list[Section]:
+    """Load a file that holds no records: its sections, ready to split (raise LoadError if it
+    cannot be ingested)."""
+    return list(iter_load(file.path, options or LoaderOptions()))
+
+
+def file_document(
+    file: SourceFile,
+    sections: list[Section],
+    splitter: SplitterSettings,
+    file_hash: str,
+    pieces: list[list[TextChunk]] | None = None,
+) -> Document:
+    """The document of a file that holds no records, from its sections (and their splits, if
+    made elsewhere); as `make_documents` gives it."""
+    chunks = chunk_sections(file.source, sections, splitter, pieces)
+    if not chunks:
+        raise LoadError("no text in the file")
+    return Document(file.source, file_hash, chunks)
 
 
 def make_documents(

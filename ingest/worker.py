@@ -1,16 +1,19 @@
-"""A helper process that makes chunks' sparse vectors while the ingest process feeds the embedder.
+"""A helper process that splits loaded files and makes chunks' sparse vectors while the
+ingest process feeds the embedder and writes the store.
 
-On a large ingest the BM25 document vectors are the biggest share of our own CPU per chunk.
-They are pure functions of the chunk texts, so a second process computes them as soon as a
-batch is loaded, and the vectors are ready when the batch's embeddings come back to be stored.
+On a large ingest, splitting and the BM25 document vectors are the biggest shares of our own
+CPU per chunk that are not the store's. Both are pure functions of the text, so a second
+process does them: a loaded batch's texts are split there (the ingest process waits for the
+pieces, its threads talking to Ollama go on), and its chunks' vectors are made there while the
+batch is embedded, ready when its embeddings come back to be stored.
 
-The helper is a plain `python -m archivist.ingest.sparse_worker` child speaking pickles over
-its stdin and stdout: it imports the sparse module and nothing else of ours (no LangChain, no
-Qdrant), it runs in its own session so the terminal's Ctrl-C reaches only the ingest process,
-and it ends when its stdin closes, which happens whenever the ingest process ends, however it
-ends. Anything going wrong with it (it cannot start, it dies, it fails a request) turns into
-`None` for the requests concerned, and the caller computes those vectors in its own process:
-the same vectors, only slower.
+The helper is a plain `python -m archivist.ingest.worker` child speaking pickles over its
+stdin and stdout: it imports the splitter and the sparse module and nothing else of ours (no
+LangChain, no Qdrant), it runs in its own session so the terminal's Ctrl-C reaches only the
+ingest process, and it ends when its stdin closes, which happens whenever the ingest process
+ends, however it ends. Anything going wrong with it (it cannot start, it dies, it fails a
+request) turns into `None` for the requests concerned, and the caller does that work in its
+own process: the same chunks and vectors, only slower.
 """
 
 import contextlib
@@ -23,7 +26,9 @@ import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
+from typing import Any
 
+from archivist.ingest.splitter import SplitterSettings, TextChunk, split_text
 from archivist.tools import sparse
 
 SparseVector = tuple[list[int], list[float]]
@@ -37,15 +42,15 @@ text cost in-process (0.28 µs a character): small ingests (tests, notebooks, a 
 never pay for it, and a large one gets back the start in its first batches."""
 
 WAIT_S = 60.0
-"""How long storing waits for the helper's vectors before it makes them itself."""
+"""How long the ingest waits for the helper's answer before it does the work itself."""
 
 _STOP = object()
 
 
-class SparseWorker:
-    """The ingest's sparse-vector helper process, started on first use."""
+class Worker:
+    """The ingest's helper process, started on first use; it answers requests in order."""
 
-    command: Sequence[str] = (sys.executable, "-m", "archivist.ingest.sparse_worker")
+    command: Sequence[str] = (sys.executable, "-m", "archivist.ingest.worker")
 
     def __init__(self, scheme: str) -> None:
         self.scheme = scheme
@@ -60,15 +65,24 @@ class SparseWorker:
         """Whether the helper could not start or has stopped working."""
         return self._broken
 
-    def submit(self, texts: list[str]) -> "Future[list[SparseVector] | None]":
+    def vectors(self, texts: list[str]) -> "Future[list[SparseVector] | None]":
         """Ask for the document vectors of `texts`; the future gives None if the helper fails."""
+        return self._submit("vectors", self.scheme, texts)
+
+    def split(
+        self, texts: list[str], settings: SplitterSettings
+    ) -> "Future[list[list[TextChunk]] | None]":
+        """Ask for `split_text` of each of `texts`; the future gives None if the helper fails."""
+        return self._submit("split", texts, settings)
+
+    def _submit(self, task: str, *args: object) -> Future:
         future: Future = Future()
         with self._lock:
             if self._broken or not self._started():
                 future.set_result(None)
                 return future
             self._waiting.append(future)
-        self._requests.put((self.scheme, texts))
+        self._requests.put((task, args))
         return future
 
     def close(self) -> None:
@@ -143,16 +157,16 @@ class SparseWorker:
             self._waiting.popleft().set_result(None)
 
 
-class SparsePrefetch:
-    """One run's sparse vectors made ahead by the helper, by document, once the run has
-    loaded MIN_CHARS characters (before that, and whenever the helper fails, `take` gives
-    None and the store makes them itself)."""
+class WorkerRun:
+    """One run's use of the helper, once the run has loaded MIN_CHARS characters: splitting
+    loaded texts, and sparse vectors made ahead by document (before that, and whenever the
+    helper fails, `split` and `take` give None and the caller does the work itself)."""
 
     def __init__(self, scheme: Callable[[], str], min_chars: int = MIN_CHARS) -> None:
         self.scheme = scheme
         """The store's sparse scheme, asked for when the helper starts."""
         self.min_chars = min_chars
-        self.worker: SparseWorker | None = None
+        self.worker: Worker | None = None
         self._chars = 0
         self._docs: dict[DocKey, tuple[Future, int]] = {}
 
@@ -162,14 +176,25 @@ class SparsePrefetch:
             self._chars += sum(len(t) for _, texts in docs for t in texts)
             if self._chars < self.min_chars:
                 return
-            self.worker = SparseWorker(self.scheme())
+            self.worker = Worker(self.scheme())
         if self.worker.broken:
             return
-        future = self.worker.submit([t for _, texts in docs for t in texts])
+        future = self.worker.vectors([t for _, texts in docs for t in texts])
         offset = 0
         for key, texts in docs:
             self._docs[key] = (future, offset)
             offset += len(texts)
+
+    @property
+    def splitting(self) -> bool:
+        """Whether the helper is running, so loaded texts are worth sending to it to split."""
+        return self.worker is not None and not self.worker.broken
+
+    def split(self, texts: list[str], settings: SplitterSettings) -> list[list[TextChunk]] | None:
+        """`split_text` of each of `texts`, made by the helper (None: make them here)."""
+        if self.worker is None:
+            return None
+        return self._result(self.worker.split(texts, settings))
 
     def take(self, key: DocKey, start: int, end: int) -> list[SparseVector] | None:
         """The vectors of chunks `start:end` of a document, or None if the helper has none."""
@@ -177,13 +202,16 @@ class SparsePrefetch:
         if found is None:
             return None
         future, offset = found
+        vectors = self._result(future)
+        return None if vectors is None else vectors[offset + start : offset + end]
+
+    def _result(self, future: Future) -> Any:
         try:
-            vectors = future.result(timeout=WAIT_S)
+            return future.result(timeout=WAIT_S)
         except TimeoutError:  # a helper this slow is stuck: do without it from now on
             if self.worker is not None:
                 self.worker.close()
             return None
-        return None if vectors is None else vectors[offset + start : offset + end]
 
     def forget(self, key: DocKey) -> None:
         """Drop a document stored (or failed) in full."""
@@ -196,16 +224,27 @@ class SparsePrefetch:
             self.worker.close()
 
 
+def _vectors(scheme: str, texts: list[str]) -> list[SparseVector]:
+    return sparse.document_vectors(texts, scheme)
+
+
+def _split(texts: list[str], settings: SplitterSettings) -> list[list[TextChunk]]:
+    return [split_text(text, settings) for text in texts]
+
+
+TASKS: dict[str, Callable[..., Any]] = {"vectors": _vectors, "split": _split}
+
+
 def serve(requests, answers) -> None:
-    """Answer pickled `(scheme, texts)` requests with their document vectors until EOF."""
+    """Answer pickled `(task, args)` requests, in order, until EOF."""
     while True:
         try:
-            scheme, texts = pickle.load(requests)
+            task, args = pickle.load(requests)
         except EOFError:
             return
         try:
-            answer = (True, sparse.document_vectors(texts, scheme))
-        except Exception as exc:  # the ingest process makes these vectors itself, and fails alike
+            answer = (True, TASKS[task](*args))
+        except Exception as exc:  # the ingest process does this work itself, and fails alike
             answer = (False, repr(exc))
         pickle.dump(answer, answers, protocol=pickle.HIGHEST_PROTOCOL)
         answers.flush()

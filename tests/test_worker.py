@@ -1,4 +1,5 @@
-"""The sparse-vector helper process: the same store with it as without it, whatever it does."""
+"""The ingest's helper process (splitting, sparse vectors): the same store with it as without
+it, whatever it does."""
 
 import os
 import random
@@ -7,8 +8,10 @@ import sys
 import pytest
 from conftest import ROOT, write_files
 
-from archivist.ingest import sparse_worker
-from archivist.ingest.sparse_worker import SparseWorker
+from archivist.ingest import sync
+from archivist.ingest import worker as ingest_worker
+from archivist.ingest.splitter import SplitterSettings, split_text
+from archivist.ingest.worker import Worker
 from archivist.tools import sparse
 from archivist.tools.store import SPARSE_SCHEME
 
@@ -18,9 +21,9 @@ import perf  # noqa: E402
 # Answers its first request, then exits: a helper that dies in the middle of a run.
 ONE_ANSWER = (
     "import pickle, sys\n"
-    "from archivist.tools import sparse\n"
-    "scheme, texts = pickle.load(sys.stdin.buffer)\n"
-    "pickle.dump((True, sparse.document_vectors(texts, scheme)), sys.stdout.buffer)\n"
+    "from archivist.ingest.worker import TASKS\n"
+    "task, args = pickle.load(sys.stdin.buffer)\n"
+    "pickle.dump((True, TASKS[task](*args)), sys.stdout.buffer)\n"
     "sys.stdout.buffer.flush()\n"
 )
 
@@ -51,10 +54,23 @@ def in_process_calls(monkeypatch):
 
 
 @pytest.fixture
+def in_process_splits(monkeypatch):
+    """Count the texts this process splits itself."""
+    split = []
+
+    def counted(text, settings=None):
+        split.append(text)
+        return split_text(text, settings)
+
+    monkeypatch.setattr(sync, "split_text", counted)
+    return split
+
+
+@pytest.fixture
 def helpers(monkeypatch):
     """The helper processes started, as they are started."""
     started = []
-    plain = SparseWorker._started
+    plain = Worker._started
 
     def recorded(self):
         was = self._process
@@ -63,7 +79,7 @@ def helpers(monkeypatch):
             started.append(self._process)
         return ok
 
-    monkeypatch.setattr(SparseWorker, "_started", recorded)
+    monkeypatch.setattr(Worker, "_started", recorded)
     return started
 
 
@@ -82,30 +98,37 @@ def stored(archivist, store):
 
 def ingest_in_process(archivist, corpus, monkeypatch, store="plain"):
     with monkeypatch.context() as patch:
-        patch.setattr(sparse_worker, "MIN_CHARS", 10**12)
+        patch.setattr(ingest_worker, "MIN_CHARS", 10**12)
         return archivist.ingest([str(corpus)], store)
 
 
 def test_an_ingest_with_the_helper_stores_exactly_what_one_without_it_stores(
-    archivist, corpus, monkeypatch, in_process_calls, helpers
+    archivist, corpus, monkeypatch, in_process_calls, in_process_splits, helpers
 ):
     report = ingest_in_process(archivist, corpus, monkeypatch)
     assert len(in_process_calls) == report["points"] > 50
+    assert len(in_process_splits) == report["files"] == 25
     assert helpers == []
     in_process_calls.clear()
-    monkeypatch.setattr(sparse_worker, "MIN_CHARS", 0)
+    in_process_splits.clear()
+    monkeypatch.setattr(ingest_worker, "MIN_CHARS", 0)
     with_helper = archivist.ingest([str(corpus)], "helped")
     assert len(helpers) == 1 and helpers[0].returncode == 0  # stopped at the end of the run
     assert in_process_calls == []  # every vector came from the helper
+    # The helper starts once the first batch (16 files) is loaded; it splits the rest.
+    assert len(in_process_splits) == 16
     assert with_helper["failed"] == report["failed"] == []
     assert stored(archivist, "helped") == stored(archivist, "plain")
 
 
-def test_a_small_ingest_starts_no_helper(archivist, corpus, in_process_calls, helpers):
+def test_a_small_ingest_starts_no_helper(
+    archivist, corpus, in_process_calls, in_process_splits, helpers
+):
     report = archivist.ingest([str(corpus / "part0")], "docs")
     assert report["points"] > 0
     assert helpers == []
     assert len(in_process_calls) == report["points"]
+    assert len(in_process_splits) == report["files"] == 8
 
 
 @pytest.mark.parametrize(
@@ -119,33 +142,42 @@ def test_a_small_ingest_starts_no_helper(archivist, corpus, in_process_calls, he
     ids=["cannot-start", "exits-at-once", "dies-after-one-answer", "answers-garbage"],
 )
 def test_a_helper_that_fails_changes_nothing_but_speed(
-    archivist, corpus, monkeypatch, in_process_calls, command
+    archivist, corpus, monkeypatch, in_process_calls, in_process_splits, command
 ):
     plain = ingest_in_process(archivist, corpus, monkeypatch)
     in_process_calls.clear()
-    monkeypatch.setattr(sparse_worker, "MIN_CHARS", 0)
-    monkeypatch.setattr(SparseWorker, "command", command)
+    in_process_splits.clear()
+    monkeypatch.setattr(ingest_worker, "MIN_CHARS", 0)
+    monkeypatch.setattr(Worker, "command", command)
     report = archivist.ingest([str(corpus)], "helped")
     assert report["failed"] == [] and report["points"] == plain["points"]
     assert 0 < len(in_process_calls) <= report["points"]
+    assert len(in_process_splits) == report["files"]  # nothing was split by the helper
     assert stored(archivist, "helped") == stored(archivist, "plain")
 
 
 def test_a_file_that_cannot_be_read_fails_alone_with_the_same_reason(
-    archivist, corpus, monkeypatch
+    archivist, corpus, monkeypatch, in_process_splits
 ):
-    (corpus / "part1" / "broken.pdf").write_bytes(b"not a pdf")
-    (corpus / "part2" / "nul.md").write_bytes(b"\0\0 broken")
+    # Named to come last, in the batch the helper splits.
+    write_files(
+        corpus,
+        {"zz/broken.pdf": b"not a pdf", "zz/nul.md": b"\0\0 broken", "zz/blank.md": " \n\t\n"},
+    )
     plain = ingest_in_process(archivist, corpus, monkeypatch)
-    monkeypatch.setattr(sparse_worker, "MIN_CHARS", 0)
+    in_process_splits.clear()
+    monkeypatch.setattr(ingest_worker, "MIN_CHARS", 0)
     report = archivist.ingest([str(corpus)], "helped")
-    assert sorted(f["source"] for f in report["failed"]) == ["part1/broken.pdf", "part2/nul.md"]
+    assert [f["source"] for f in report["failed"]] == ["zz/broken.pdf", "zz/nul.md"]
     assert report["failed"] == plain["failed"]
+    assert report["skipped"] == plain["skipped"]
+    assert {"source": "zz/blank.md", "reason": "no text in the file"} in report["skipped"]
+    assert len(in_process_splits) == 16  # the first batch: the helper splits the rest
     assert stored(archivist, "helped") == stored(archivist, "plain")
 
 
 def test_ctrl_c_stops_the_helper_with_the_ingest(archivist, corpus, monkeypatch, helpers):
-    monkeypatch.setattr(sparse_worker, "MIN_CHARS", 0)
+    monkeypatch.setattr(ingest_worker, "MIN_CHARS", 0)
     sessions = []
 
     def interrupt(event, data):
@@ -164,22 +196,30 @@ def test_ctrl_c_stops_the_helper_with_the_ingest(archivist, corpus, monkeypatch,
 
 
 def test_the_helper_answers_each_request_in_order_and_survives_a_bad_one():
-    worker = SparseWorker(SPARSE_SCHEME)
+    helper = Worker(SPARSE_SCHEME)
     texts = ["Refunds are paid within 30 days.", "退款在三十天内支付。", ""]
+    small = SplitterSettings().resized(200, 40)
+    document = "# Refunds\n\n" + "Refunds are paid within 30 days. " * 20
     try:
-        first = worker.submit(texts)
-        worker.scheme = "no-such-scheme"
-        refused = worker.submit(texts[:1])
-        worker.scheme = SPARSE_SCHEME
-        last = worker.submit(texts[1:])
+        first = helper.vectors(texts)
+        helper.scheme = "no-such-scheme"
+        refused = helper.vectors(texts[:1])
+        helper.scheme = SPARSE_SCHEME
+        split = helper.split([document, "退款在三十天内支付。" * 40], small)
+        last = helper.vectors(texts[1:])
         assert first.result(timeout=60) == [sparse.document_vector(t) for t in texts]
         assert refused.result(timeout=60) is None
+        assert split.result(timeout=60) == [
+            split_text(document, small),
+            split_text("退款在三十天内支付。" * 40, small),
+        ]
+        assert len(split.result()[0]) > 2
         assert last.result(timeout=60) == [sparse.document_vector(t) for t in texts[1:]]
-        assert not worker.broken
+        assert not helper.broken
     finally:
-        worker.close()
-    assert worker.broken
-    assert worker.submit(texts).result(timeout=1) is None  # closed: the caller makes them
+        helper.close()
+    assert helper.broken
+    assert helper.vectors(texts).result(timeout=1) is None  # closed: the caller makes them
 
 
 def test_document_vectors_refuse_a_scheme_they_do_not_make():
