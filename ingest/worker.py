@@ -16,6 +16,7 @@ request) turns into `None` for the requests concerned, and the caller does that 
 own process: the same chunks and vectors, only slower.
 """
 
+import atexit
 import contextlib
 import os
 import pickle
@@ -92,6 +93,7 @@ class Worker:
             self._fail()
         if process is None:
             return
+        atexit.unregister(self.close)
         self._requests.put(_STOP)
         try:
             process.wait(timeout=5)
@@ -113,6 +115,9 @@ class Worker:
         except OSError:
             self._broken = True
             return False
+        # However the ingest ends (even interrupted between two of its steps), the helper is
+        # waited for before this process exits.
+        atexit.register(self.close)
         # Writing on a thread of its own: a request larger than the pipe holds never makes
         # the ingest wait for the helper to finish the one before.
         threading.Thread(target=self._write, args=(self._process,), daemon=True).start()

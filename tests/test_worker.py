@@ -3,10 +3,16 @@ it, whatever it does."""
 
 import os
 import random
+import signal
+import subprocess
 import sys
+import uuid
+from pathlib import Path
 
 import pytest
 from conftest import ROOT, write_files
+from fake_ollama import FakeOllama
+from processes import wait_for
 
 from archivist.ingest import sync
 from archivist.ingest import worker as ingest_worker
@@ -226,3 +232,57 @@ def test_document_vectors_refuse_a_scheme_they_do_not_make():
     assert sparse.document_vectors(["a b"], SPARSE_SCHEME) == [sparse.document_vector("a b")]
     with pytest.raises(ValueError, match="no-such-scheme"):
         sparse.document_vectors(["a b"], "no-such-scheme")
+
+
+def _helpers_marked(mark: str) -> list[int]:
+    """The helper processes whose environment carries `mark` (inherited from one CLI run)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if (
+                mark.encode() in (proc / "environ").read_bytes()
+                and b"ingest.worker" in (proc / "cmdline").read_bytes()
+            ):
+                found.append(int(proc.name))
+        except (OSError, ValueError):
+            continue  # not a process, or one that ended or is not ours to read
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="reads /proc (Linux)")
+def test_ctrl_c_at_the_terminal_stops_a_cli_ingest_and_its_helper(tmp_path):
+    rng = random.Random(3)
+    files = {
+        f"doc{i:03}.md": perf._chinese(rng, 4000) if i % 2 else perf._english(rng, 4000)
+        for i in range(160)
+    }
+    root = write_files(tmp_path / "kb", files)  # 640,000 characters: the helper starts
+    mark = f"ARCHIVIST_TEST_MARK={uuid.uuid4().hex}"
+    with FakeOllama(embed_delay_per_text=0.005, embed_concurrency=1) as ollama:
+        env = {
+            **os.environ,
+            "OLLAMA_HOST": ollama.url,
+            "ARCHIVIST_HOME": str(tmp_path / "home"),
+            mark.split("=")[0]: mark.split("=")[1],
+        }
+        # In a process group of its own, as a terminal's foreground job is.
+        ingest = subprocess.Popen(
+            [sys.executable, "-m", "archivist", "ingest", str(root), "--store", "kb"],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+            wait_for(lambda: _helpers_marked(mark), "the helper process")
+            [helper] = _helpers_marked(mark)
+            assert os.getsid(helper) == helper != os.getsid(ingest.pid)  # its own session
+            os.killpg(ingest.pid, signal.SIGINT)  # what Ctrl-C at the terminal does
+            out, err = ingest.communicate(timeout=60)
+        finally:
+            ingest.kill()
+    assert ingest.returncode == 130, err
+    assert "Interrupted" in out + err and "Traceback" not in out + err
+    assert _helpers_marked(mark) == []  # waited for: no orphan left behind
