@@ -2,8 +2,9 @@ import pytest
 from fake_ollama import embed_text
 from qdrant_client import QdrantClient
 
+from archivist.tools import sparse
 from archivist.tools.errors import ArchivistError, StoreMismatch, StoreNotFound
-from archivist.tools.store import Chunk, KnowledgeStore, connect
+from archivist.tools.store import SPARSE_SCHEME, Chunk, KnowledgeStore, connect
 
 FINGERPRINT = {"embed_model": "hash", "dimension": 64, "document_prefix": "", "query_prefix": ""}
 
@@ -80,6 +81,22 @@ def test_upserting_the_same_chunks_twice_keeps_one_copy(client):
     add(store, "a.md", ["alpha one", "alpha two"])
     add(store, "a.md", ["alpha one", "alpha two"])
     assert store.count() == 2
+
+
+def test_sparse_vectors_made_ahead_are_stored_as_given_and_missing_ones_made(client):
+    store = KnowledgeStore(client, "docs")
+    store.ensure(FINGERPRINT)
+    assert store.sparse_scheme == SPARSE_SCHEME
+    texts = ["refunds are paid within 30 days", "keep the receipt"]
+    chunks = [Chunk(t, "a.md", i) for i, t in enumerate(texts)]
+    ahead = ([3, 5], [0.5, 0.25])
+    store.upsert(chunks, [vec(t) for t in texts], ["h"] * 2, [2] * 2, 1.0, [ahead, None])
+    points, _ = client.scroll("docs", limit=10, with_vectors=True)
+    stored = {p.payload["text"]: p.vector["bm25"] for p in points}
+    assert (stored[texts[0]].indices, stored[texts[0]].values) == ahead
+    indices, values = sparse.document_vector(texts[1])
+    assert stored[texts[1]].indices == indices
+    assert stored[texts[1]].values == pytest.approx(values, rel=1e-6)  # float32 on Edge
 
 
 def test_search_modes_return_ranked_results_with_sources(client):
