@@ -71,6 +71,8 @@ def test_every_measurement_runs_on_a_tiny_corpus(tmp_path):
     assert mixed["instant"]["helper_cpu_s"] == 0  # too small a run to start a helper
     assert mixed["instant"]["total_cpu_ms_per_chunk"] == mixed["instant"]["cpu_ms_per_chunk"]
     assert mixed["import_cpu_s"] > 0
+    assert mixed["instant_no_helper"]["chunks"] == mixed["instant"]["chunks"]
+    assert mixed["instant_no_helper"]["helper_cpu_s"] == 0
     assert results["memory"]["longest_embed_gap_s"] >= 0
     assert mixed["reingest"]["unchanged"] == 6 and mixed["reingest"]["embed_requests"] == 0
     assert mixed["ingest"]["longest_embed_gap_s"] >= 0
@@ -80,6 +82,7 @@ def test_every_measurement_runs_on_a_tiny_corpus(tmp_path):
     assert "Embedding limit" in rendered and "`archivist chat` until its prompt" in rendered
     assert "start → first request to Ollama" in rendered and "ms a chunk" in rendered
     assert "plus its helper process" in rendered and "importing what an ingest needs" in rendered
+    assert "with no helper" in rendered
     assert "index build included (cost-model limit)" in rendered
     assert "hybrid, synthetic store of 1200 chunks" in rendered
 
