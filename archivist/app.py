@@ -282,6 +282,16 @@ class Archivist:
             slug = re.sub(r"[^A-Za-z0-9]+", "_", embed_model).strip("_")
             name = f"{store}__{slug}"[:63]
             target = KnowledgeStore(self.client, name, self.settings.server_layout)
+            if target.exists() and not {"copy_of", "built_from"} & target.info().keys():
+                # Not a copy this comparison made: someone's own store, which a rebuild
+                # would empty.
+                raise ArchivistError(
+                    f"A store named '{name}' already exists and was not made by "
+                    f"`eval --embed-model`; comparing {embed_model} on '{store}' would "
+                    "overwrite it.",
+                    f"Rename or delete that store (archivist delete {name}), or compare on "
+                    "another store.",
+                )
             reused = (
                 target.exists()
                 and fingerprints_match(target.fingerprint, fingerprint)
@@ -307,6 +317,7 @@ class Archivist:
         if target.exists():
             target.drop()
         target.ensure(fingerprint, base.description)
+        target.annotate(copy_of=base.name)  # marked at once: an interrupted copy is ours too
         for start in range(0, len(payloads), batch):
             part = payloads[start : start + batch]
             chunks = [
