@@ -203,26 +203,32 @@ def prompt_reader(history: Path, news: News | None = None) -> Callable[[str], st
         prompt_continuation="  ",
     )
 
+    def shown(prompt: str, typed: str) -> str:
+        # A dumb terminal's prompt does not echo the text it starts with: it is shown as prompt.
+        return prompt + typed if typed and is_dumb_terminal() else prompt
+
     def read(prompt: str) -> str:
         typed = ""
         while news is not None and not news.settled:
             news.show()
             if news.settled:
                 break
-            # A dumb terminal's prompt does not echo text it starts with: show it as its prompt.
-            shown = prompt + typed if typed and is_dumb_terminal() else prompt
-            answered, typed = asyncio.run(_prompt_until_news(session, shown, typed, news))
+            answered, typed = asyncio.run(
+                _prompt_until_news(session, shown(prompt, typed), typed, news)
+            )
             if answered:
                 return typed
-        return session.prompt(prompt, default=typed)
+        return session.prompt(shown(prompt, typed), default=typed)
 
     return read
 
 
 async def _prompt_until_news(session, prompt: str, typed: str, news: News) -> tuple[bool, str]:
-    """Prompt until a line is entered (True, the line) or news comes (False, the text so far)."""
-    from prompt_toolkit.utils import is_dumb_terminal
+    """Prompt until a line is entered (True, the line) or news comes (False, the text so far).
 
+    The prompt gives way without a trace (a dumb terminal's, which cannot be erased, ends its
+    line), and what was typed and not yet read stays for the next prompt.
+    """
     loop = asyncio.get_running_loop()
     came = asyncio.Event()
     unsubscribe = news.subscribe(lambda: loop.call_soon_threadsafe(came.set))
@@ -242,7 +248,4 @@ async def _prompt_until_news(session, prompt: str, typed: str, news: News) -> tu
     with suppress(asyncio.CancelledError):
         await prompting
     session.app.erase_when_done = False
-    if is_dumb_terminal():  # nothing was erased: the news starts on a line of its own
-        session.output.write("\n")
-        session.output.flush()
     return False, typed
