@@ -513,7 +513,7 @@ def chat(
     early = terminal and _offer_pull(settings, [settings.chat_model, settings.embed_model])
     opened: list[Any] = []  # the application and the conversations' database, closed last
 
-    def build(say) -> tuple[Any, list[str]]:
+    def build(say: Callable[[str], None]) -> tuple[Any, list[str]]:
         return _build_chat(names, model, think, resume, thread, opened, say, terminal)
 
     if terminal:
@@ -561,7 +561,7 @@ def _build_chat(
     resume: bool,
     thread: str | None,
     opened: list[Any],
-    say: "Callable[[str], None]",
+    say: Callable[[str], None],
     terminal: bool,
 ) -> tuple[Any, list[str]]:
     """Open the application and build the conversation, ingesting the sample on first use;

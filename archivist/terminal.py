@@ -231,7 +231,13 @@ async def _prompt_until_news(session, prompt: str, typed: str, news: News) -> tu
     """
     loop = asyncio.get_running_loop()
     came = asyncio.Event()
-    unsubscribe = news.subscribe(lambda: loop.call_soon_threadsafe(came.set))
+
+    def wake() -> None:
+        # Called from the news' thread, maybe just after this prompt ended and closed its loop.
+        with suppress(RuntimeError):
+            loop.call_soon_threadsafe(came.set)
+
+    unsubscribe = news.subscribe(wake)
     prompting = asyncio.ensure_future(session.prompt_async(prompt, default=typed))
     waiting = asyncio.ensure_future(came.wait())
     try:
