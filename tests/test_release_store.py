@@ -65,6 +65,11 @@ def test_a_store_of_the_previous_release_is_listed_searched_and_answers(ollama, 
     assert text.stdout.split("\t")[3] == sparse.LEGACY_SCHEME
     assert text.stderr.count("--reindex") == 1
     assert "archivist ingest PATH --store shop_docs --reindex` upgrades" in text.stderr
+    doctor = run_cli("doctor", ollama_url=ollama.url, home=home)
+    assert doctor.returncode == 0, doctor.stdout
+    assert (
+        f"! Store 'shop_docs' keeps keyword vectors of the older scheme '{sparse.LEGACY_SCHEME}'"
+    ) in doctor.stdout
 
     for mode, expected in RELEASED_RESULTS.items():
         found = run_cli(
