@@ -192,8 +192,8 @@ def test_a_store_of_an_unknown_sparse_scheme_is_refused_with_the_fix_until_reind
     for refused in (searched, again):
         assert refused.returncode == 1 and refused.stdout == ""
         assert refused.stderr.startswith(
-            "Error: Store 'shop_docs' keeps keyword vectors of the scheme 'bm25-future-v9', which this "
-            "release of Archivist cannot make"
+            "Error: Store 'shop_docs' keeps keyword vectors of the scheme 'bm25-future-v9', "
+            "which this release of Archivist cannot make"
         )
         assert (
             "Upgrade Archivist to the release that built it, or rebuild the store (its chunks "
