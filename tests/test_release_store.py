@@ -168,3 +168,17 @@ def test_reindexing_a_released_store_switches_it_to_the_new_scheme(ollama, home,
         reindexed = search(QUESTION, mode, ollama_url=ollama.url, home=home)
         new = search(QUESTION, mode, ollama_url=ollama.url, home=fresh)
         assert reindexed == new and len(new) == 5
+
+
+def test_a_released_store_copied_to_another_qdrant_keeps_its_scheme_and_results(
+    ollama, home, tmp_path
+):
+    released_home(home)
+    backup = tmp_path / "backup"
+    done = run_cli("migrate", "--to-home", str(backup), ollama_url=ollama.url, home=home)
+    assert done.returncode == 0, done.stderr
+    [listed] = json.loads(run_cli("stores", "--json", ollama_url=ollama.url, home=backup).stdout)
+    assert listed["sparse"] == sparse.LEGACY_SCHEME
+    for mode, expected in RELEASED_RESULTS.items():
+        found = search(QUESTION, mode, ollama_url=ollama.url, home=backup)
+        assert [(r["source"], r["chunk_id"], round(r["score"], 3)) for r in found] == expected
