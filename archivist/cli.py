@@ -339,7 +339,11 @@ def ingest(
     if as_json:
         _print_json(report)
     else:
-        rebuilt = " (rebuilt for the new embedding model)" if report["reindexed"] else ""
+        rebuilt = (
+            " (rebuilt for the current embedding model and BM25 scheme)"
+            if report["reindexed"]
+            else ""
+        )
         part = f" (shard {shard})" if shard else ""
         print(
             f"{store}{part}{rebuilt}: {len(report['stored'])} stored, "

@@ -160,7 +160,7 @@ class IngestJob:
 
     @property
     def rebuilding(self) -> bool:
-        """Whether this run rebuilds the target for another embedding model."""
+        """Whether this run rebuilds the target for another embedding model or sparse scheme."""
         return self.writing is not self.target
 
     @property

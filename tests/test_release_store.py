@@ -143,6 +143,7 @@ def test_reindexing_a_released_store_switches_it_to_the_new_scheme(ollama, home,
         ollama_url=ollama.url, home=home,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
+    assert "shop_docs (rebuilt for the current embedding model and BM25 scheme)" in done.stdout
 
     app = Archivist(Settings(ollama_host=ollama.url, home=home))
     try:
