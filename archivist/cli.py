@@ -349,7 +349,11 @@ def ingest(
     if as_json:
         _print_json(report)
     else:
-        rebuilt = " (rebuilt for the new embedding model)" if report["reindexed"] else ""
+        rebuilt = (
+            " (rebuilt for the current embedding model and BM25 scheme)"
+            if report["reindexed"]
+            else ""
+        )
         part = f" (shard {shard})" if shard else ""
         print(
             f"{store}{part}{rebuilt}: {len(report['stored'])} stored, "
@@ -785,6 +789,8 @@ def eval_generate(
 @app.command()
 def stores(as_json: JsonOpt = False) -> None:
     """List the stores."""
+    from archivist.tools.store import sparse_hint
+
     listing = _app().stores()
     if as_json:
         _print_json(listing)
@@ -792,9 +798,13 @@ def stores(as_json: JsonOpt = False) -> None:
     for s in listing:
         chunks = count(s["chunks"], "chunk")
         description = printable_name(s["description"])
-        print(f"{s['store']}\t{chunks}\t{s['embed_model']}\t{description}")
+        print(f"{s['store']}\t{chunks}\t{s['embed_model']}\t{s['sparse']}\t{description}")
     if not listing:
         print("No stores yet. Create one with: archivist ingest PATH --store NAME")
+    for s in listing:
+        hint = sparse_hint(s["store"], s["sparse"])
+        if hint:
+            _notice(hint)
 
 
 @app.command()

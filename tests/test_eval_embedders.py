@@ -187,3 +187,24 @@ def test_a_users_store_with_the_copys_name_is_never_overwritten(served, home, st
     assert "archivist delete shop_docs__all_minilm" in raised.value.fix
     assert own.exists() and own.count() == before and own.description == "my own store"
     app.close()
+
+
+def test_an_embedder_copy_keeps_the_stores_sparse_scheme(ollama, home, tmp_path):
+    """Embedders are compared with the same BM25: a store of the older scheme (the 0.1.0 home)
+    is used as it is for its own model, and copied with its scheme for another."""
+    from test_release_store import released_home
+
+    from archivist.tools import sparse
+
+    released_home(home)
+    app = Archivist(Settings(ollama_host=ollama.url, home=home))
+    try:
+        own = app.embedder_store("shop_docs", "nomic-embed-text")
+        other = app.embedder_store("shop_docs", "all-minilm")
+        assert own["store"] == "shop_docs" and own["reused"]
+        copy = KnowledgeStore(app.client, other["store"])
+        assert other["store"] != "shop_docs" and copy.sparse_scheme == sparse.LEGACY_SCHEME
+        base = app.store("shop_docs")
+        assert base.sparse_scheme == sparse.LEGACY_SCHEME and copy.count() == base.count()
+    finally:
+        app.close()
