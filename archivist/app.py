@@ -18,7 +18,6 @@ from archivist.settings import Settings, mask_url
 from archivist.tools.embedding import PrefixedEmbeddings, default_prefixes
 from archivist.tools.errors import ArchivistError, ModelMissing
 from archivist.tools.store import (
-    SPARSE_SCHEME,
     Chunk,
     KnowledgeStore,
     SearchMode,
@@ -119,7 +118,7 @@ class Archivist:
             return self.store(store).delete_source(source)
 
     def stores(self) -> list[dict[str, Any]]:
-        """List the stores with their size, model and description."""
+        """List the stores with their size, embedding model, sparse scheme and description."""
         listing = []
         finish_swaps(self.client)
         for name in list_stores(self.client):
@@ -131,6 +130,7 @@ class Archivist:
                     "tool": tool_name(name),
                     "chunks": store.count(),
                     "embed_model": info.get("fingerprint", {}).get("embed_model"),
+                    "sparse": info.get("fingerprint", {}).get("sparse"),
                     "description": info.get("description", ""),
                 }
             )
@@ -266,7 +266,8 @@ class Archivist:
             info = models.show(self.settings, embed_model)
             embedder = models.embeddings(self.settings, embed_model)
             dimension = len(embedder.embed_query("dimension"))
-        fingerprint = {**embedder.fingerprint(dimension), "sparse": SPARSE_SCHEME}
+        # The copy keeps the store's sparse scheme, so embedders are compared on equal terms.
+        fingerprint = {**embedder.fingerprint(dimension), "sparse": base.sparse_scheme}
         payloads = list(base.payloads())
         ids = sorted(Chunk(p["text"], p["source"], p["chunk_index"]).id for p in payloads)
         built_from = hashlib.sha256("\n".join(ids).encode()).hexdigest()[:16]
@@ -282,6 +283,16 @@ class Archivist:
             slug = re.sub(r"[^A-Za-z0-9]+", "_", embed_model).strip("_")
             name = f"{store}__{slug}"[:63]
             target = KnowledgeStore(self.client, name, self.settings.server_layout)
+            if target.exists() and not {"copy_of", "built_from"} & target.info().keys():
+                # Not a copy this comparison made: someone's own store, which a rebuild
+                # would empty.
+                raise ArchivistError(
+                    f"A store named '{name}' already exists and was not made by "
+                    f"`eval --embed-model`; comparing {embed_model} on '{store}' would "
+                    "overwrite it.",
+                    f"Rename or delete that store (archivist delete {name}), or compare on "
+                    "another store.",
+                )
             reused = (
                 target.exists()
                 and fingerprints_match(target.fingerprint, fingerprint)
@@ -307,6 +318,7 @@ class Archivist:
         if target.exists():
             target.drop()
         target.ensure(fingerprint, base.description)
+        target.annotate(copy_of=base.name)  # marked at once: an interrupted copy is ours too
         for start in range(0, len(payloads), batch):
             part = payloads[start : start + batch]
             chunks = [

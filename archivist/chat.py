@@ -8,7 +8,6 @@ from collections.abc import Callable
 from typing import Any, Protocol, TextIO
 
 from archivist.agent.records import EventFn, Passage, Turn
-from archivist.agent.turn import unsearched_note
 from archivist.printable import printable, printable_name
 from archivist.render import tool_line
 from archivist.tools.errors import ArchivistError
@@ -23,6 +22,14 @@ HELP = """Ask a question, or use a command:
   /new           start a new conversation
   /exit          leave (or Ctrl-D); Ctrl-C stops an answer
 Esc then Enter adds a line break; pasted text keeps its lines."""
+
+
+class StartFailed(Exception):
+    """The conversation could not be built: the chat ends with `error`."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 class Conversation(Protocol):
@@ -70,6 +77,9 @@ def unsearched_line(result: Turn) -> str | None:
     """The dim line under an answer the agent gave without searching, if it did."""
     if result.get("searched", True):
         return None
+    # Imported here: the query engine is not loaded until a turn has run (archivist.starting).
+    from archivist.agent.turn import unsearched_note
+
     return unsearched_note(result["model"], result["stores"])
 
 
@@ -149,7 +159,8 @@ def chat_loop(conversation: Conversation, read: Callable[[str], str], view: View
     """Read questions and commands until /exit or end of input; return the exit status.
 
     Ctrl-C at the prompt clears the line; during an answer it stops the answer. A failure
-    (Ollama down, a model missing) is shown and the chat goes on.
+    (Ollama down, a model missing) is shown and the chat goes on; one building the
+    conversation (StartFailed) ends it.
     """
     while True:
         try:
@@ -167,6 +178,8 @@ def chat_loop(conversation: Conversation, read: Callable[[str], str], view: View
                 continue
             view.begin()
             result = conversation.answer(line, view.event)
+        except StartFailed:
+            raise
         except KeyboardInterrupt:
             view.stopped()
         except ArchivistError as exc:

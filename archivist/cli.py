@@ -3,6 +3,7 @@
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -175,12 +176,21 @@ def _interactive(as_json: bool = False) -> bool:
     return not as_json and sys.stdin.isatty() and sys.stderr.isatty()
 
 
-def _offer_pull(settings: Settings, names: list[str], as_json: bool = False) -> None:
-    """In a terminal, offer to pull the models Ollama lacks; in pipes and --json, never."""
-    if _interactive(as_json):
+def _offer_pull(settings: Settings, names: list[str], as_json: bool = False) -> bool:
+    """In a terminal, offer to pull the models Ollama lacks; in pipes and --json, never.
+
+    Return whether Ollama was seen to have them all (it is asked only in a terminal).
+    """
+    if not _interactive(as_json):
+        return False
+    from archivist import prefetch
+
+    missing = prefetch.missing(settings.ollama_host, names, settings.timeout)
+    if missing:
         from archivist.pull import offer_pull
 
-        offer_pull(settings, names)
+        offer_pull(settings, missing)
+    return missing == []
 
 
 def _missing_store(exc: StoreNotFound, store: str) -> StoreNotFound:
@@ -339,7 +349,11 @@ def ingest(
     if as_json:
         _print_json(report)
     else:
-        rebuilt = " (rebuilt for the new embedding model)" if report["reindexed"] else ""
+        rebuilt = (
+            " (rebuilt for the current embedding model and BM25 scheme)"
+            if report["reindexed"]
+            else ""
+        )
         part = f" (shard {shard})" if shard else ""
         print(
             f"{store}{part}{rebuilt}: {len(report['stored'])} stored, "
@@ -481,18 +495,12 @@ def chat(
     retrieve_first: RetrieveFirstOpt = None,
 ) -> None:
     """Chat with the agent in the terminal; conversations are kept and can be resumed."""
-    _prefetch_show(model)
-    import sqlite3
-    from contextlib import closing
-
-    from langgraph.checkpoint.sqlite import SqliteSaver
-
-    from archivist.chat import PlainView, chat_loop, stdin_reader
-    from archivist.conversation import Conversation
+    from archivist.chat import PlainView, StartFailed, chat_loop, stdin_reader
 
     if resume and thread:
         raise ArchivistError("--resume and --thread both name a conversation.", "Give one.")
-    archivist = _app(
+    _prefetch_show(model)
+    settings = _settings(
         chat_model=model,
         max_steps=max_steps,
         num_ctx=num_ctx,
@@ -500,13 +508,80 @@ def chat(
         max_rewrites=max_rewrites,
         retrieve_first=retrieve_first,
     )
-    settings = archivist.settings
     names = stores or [DEFAULT_STORE]
-    if sys.stdin.isatty() and sys.stdout.isatty():
-        _offer_pull(settings, [settings.chat_model, settings.embed_model])
+    terminal = sys.stdin.isatty() and sys.stdout.isatty()
+    # The prompt comes first, the agent being built behind it, when Ollama has the models: a
+    # failure it can still meet (a store missing) ends the chat as soon as it is known.
+    # Otherwise the build comes first, so Ollama down or a model missing ends the chat before
+    # any prompt (docs/chat.md).
+    early = terminal and _offer_pull(settings, [settings.chat_model, settings.embed_model])
+    opened: list[Any] = []  # the application and the conversations' database, closed last
+
+    def build(say: Callable[[str], None]) -> tuple[Any, list[str]]:
+        return _build_chat(names, model, think, resume, thread, opened, say, terminal)
+
+    if terminal:
+        from rich.console import Console
+
+        from archivist.terminal import RichView, prompt_reader
+
+        view = RichView(Console(highlight=False), show_thinking)
+        say = view.info
+    else:
+        view = PlainView(sys.stdout, sys.stderr, show_thinking)
+        say = _notice
+    starting = None
+    if early:
+        from archivist.starting import Starting
+
+        conversation = starting = Starting(build, say)
+        say(f"Archivist · starting {settings.chat_model}…")
+        starting.start()
+    else:
+        conversation, ready = build(say)
+        for line in ready:
+            say(line)
+    read = (
+        prompt_reader(settings.input_history_path, starting)
+        if terminal
+        else stdin_reader(sys.stdin)
+    )
+    try:
+        status = chat_loop(conversation, read, view)
+    except StartFailed as failed:
+        raise failed.error from None
+    finally:
+        if starting is not None:
+            starting.join()
+        for closable in reversed(opened):
+            closable.close()
+    raise typer.Exit(status)
+
+
+def _build_chat(
+    names: list[str],
+    model: str | None,
+    think: bool | None,
+    resume: bool,
+    thread: str | None,
+    opened: list[Any],
+    say: Callable[[str], None],
+    terminal: bool,
+) -> tuple[Any, list[str]]:
+    """Open the application and build the conversation, ingesting the sample on first use;
+    return it and the lines that introduce it (the banner in a terminal, notices, a resume)."""
+    import sqlite3
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from archivist.conversation import Conversation
+
+    archivist = _app()
+    opened.append(archivist)
+    settings = archivist.settings
     sample_needed = names == [DEFAULT_STORE] and _sample_kb().is_dir()
     if sample_needed and not archivist.store(DEFAULT_STORE, must_exist=False).exists():
-        _notice(f"The store '{DEFAULT_STORE}' is empty: ingesting the sample knowledge base…")
+        say(f"The store '{DEFAULT_STORE}' is empty: ingesting the sample knowledge base…")
         archivist.ingest(
             [str(_sample_kb())],
             DEFAULT_STORE,
@@ -516,34 +591,18 @@ def chat(
     if resume:
         earlier = archivist.turn_log.last_thread("chat")
         if earlier is None:
-            _notice("There is no earlier conversation to resume: starting a new one.")
+            say("There is no earlier conversation to resume: starting a new one.")
     settings.home.mkdir(parents=True, exist_ok=True)
-    with closing(sqlite3.connect(settings.threads_path, check_same_thread=False)) as db:
-        conversation = Conversation(
-            archivist, names, SqliteSaver(db), model, think, earlier or thread
-        )
-        if sys.stdin.isatty() and sys.stdout.isatty():
-            from rich.console import Console
-
-            from archivist.terminal import RichView, prompt_reader
-
-            view = RichView(Console(highlight=False), show_thinking)
-            read = prompt_reader(settings.input_history_path)
-            say = view.info
-            say(f"Archivist · {conversation.describe()} · /help for commands")
-        else:
-            view = PlainView(sys.stdout, sys.stderr, show_thinking)
-            read = stdin_reader(sys.stdin)
-            say = _notice
-        for notice in conversation.setup.notices:
-            say(notice)
-        if history := conversation.messages():
-            questions = sum(1 for m in history if m.type == "human")
-            earlier_questions = count(questions, "earlier question")
-            say(f"Resuming conversation {conversation.thread_id}: {earlier_questions}.")
-        status = chat_loop(conversation, read, view)
-    archivist.close()
-    raise typer.Exit(status)
+    db = sqlite3.connect(settings.threads_path, check_same_thread=False)
+    opened.append(db)
+    conversation = Conversation(archivist, names, SqliteSaver(db), model, think, earlier or thread)
+    lines = [f"Archivist · {conversation.describe()} · /help for commands"] if terminal else []
+    lines += conversation.setup.notices
+    if history := conversation.messages():
+        questions = sum(1 for m in history if m.type == "human")
+        earlier_questions = count(questions, "earlier question")
+        lines.append(f"Resuming conversation {conversation.thread_id}: {earlier_questions}.")
+    return conversation, lines
 
 
 @app.command(name="eval")
@@ -730,6 +789,8 @@ def eval_generate(
 @app.command()
 def stores(as_json: JsonOpt = False) -> None:
     """List the stores."""
+    from archivist.tools.store import sparse_hint
+
     listing = _app().stores()
     if as_json:
         _print_json(listing)
@@ -737,9 +798,13 @@ def stores(as_json: JsonOpt = False) -> None:
     for s in listing:
         chunks = count(s["chunks"], "chunk")
         description = printable_name(s["description"])
-        print(f"{s['store']}\t{chunks}\t{s['embed_model']}\t{description}")
+        print(f"{s['store']}\t{chunks}\t{s['embed_model']}\t{s['sparse']}\t{description}")
     if not listing:
         print("No stores yet. Create one with: archivist ingest PATH --store NAME")
+    for s in listing:
+        hint = sparse_hint(s["store"], s["sparse"])
+        if hint:
+            _notice(hint)
 
 
 @app.command()

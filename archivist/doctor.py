@@ -4,8 +4,9 @@ from dataclasses import dataclass
 
 from archivist import models
 from archivist.settings import Settings, mask_url
+from archivist.tools import sparse
 from archivist.tools.errors import ArchivistError
-from archivist.tools.store import KnowledgeStore, connect, list_stores
+from archivist.tools.store import KnowledgeStore, connect, list_stores, sparse_hint
 
 
 @dataclass
@@ -33,8 +34,9 @@ def run_checks(settings: Settings) -> list[Check]:
     if checks[0].ok:
         checks.append(_model_check(settings, settings.chat_model, "chat"))
         checks.append(_model_check(settings, settings.embed_model, "embedding"))
-    stores, built_with = _store_check(settings)
+    stores, built_with, hints = _store_check(settings)
     checks.append(stores)
+    checks.extend(hints)
     if checks[0].ok:
         for model, names in built_with.items():
             if model != settings.embed_model:
@@ -101,9 +103,11 @@ def _model_check(settings: Settings, name: str, role: str) -> Check:
     return Check(True, f"chat model '{name}' (tools; context {info.context_length})")
 
 
-def _store_check(settings: Settings) -> tuple[Check, dict[str, list[str]]]:
-    """Open the stores; return the check and which embedding model built which stores."""
+def _store_check(settings: Settings) -> tuple[Check, dict[str, list[str]], list[Check]]:
+    """Open the stores; return the check, which embedding model built which stores, and a
+    check per store whose keyword vectors are of an older (a warning) or unknown scheme."""
     built_with: dict[str, list[str]] = {}
+    hints: list[Check] = []
     try:
         client = connect(
             settings.store_path,
@@ -115,17 +119,24 @@ def _store_check(settings: Settings) -> tuple[Check, dict[str, list[str]]]:
         )
         names = list_stores(client)
         for name in names:
-            model = KnowledgeStore(client, name).fingerprint.get("embed_model")
+            fingerprint = KnowledgeStore(client, name).fingerprint
+            model = fingerprint.get("embed_model")
             if model:
                 built_with.setdefault(model, []).append(name)
+            hint = sparse_hint(name, fingerprint.get("sparse"))
+            if hint:
+                # An older scheme still works (a warning); an unknown one cannot be searched.
+                known = fingerprint.get("sparse") in sparse.SCHEMES
+                hints.append(Check(False, hint, warning=known))
         client.close()
     except ArchivistError as exc:
-        return Check(False, exc.message, exc.fix or ""), built_with
+        return Check(False, exc.message, exc.fix or ""), built_with, hints
     except Exception as exc:
-        return Check(
+        failed = Check(
             False,
             f"Qdrant at {settings.qdrant_location} cannot be opened: {exc}",
             "Check QDRANT_URL and QDRANT_API_KEY, or unset QDRANT_URL to use the embedded store.",
-        ), built_with
+        )
+        return failed, built_with, hints
     listed = ", ".join(names) if names else "no stores yet"
-    return Check(True, f"Qdrant at {settings.qdrant_location}: {listed}"), built_with
+    return Check(True, f"Qdrant at {settings.qdrant_location}: {listed}"), built_with, hints

@@ -9,11 +9,22 @@ itself and reports a failure as it always does.
 
 import json
 import threading
+import urllib.error
 import urllib.request
 from concurrent.futures import Future
 from typing import Any
 
 _SHOWS: dict[tuple[str, str], Future] = {}
+
+
+def _show(host: str, model: str, timeout: float) -> dict[str, Any]:
+    request = urllib.request.Request(
+        f"{host.rstrip('/')}/api/show",
+        data=json.dumps({"model": model}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        return json.loads(response.read())
 
 
 def start_show(host: str, model: str, timeout: float) -> None:
@@ -22,18 +33,36 @@ def start_show(host: str, model: str, timeout: float) -> None:
     _SHOWS[(host, model)] = future
 
     def run() -> None:
-        request = urllib.request.Request(
-            f"{host.rstrip('/')}/api/show",
-            data=json.dumps({"model": model}).encode(),
-            headers={"Content-Type": "application/json"},
-        )
         try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:
-                future.set_result(json.loads(response.read()))
+            future.set_result(_show(host, model, timeout))
         except Exception as exc:  # any failure: models.show asks again and explains it
             future.set_exception(exc)
 
     threading.Thread(target=run, name="prefetch-show", daemon=True).start()
+
+
+def missing(host: str, names: list[str], timeout: float) -> list[str] | None:
+    """Return the models Ollama answers 404 for, or None if Ollama cannot be asked.
+
+    A prefetched answer is looked at, not taken: the agent still finds it. The standard
+    library alone, so a command that finds nothing missing has not waited for the Ollama
+    client's imports to know it.
+    """
+    absent = []
+    for name in dict.fromkeys(names):
+        prefetched = _SHOWS.get((host, name))
+        try:
+            if prefetched is not None:
+                prefetched.result()
+            else:
+                _show(host, name, timeout)
+        except urllib.error.HTTPError as exc:
+            if exc.code != 404:
+                return None
+            absent.append(name)
+        except Exception:  # Ollama down: the command itself says how to start it
+            return None
+    return absent
 
 
 def take_show(host: str, model: str) -> dict[str, Any] | None:

@@ -1,8 +1,10 @@
 """The chat on a terminal: prompt_toolkit for input, rich for streamed Markdown answers."""
 
+import asyncio
 from collections.abc import Callable
+from contextlib import suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.live import Live
@@ -160,11 +162,33 @@ class RichView:
             self.console.print(printable(r["text"]), markup=False, highlight=False)
 
 
-def prompt_reader(history: Path) -> Callable[[str], str]:
-    """Read input with prompt_toolkit: history kept in `history`, pastes keep their lines."""
+class News(Protocol):
+    """What another thread has to say while the prompt waits for input (archivist.starting)."""
+
+    @property
+    def settled(self) -> bool:
+        """Whether nothing more will come."""
+        ...
+
+    def show(self) -> None:
+        """Show what has come so far (raises if it says the chat cannot go on)."""
+        ...
+
+    def subscribe(self, wake: Callable[[], None]) -> Callable[[], None]:
+        """Have `wake` called, from any thread, when something comes; return the unsubscribe."""
+        ...
+
+
+def prompt_reader(history: Path, news: News | None = None) -> Callable[[str], str]:
+    """Read input with prompt_toolkit: history kept in `history`, pastes keep their lines.
+
+    Until `news` is settled, what it brings is shown as it comes: the prompt gives way (the
+    text typed so far is kept), the news is printed, and the prompt comes back.
+    """
     from prompt_toolkit import PromptSession
     from prompt_toolkit.history import FileHistory
     from prompt_toolkit.key_binding import KeyBindings
+    from prompt_toolkit.utils import is_dumb_terminal
 
     bindings = KeyBindings()
 
@@ -178,4 +202,56 @@ def prompt_reader(history: Path) -> Callable[[str], str]:
         key_bindings=bindings,
         prompt_continuation="  ",
     )
-    return lambda prompt: session.prompt(prompt)
+
+    def shown(prompt: str, typed: str) -> str:
+        # A dumb terminal's prompt does not echo the text it starts with: it is shown as prompt.
+        return prompt + typed if typed and is_dumb_terminal() else prompt
+
+    def read(prompt: str) -> str:
+        typed = ""
+        while news is not None and not news.settled:
+            news.show()
+            if news.settled:
+                break
+            answered, typed = asyncio.run(
+                _prompt_until_news(session, shown(prompt, typed), typed, news)
+            )
+            if answered:
+                return typed
+        return session.prompt(shown(prompt, typed), default=typed)
+
+    return read
+
+
+async def _prompt_until_news(session, prompt: str, typed: str, news: News) -> tuple[bool, str]:
+    """Prompt until a line is entered (True, the line) or news comes (False, the text so far).
+
+    The prompt gives way without a trace (a dumb terminal's, which cannot be erased, ends its
+    line), and what was typed and not yet read stays for the next prompt.
+    """
+    loop = asyncio.get_running_loop()
+    came = asyncio.Event()
+
+    def wake() -> None:
+        # Called from the news' thread, maybe just after this prompt ended and closed its loop.
+        with suppress(RuntimeError):
+            loop.call_soon_threadsafe(came.set)
+
+    unsubscribe = news.subscribe(wake)
+    prompting = asyncio.ensure_future(session.prompt_async(prompt, default=typed))
+    waiting = asyncio.ensure_future(came.wait())
+    try:
+        await asyncio.wait({prompting, waiting}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        unsubscribe()
+        waiting.cancel()
+    if prompting.done():
+        return True, prompting.result()  # Ctrl-C and Ctrl-D raise as they do at any prompt
+    typed = session.default_buffer.text
+    # The prompt leaves no trace: it comes back under the news with the same text.
+    session.app.erase_when_done = True
+    prompting.cancel()
+    with suppress(asyncio.CancelledError):
+        await prompting
+    session.app.erase_when_done = False
+    return False, typed

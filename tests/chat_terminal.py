@@ -13,10 +13,12 @@ from archivist.chat import PROMPT
 TIMEOUT = 90  # generous: a loaded 2-core machine imports LangChain slowly
 # The prompt at the start of a line (after any terminal control codes), not a `›` in a passage.
 PROMPT_LINE = re.compile(r"\r\n(?:\x1b\[[0-9;?]*[A-Za-z])*" + re.escape(PROMPT))
+# The banner the chat prints once its agent is built (the prompt may come before it).
+BANNER = re.compile(r"Archivist · [^\n]* · /help for commands")
 
 
-def spawn_chat(*args: str, ollama_url: str, home: Path) -> pexpect.spawn:
-    """Start `archivist chat ARGS` in a pseudo-terminal and wait for its first prompt.
+def start_chat(*args: str, ollama_url: str, home: Path) -> pexpect.spawn:
+    """Start `archivist chat ARGS` in a pseudo-terminal.
 
     TERM=dumb keeps the output free of cursor movement and colour (what a dumb terminal
     gets), and a wide fixed size keeps lines from wrapping.
@@ -29,7 +31,7 @@ def spawn_chat(*args: str, ollama_url: str, home: Path) -> pexpect.spawn:
         "LANG": "C.UTF-8",
         "PYTHONIOENCODING": "utf-8",
     }
-    child = pexpect.spawn(
+    return pexpect.spawn(
         sys.executable,
         ["-m", "archivist", "chat", *args],
         env=env,
@@ -38,6 +40,13 @@ def spawn_chat(*args: str, ollama_url: str, home: Path) -> pexpect.spawn:
         dimensions=(50, 250),
         timeout=TIMEOUT,
     )
+
+
+def spawn_chat(*args: str, ollama_url: str, home: Path) -> pexpect.spawn:
+    """Start `archivist chat ARGS` in a pseudo-terminal and wait until its agent is built and
+    the prompt under its banner takes keys: `before` then holds the notices after the banner."""
+    child = start_chat(*args, ollama_url=ollama_url, home=home)
+    child.expect(BANNER)
     ready(child)
     return child
 

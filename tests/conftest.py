@@ -209,3 +209,21 @@ def cli(*args: str, ollama, home: Path, stdin: str | None = None) -> subprocess.
     done = run_cli(*args, ollama_url=ollama.url, home=home, stdin=stdin)
     assert done.returncode == 0, done.stderr
     return done
+
+
+def stored_sparse_vectors(store, source: str | None = None) -> dict[str, tuple[list, list]]:
+    """The sparse vector stored with each chunk (of `source`, else all), by the chunk's text."""
+    from qdrant_client import models
+
+    from archivist.tools.engine import scroll_pages
+    from archivist.tools.store import SPARSE
+
+    selector = None
+    if source is not None:
+        match = models.MatchValue(value=source)
+        selector = models.Filter(must=[models.FieldCondition(key="source", match=match)])
+    return {
+        point.payload["text"]: (point.vector[SPARSE].indices, point.vector[SPARSE].values)
+        for points in scroll_pages(store.client, store.name, 256, selector, ["text"], True)
+        for point in points
+    }

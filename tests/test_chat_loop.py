@@ -2,6 +2,8 @@
 
 import io
 
+import pytest
+
 from archivist.chat import PlainView, chat_loop
 from archivist.tools.errors import ArchivistError
 
@@ -127,3 +129,53 @@ def test_pasted_lines_starting_with_a_slash_are_a_question():
     conversation = ScriptedConversation(result("Paths."))
     run(conversation, "/etc/hosts\n/etc/passwd\nwhat are these?")
     assert conversation.asked == ["/etc/hosts\n/etc/passwd\nwhat are these?"]
+
+
+def test_a_conversation_still_being_built_answers_commands_and_waits_for_questions():
+    import threading
+
+    from archivist.starting import Starting
+
+    go = threading.Event()
+    out = io.StringIO()
+
+    def build(say):
+        say("building…")
+        go.wait()  # until the question is read
+        return ScriptedConversation(result("Thirty days.")), ["m1 · agent · ready"]
+
+    starting = Starting(build, lambda line: out.write(line + "\n"))
+    starting.start()
+    script = iter(["/help", "How long?"])
+
+    def read(prompt: str) -> str:
+        line = next(script, None)
+        if line is None:
+            raise EOFError
+        if line == "How long?":
+            go.set()
+        return line
+
+    assert chat_loop(starting, read, PlainView(out, io.StringIO())) == 0
+    shown = out.getvalue()
+    # Help needs no agent; the question waits for it, and what the build said comes first.
+    assert shown.index("/help ") < shown.index("m1 · agent · ready") < shown.index("Thirty days.")
+    assert shown.index("building…") < shown.index("m1 · agent · ready")
+
+
+def test_a_conversation_that_cannot_be_built_ends_the_chat_with_its_error():
+    from archivist.chat import StartFailed
+    from archivist.starting import Starting
+
+    missing = ArchivistError("There is no store named 'nope'.", "Create it.")
+
+    def build(say):
+        raise missing
+
+    starting = Starting(build, lambda line: None)
+    starting.start()
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.raises(StartFailed) as failed:
+        chat_loop(starting, lambda prompt: "How long?", PlainView(out, err))
+    assert failed.value.error is missing
+    assert out.getvalue() == err.getvalue() == ""  # the chat does not show it: its caller does

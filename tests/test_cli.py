@@ -170,3 +170,54 @@ def test_help_lists_the_commands(home):
     done = run_cli("--help", ollama_url=free_port_url(), home=home)
     for command in ("ingest", "ask", "chat", "search", "stores", "sources", "delete", "doctor"):
         assert command in done.stdout
+
+
+def test_a_store_of_an_unknown_sparse_scheme_is_refused_with_the_fix_until_reindexed(ollama, home):
+    from archivist.app import Archivist
+    from archivist.settings import Settings
+    from archivist.tools import sparse
+
+    done = run_cli("ingest", str(SHOP), "--store", "shop_docs", ollama_url=ollama.url, home=home)
+    assert done.returncode == 0, done.stderr
+    app = Archivist(Settings(ollama_host=ollama.url, home=home))
+    store = app.store("shop_docs")
+    info = store.info()
+    future = {**info, "fingerprint": {**info["fingerprint"], "sparse": "bm25-future-v9"}}
+    app.client.update_collection("shop_docs", metadata={"archivist": future})
+    chunks = store.count()
+    app.close()
+
+    searched = run_cli("search", REFUND_Q, "--store", "shop_docs", ollama_url=ollama.url, home=home)
+    again = run_cli("ingest", str(SHOP), "--store", "shop_docs", ollama_url=ollama.url, home=home)
+    for refused in (searched, again):
+        assert refused.returncode == 1 and refused.stdout == ""
+        assert refused.stderr.startswith(
+            "Error: Store 'shop_docs' keeps keyword vectors of the scheme 'bm25-future-v9', "
+            "which this release of Archivist cannot make"
+        )
+        assert (
+            "Upgrade Archivist to the release that built it, or rebuild the store (its chunks "
+            "are re-embedded): archivist ingest PATH --store shop_docs --reindex"
+        ) in refused.stderr
+        assert "Traceback" not in refused.stderr
+    doctor = run_cli("doctor", ollama_url=ollama.url, home=home)
+    assert doctor.returncode == 1
+    assert "✗ Store 'shop_docs' keeps keyword vectors of the scheme 'bm25-future-v9'" in (
+        doctor.stdout
+    )
+    listed = run_cli("stores", ollama_url=ollama.url, home=home)
+    assert listed.returncode == 0 and "bm25-future-v9" in listed.stdout
+    assert "unknown to this release: upgrade Archivist" in listed.stderr
+    app = Archivist(Settings(ollama_host=ollama.url, home=home))
+    assert app.store("shop_docs", must_exist=False).info() == future  # nothing lost
+    assert app.store("shop_docs", must_exist=False).count() == chunks
+    app.close()
+
+    rebuilt = run_cli(
+        "ingest", str(SHOP), "--store", "shop_docs", "--reindex", ollama_url=ollama.url, home=home
+    )
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    stores = json.loads(run_cli("stores", "--json", ollama_url=ollama.url, home=home).stdout)
+    assert stores[0]["sparse"] == sparse.EDGE_SCHEME and stores[0]["chunks"] == chunks
+    found = run_cli("search", REFUND_Q, "--store", "shop_docs", ollama_url=ollama.url, home=home)
+    assert found.returncode == 0 and "refund.md" in found.stdout

@@ -14,13 +14,13 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from conftest import SHOP, write_files
+from conftest import SHOP, stored_sparse_vectors, write_files
 from fake_ollama import embed_text
 
 from archivist.ingest.graph import DIMENSION_PROBE, build_ingest_graph, run_ingest
+from archivist.tools import sparse
 from archivist.tools.errors import StoreMismatch
 from archivist.tools.migrate import copy_store
-from archivist.tools.sparse import tokenize
 from archivist.tools.store import (
     PAYLOAD_INDEXES,
     Chunk,
@@ -137,7 +137,7 @@ def test_a_store_is_created_with_its_fingerprint_description_and_indexes(engine)
     store.ensure(FINGERPRINT, "shop policies")
     reopened = KnowledgeStore(engine.client, store.name)
     assert reopened.fingerprint["embed_model"] == "hash"
-    assert reopened.fingerprint["sparse"] == "bm25-crc32-cjkbigram-v1"
+    assert reopened.fingerprint["sparse"] == "bm25-qdrant-multilingual-en-v1"
     assert reopened.description == "shop policies"
     collection = engine.client.get_collection(store.name)
     assert collection.config.params.vectors["dense"].size == 64
@@ -172,11 +172,29 @@ def test_sparse_search_finds_a_code_and_only_passages_sharing_words(engine):
     results = store.search(None, "WX-7731", k=5, mode="sparse")
     assert [r.text for r in results] == [CORPUS["warranty.md"][1]]
     results = store.search(None, "business days", k=7, mode="sparse")
-    words = set(tokenize("business days"))
-    sharing = {t for texts in CORPUS.values() for t in texts if words & set(tokenize(t))}
+    encoder = sparse.encoder(sparse.DEFAULT_SCHEME)
+    words = set(encoder.query("business days")[0])
+    sharing = {t for texts in CORPUS.values() for t in texts if words & set(encoder.document(t)[0])}
     assert {r.text for r in results} == sharing and len(sharing) == 4
     # "business" is rarer than "days": Qdrant's IDF puts the two passages with both first.
     assert {r.text for r in results[:2]} == {CORPUS["shipping.md"][0], CORPUS["shipping.md"][2]}
+
+
+@pytest.mark.parametrize("scheme", sparse.SCHEMES)
+def test_each_scheme_stores_the_vectors_its_encoder_makes_and_searches_with_them(engine, scheme):
+    # Computed on our side for both engines: a server stores what the embedded store does.
+    store = engine.store()
+    store.ensure({**FINGERPRINT, "sparse": scheme})
+    for source, texts in CORPUS.items():
+        add(store, source, texts)
+    encoder = sparse.encoder(scheme)
+    stored = stored_sparse_vectors(store)
+    assert stored.keys() == {t for texts in CORPUS.values() for t in texts}
+    for text, (indices, values) in stored.items():
+        expected = encoder.document(text)
+        assert indices == expected[0] and values == pytest.approx(expected[1], rel=1e-6)
+    [first, *_] = store.search(None, "Summit tent warranty years", mode="sparse")
+    assert first.text == CORPUS["warranty.md"][0]
 
 
 def test_hybrid_search_puts_first_what_both_rankings_agree_on(engine):

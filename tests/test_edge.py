@@ -457,3 +457,20 @@ def test_a_growing_store_is_indexed_one_segment_at_a_time(tmp_path, monkeypatch,
         hits = _query(client, vectors[i].tolist(), DENSE, 1)
         assert hits.points[0].id == i
     client.close()
+
+
+def test_room_check_skips_a_folder_another_process_removes_during_the_walk(tmp_path, monkeypatch):
+    client = EdgeClient(tmp_path / "qdrant")
+    going = tmp_path / "qdrant" / "zz_rebuild"
+    (going / "segments").mkdir(parents=True)
+    real_scandir = os.scandir
+
+    def scandir_after_the_rebuild_ended(path="."):
+        if os.fspath(path).startswith(str(going)):  # listed in its parent, gone when opened
+            raise FileNotFoundError(2, "No such file or directory", os.fspath(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir_after_the_rebuild_ended)
+    client._check_room()  # no FileNotFoundError: the vanished folder is skipped
+    monkeypatch.undo()
+    client.close()

@@ -15,6 +15,7 @@ from fake_ollama import CHAT_EMBEDDER, FakeOllama
 from archivist.app import Archivist
 from archivist.evaluation.run import load_dataset, source_matches
 from archivist.settings import Settings
+from archivist.tools.errors import ArchivistError
 from archivist.tools.store import KnowledgeStore
 
 EMBEDDERS = ["nomic-embed-text", "all-minilm", "llama3.2:1b"]
@@ -173,3 +174,37 @@ def test_a_store_of_other_chunks_is_rebuilt_and_embedders_need_one_store(
     )  # fmt: skip
     assert two.returncode == 1
     assert "compared on one store at a time" in two.stderr
+
+
+def test_a_users_store_with_the_copys_name_is_never_overwritten(served, home, store, settings):
+    app = Archivist(settings)
+    own = KnowledgeStore(app.client, "shop_docs__all_minilm")
+    own.ensure(KnowledgeStore(app.client, "shop_docs").fingerprint, "my own store")
+    before = own.count()
+    with pytest.raises(ArchivistError) as raised:
+        app.embedder_store("shop_docs", "all-minilm")
+    assert "already exists and was not made by `eval --embed-model`" in raised.value.message
+    assert "archivist delete shop_docs__all_minilm" in raised.value.fix
+    assert own.exists() and own.count() == before and own.description == "my own store"
+    app.close()
+
+
+def test_an_embedder_copy_keeps_the_stores_sparse_scheme(ollama, home, tmp_path):
+    """Embedders are compared with the same BM25: a store of the older scheme (the 0.1.0 home)
+    is used as it is for its own model, and copied with its scheme for another."""
+    from test_release_store import released_home
+
+    from archivist.tools import sparse
+
+    released_home(home)
+    app = Archivist(Settings(ollama_host=ollama.url, home=home))
+    try:
+        own = app.embedder_store("shop_docs", "nomic-embed-text")
+        other = app.embedder_store("shop_docs", "all-minilm")
+        assert own["store"] == "shop_docs" and own["reused"]
+        copy = KnowledgeStore(app.client, other["store"])
+        assert other["store"] != "shop_docs" and copy.sparse_scheme == sparse.LEGACY_SCHEME
+        base = app.store("shop_docs")
+        assert base.sparse_scheme == sparse.LEGACY_SCHEME and copy.count() == base.count()
+    finally:
+        app.close()

@@ -32,3 +32,21 @@ def test_ask_asks_about_the_chat_model_before_anything_else(ollama, home):
     assert ollama.requests[0]["path"] == "/api/show"
     assert ollama.requests[0]["body"] == {"model": "qwen2.5:3b"}
     assert len(ollama.requests_to("/api/show")) == 1
+
+
+def test_missing_names_the_models_ollama_lacks_and_leaves_the_prefetch_to_show(ollama, settings):
+    host = settings.ollama_host
+    prefetch.start_show(host, "qwen2.5:3b", 10)
+    assert prefetch.missing(host, ["qwen2.5:3b", "nope:7b", "nomic-embed-text"], 10) == ["nope:7b"]
+    assert [r["model"] for r in ollama.requests_to("/api/show")] == [
+        "qwen2.5:3b",
+        "nope:7b",
+        "nomic-embed-text",
+    ]
+    # The chat model's prefetched answer was looked at, not taken: the agent still gets it.
+    assert models.show(settings, "qwen2.5:3b").tools
+    assert len(ollama.requests_to("/api/show")) == 3
+
+
+def test_missing_is_none_when_ollama_cannot_be_asked(settings):
+    assert prefetch.missing("http://127.0.0.1:9", ["qwen2.5:3b"], 10) is None

@@ -8,9 +8,32 @@ of an outdoor shop"` against tests/fake_ollama.py (the same deterministic embedd
 import json
 import tarfile
 
-from conftest import ROOT, run_cli
+import pytest
+from conftest import ROOT, run_cli, stored_sparse_vectors, write_files
+
+from archivist.app import Archivist
+from archivist.settings import Settings
+from archivist.tools import sparse
 
 ARCHIVE = ROOT / "tests" / "data" / "release-0.1.0-home.tar.xz"
+# What that home's search printed (source, chunk id, score) before new stores switched to
+# qdrant-edge's BM25: the home keeps its own sparse scheme, so it searches exactly as before.
+RELEASED_RESULTS = {
+    "hybrid": [
+        ("contact.md", "d1bff4ec-7359-5413-ae5d-c0b58ab636ed", 2.6),
+        ("payment.md", "5cba8b8e-6fbe-575c-bc9f-500d84a20b7b", 1.5),
+        ("refund.md", "6ab38313-26ce-5156-88f2-b4a960f70b00", 1.072),
+        ("refund.md", "7d5f12c3-afd8-5fa3-bd8d-f3d97e87c836", 1.068),
+        ("product-care.md", "bd3aa27c-c745-5df6-9a5f-234557967589", 1.054),
+    ],
+    "sparse": [
+        ("contact.md", "d1bff4ec-7359-5413-ae5d-c0b58ab636ed", 6.732),
+        ("payment.md", "5cba8b8e-6fbe-575c-bc9f-500d84a20b7b", 5.939),
+        ("product-care.md", "bd3aa27c-c745-5df6-9a5f-234557967589", 5.691),
+        ("refund.md", "7d5f12c3-afd8-5fa3-bd8d-f3d97e87c836", 5.566),
+        ("refund.md", "6ab38313-26ce-5156-88f2-b4a960f70b00", 4.871),
+    ],
+}
 
 
 def released_home(home):
@@ -23,36 +46,40 @@ def released_home(home):
 QUESTION = "How many days do I have to ask for a refund?"
 
 
-def test_a_store_of_the_previous_release_is_listed_searched_and_answers(ollama, home, tmp_path):
+def search(query: str, mode: str, **where) -> list[dict]:
+    found = run_cli("search", query, "--store", "shop_docs", "--json", "--mode", mode, **where)
+    assert found.returncode == 0, found.stderr
+    return json.loads(found.stdout)
+
+
+def test_a_store_of_the_previous_release_is_listed_searched_and_answers(ollama, home):
     released_home(home)
     stores = run_cli("stores", "--json", ollama_url=ollama.url, home=home)
     assert stores.returncode == 0, stores.stderr
     [listed] = json.loads(stores.stdout)
     assert listed["store"] == "shop_docs" and listed["chunks"] == 58
     assert listed["description"] == "policies of an outdoor shop"
+    assert listed["sparse"] == sparse.LEGACY_SCHEME
+    # The listing names the scheme, and says once how to upgrade the store's keyword search.
+    text = run_cli("stores", ollama_url=ollama.url, home=home)
+    assert text.stdout.split("\t")[3] == sparse.LEGACY_SCHEME
+    assert text.stderr.count("--reindex") == 1
+    assert "archivist ingest PATH --store shop_docs --reindex` upgrades" in text.stderr
+    doctor = run_cli("doctor", ollama_url=ollama.url, home=home)
+    assert doctor.returncode == 0, doctor.stdout
+    assert (
+        f"! Store 'shop_docs' keeps keyword vectors of the older scheme '{sparse.LEGACY_SCHEME}'"
+    ) in doctor.stdout
 
-    found = run_cli(
-        "search", QUESTION, "--store", "shop_docs", "--json", ollama_url=ollama.url, home=home
-    )
-    assert found.returncode == 0, found.stderr
-    # The same passages, ids and scores as a store this release ingests from the same files.
-    fresh = tmp_path / "fresh"
-    ingested = run_cli(
-        "ingest", str(ROOT / "examples" / "shop"), "--store", "shop_docs",
-        ollama_url=ollama.url, home=fresh,
-    )  # fmt: skip
-    assert ingested.returncode == 0, ingested.stderr
-    again = run_cli(
-        "search", QUESTION, "--store", "shop_docs", "--json", ollama_url=ollama.url, home=fresh
-    )
-    keys = ("source", "chunk_id", "text")
-    old = [
-        {k: r[k] for k in keys} | {"score": round(r["score"], 3)} for r in json.loads(found.stdout)
-    ]
-    new = [
-        {k: r[k] for k in keys} | {"score": round(r["score"], 3)} for r in json.loads(again.stdout)
-    ]
-    assert old == new and len(old) == 5
+    for mode, expected in RELEASED_RESULTS.items():
+        found = run_cli(
+            "search", QUESTION, "--store", "shop_docs", "--json", "--mode", mode,
+            ollama_url=ollama.url, home=home,
+        )  # fmt: skip
+        assert found.returncode == 0, found.stderr
+        results = json.loads(found.stdout)
+        assert [(r["source"], r["chunk_id"], round(r["score"], 3)) for r in results] == expected
+        assert "--reindex" not in found.stderr  # the hint is for where the store is described
     embeds_before_ask = len(ollama.requests_to("/api/embed"))
 
     asked = run_cli(
@@ -78,3 +105,81 @@ def test_re_ingesting_the_same_files_into_a_released_store_embeds_nothing(ollama
     assert len(report["unchanged"]) == 10 and report["stored"] == []
     embedded = [r for r in ollama.requests_to("/api/embed") if len(r["input"]) > 1]
     assert embedded == []
+
+
+def test_a_file_ingested_into_a_released_store_gets_keyword_vectors_of_its_old_scheme(
+    ollama, home, tmp_path
+):
+    released_home(home)
+    settings = Settings(ollama_host=ollama.url, home=home)
+    app = Archivist(settings)
+    before = app.store("shop_docs").fingerprint
+    app.close()
+    note = "Gift cards from Northwind never expire and can pay for repairs of Kestrel stoves."
+    extra = write_files(tmp_path / "extra", {"gift-cards.md": note})
+    done = run_cli("ingest", str(extra), "--store", "shop_docs", ollama_url=ollama.url, home=home)
+    assert done.returncode == 0, done.stderr
+
+    app = Archivist(settings)
+    try:
+        store = app.store("shop_docs")
+        assert store.fingerprint == before
+        [(text, (indices, values))] = stored_sparse_vectors(store, "gift-cards.md").items()
+        assert text == note
+        expected = sparse.encoder(sparse.LEGACY_SCHEME).document(note)
+        assert indices == expected[0] and values == pytest.approx(expected[1], rel=1e-6)
+        assert stored_sparse_vectors(store, "refund.md")  # the old chunks are still there
+    finally:
+        app.close()
+    # Its query is made by the old scheme too: it finds the new file by its words.
+    [first, *_] = search("Kestrel stove repairs", "sparse", ollama_url=ollama.url, home=home)
+    assert first["source"] == "gift-cards.md"
+
+
+def test_reindexing_a_released_store_switches_it_to_the_new_scheme(ollama, home, tmp_path):
+    released_home(home)
+    done = run_cli(
+        "ingest", str(ROOT / "examples" / "shop"), "--store", "shop_docs", "--reindex",
+        ollama_url=ollama.url, home=home,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "shop_docs (rebuilt for the current embedding model and BM25 scheme)" in done.stdout
+
+    app = Archivist(Settings(ollama_host=ollama.url, home=home))
+    try:
+        store = app.store("shop_docs")
+        assert store.sparse_scheme == sparse.EDGE_SCHEME
+        assert store.description == "policies of an outdoor shop"
+        vectors = stored_sparse_vectors(store)
+        edge = sparse.encoder(sparse.EDGE_SCHEME)
+        assert len(vectors) > 50
+        assert all(vector == edge.document(text) for text, vector in vectors.items())
+    finally:
+        app.close()
+    listed = run_cli("stores", ollama_url=ollama.url, home=home)
+    assert listed.stdout.split("\t")[3] == sparse.EDGE_SCHEME and listed.stderr == ""
+    # It now searches exactly as a store this release ingests from the same files.
+    fresh = tmp_path / "fresh"
+    ingested = run_cli(
+        "ingest", str(ROOT / "examples" / "shop"), "--store", "shop_docs",
+        ollama_url=ollama.url, home=fresh,
+    )  # fmt: skip
+    assert ingested.returncode == 0, ingested.stderr
+    for mode in RELEASED_RESULTS:
+        reindexed = search(QUESTION, mode, ollama_url=ollama.url, home=home)
+        new = search(QUESTION, mode, ollama_url=ollama.url, home=fresh)
+        assert reindexed == new and len(new) == 5
+
+
+def test_a_released_store_copied_to_another_qdrant_keeps_its_scheme_and_results(
+    ollama, home, tmp_path
+):
+    released_home(home)
+    backup = tmp_path / "backup"
+    done = run_cli("migrate", "--to-home", str(backup), ollama_url=ollama.url, home=home)
+    assert done.returncode == 0, done.stderr
+    [listed] = json.loads(run_cli("stores", "--json", ollama_url=ollama.url, home=backup).stdout)
+    assert listed["sparse"] == sparse.LEGACY_SCHEME
+    for mode, expected in RELEASED_RESULTS.items():
+        found = search(QUESTION, mode, ollama_url=ollama.url, home=backup)
+        assert [(r["source"], r["chunk_id"], round(r["score"], 3)) for r in found] == expected

@@ -20,6 +20,7 @@ from archivist.agent.state import turn_input
 from archivist.agent.turn import run_turn
 from archivist.app import Archivist
 from archivist.settings import load_settings
+from archivist.tools import sparse
 from archivist.tools.errors import ArchivistError
 from archivist.tools.store import Chunk, KnowledgeStore, connect
 
@@ -73,7 +74,11 @@ BOOTS = (
 )
 
 
-def test_hybrid_finds_an_exact_code_that_dense_alone_misses(store):
+def test_hybrid_finds_an_exact_code_that_dense_alone_misses(tmp_path):
+    # Our tokenizer's BM25, which stores built before qdrant-edge's encoder keep.
+    client = connect(tmp_path / "qdrant")
+    store = KnowledgeStore(client, "docs")
+    store.ensure({**FINGERPRINT, "sparse": sparse.LEGACY_SCHEME})
     add(store, "boots.md", [BOOTS])
     for i in range(8):
         add(store, f"order-{i}.md", [f"Order NW-TX-22{91 + i} ships from the NW TX warehouse."])
@@ -83,6 +88,23 @@ def test_hybrid_finds_an_exact_code_that_dense_alone_misses(store):
     # BM25 keeps the code whole, and the fusion keeps its lead.
     assert search(store, "NW-TX-2290", mode="sparse")[0] == "boots.md"
     assert search(store, "NW-TX-2290", mode="hybrid")[0] == "boots.md"
+    client.close()
+
+
+def test_new_stores_bm25_finds_codes_by_their_letters_but_not_by_digits_alone(store):
+    # qdrant-edge's multilingual tokenizer keeps "E47", "AX3000" and the letter parts of
+    # "FH-HOLD-17", and drops a run of digits standing alone (docs/retrieval.md).
+    add(store, "hold.md", ["FH-HOLD-17 means the parcel waits at the depot for an address check."])
+    add(store, "customs.md", ["FH-CUS-31 means the parcel waits for customs clearance."])
+    add(store, "e47.md", ["E47 on the K2 means the drain filter is blocked."])
+    add(store, "e41.md", ["E41 on the K2 means the door latch is open."])
+    add(store, "order-1.md", ["Order NW-TX-2290 ships from the NW TX warehouse."])
+    add(store, "order-2.md", ["Order NW-TX-2291 ships from the NW TX warehouse."])
+    assert search(store, "FH-HOLD-17", mode="sparse")[0] == "hold.md"
+    assert search(store, "K2 shows E47", mode="sparse")[0] == "e47.md"
+    encoder = sparse.encoder(sparse.EDGE_SCHEME)
+    assert encoder.query("NW-TX-2290") == encoder.query("NW-TX-2291") == encoder.query("NW TX")
+    assert set(search(store, "NW-TX-2290", mode="sparse")) == {"order-1.md", "order-2.md"}
 
 
 def test_a_chinese_question_finds_the_chinese_passage_among_others(store):

@@ -1,6 +1,11 @@
 import hashlib
 import json
+import pickle
 
+import pytest
+
+from archivist.tools import sparse
+from archivist.tools.errors import ArchivistError
 from archivist.tools.sparse import document_vector, query_vector, token_id, tokenize
 
 # examples/shop (58 chunks, one of them Chinese) under release f4d9d71's splitter and BM25.
@@ -69,3 +74,48 @@ def test_compatibility_ideographs_are_cjk_for_the_splitter_and_bm25_alike():
     text = "\uf900\uf901\uf902\uf903"  # CJK compatibility ideographs
     assert is_cjk(text)
     assert tokenize(text) == ["\uf900\uf901", "\uf901\uf902", "\uf902\uf903"]
+
+
+def edge_bm25():
+    """qdrant-edge's BM25 encoder configured as the new scheme is documented to be."""
+    import qdrant_edge as qe
+
+    return qe.Bm25(
+        qe.Bm25Config(
+            tokenizer=qe.TokenizerType.Multilingual,
+            language="english",
+            stemmer=qe.SnowballParams(qe.SnowballLanguage.English),
+        )
+    )
+
+
+def test_new_stores_scheme_is_qdrant_edges_bm25_with_ones_for_queries():
+    assert sparse.DEFAULT_SCHEME == sparse.EDGE_SCHEME == "bm25-qdrant-multilingual-en-v1"
+    edge = sparse.encoder(sparse.EDGE_SCHEME)
+    text = "Refunds are paid within 30 days. 关税由收件人承担。 Boots NW-TX-2290."
+    expected = edge_bm25().embed_document(text)
+    assert edge.document(text) == (expected.indices, expected.values)
+    indices, values = edge.query("refunds refund days 关税")
+    assert indices == edge_bm25().embed_query("refunds refund days 关税").indices
+    assert len(indices) == len(set(indices)) >= 3 and values == [1.0] * len(indices)
+
+
+def test_the_legacy_scheme_is_our_tokenizer():
+    legacy = sparse.encoder(sparse.LEGACY_SCHEME)
+    assert sparse.LEGACY_SCHEME == "bm25-crc32-cjkbigram-v1"
+    assert legacy.document("refund refund policy") == document_vector("refund refund policy")
+    assert legacy.query("refunds days") == query_vector("refunds days")
+
+
+def test_an_encoder_travels_to_another_process_by_its_schemes_name():
+    for scheme in sparse.SCHEMES:
+        data = pickle.dumps(sparse.encoder(scheme))
+        assert scheme.encode() in data and b"qdrant_edge" not in data
+        assert pickle.loads(data) is sparse.encoder(scheme)
+
+
+def test_an_unknown_scheme_is_refused_with_the_fix():
+    with pytest.raises(ArchivistError) as refused:
+        sparse.encoder("bm25-future-v9")
+    assert "'bm25-future-v9'" in refused.value.message
+    assert "Upgrade Archivist" in refused.value.fix and "--reindex" in refused.value.fix

@@ -1,6 +1,8 @@
 import pytest
+from conftest import stored_sparse_vectors
 from fake_ollama import embed_text
 from qdrant_client import QdrantClient
+from test_sparse import edge_bm25
 
 from archivist.tools import sparse
 from archivist.tools.errors import ArchivistError, StoreMismatch, StoreNotFound
@@ -94,7 +96,7 @@ def test_sparse_vectors_made_ahead_are_stored_as_given_and_missing_ones_made(cli
     points, _ = client.scroll("docs", limit=10, with_vectors=True)
     stored = {p.payload["text"]: p.vector["bm25"] for p in points}
     assert (stored[texts[0]].indices, stored[texts[0]].values) == ahead
-    indices, values = sparse.document_vector(texts[1])
+    indices, values = store.sparse_encoder().document(texts[1])
     assert stored[texts[1]].indices == indices
     assert stored[texts[1]].values == pytest.approx(values, rel=1e-6)  # float32 on Edge
 
@@ -268,3 +270,65 @@ def test_one_upsert_stores_several_sources_each_with_its_own_time(client):
     assert (sources["a.md"].ingested_at, sources["a.md"].chunks) == (1.0, 2)
     assert (sources["b.md"].ingested_at, sources["b.md"].doc_hash) == (2.0, "hb")
     assert sources["a.md"].complete and sources["b.md"].complete
+
+
+def test_a_new_store_keeps_qdrant_edges_bm25_vectors_and_finds_english_and_chinese(client):
+    store = KnowledgeStore(client, "docs")
+    store.ensure(FINGERPRINT)
+    assert store.fingerprint["sparse"] == sparse.EDGE_SCHEME
+    english = "Refunds are paid within 30 days of the return."
+    chinese = "国际订单的关税由收件人承担，快递公司会在派送时收取。"
+    add(store, "refund.md", [english, "Keep the receipt for the warranty."])
+    add(store, "customs.md", [chinese])
+    vectors = stored_sparse_vectors(store)
+    for text in (english, chinese):
+        expected = edge_bm25().embed_document(text)
+        assert vectors[text] == (expected.indices, expected.values)
+    [first, *_] = store.search(None, "how many days until refunds are paid", mode="sparse")
+    assert first.text == english
+    [first, *_] = store.search(None, "关税由谁承担", mode="sparse")
+    assert first.text == chinese
+
+
+def test_a_store_of_the_older_scheme_is_written_and_queried_in_its_own_scheme(client):
+    KnowledgeStore(client, "docs").ensure({**FINGERPRINT, "sparse": sparse.LEGACY_SCHEME})
+    store = KnowledgeStore(client, "docs")
+    store.ensure({**FINGERPRINT, "splitter": {"chunk_size": 500}})  # as an ingest does
+    assert store.fingerprint["sparse"] == sparse.LEGACY_SCHEME
+    assert store.fingerprint["splitter"] == {"chunk_size": 500}
+    add(store, "boots.md", ["Boots NW-TX-2290 need wax-free spray.", "Tents dry in the shade."])
+    [(indices, values)] = [v for t, v in stored_sparse_vectors(store).items() if "NW" in t]
+    expected = sparse.document_vector("Boots NW-TX-2290 need wax-free spray.")
+    assert indices == expected[0] and values == pytest.approx(expected[1], rel=1e-6)
+    # Only our tokenizer keeps the code whole: the query finds it as one term.
+    assert sparse.token_id("nw-tx-2290") in indices
+    [found] = store.search(None, "NW-TX-2290", k=1, mode="sparse")
+    assert found.source == "boots.md" and found.text.startswith("Boots")
+
+
+def test_a_store_of_an_unknown_scheme_is_refused_with_the_fix_and_kept(client):
+    store = KnowledgeStore(client, "docs")
+    store.ensure(FINGERPRINT)
+    add(store, "a.md", ["alpha one", "alpha two"])
+    info = store.info()
+    future = {**info, "fingerprint": {**info["fingerprint"], "sparse": "bm25-future-v9"}}
+    client.update_collection("docs", metadata={"archivist": future})
+    reopened = KnowledgeStore(client, "docs")
+    for attempt in (
+        lambda: reopened.check(FINGERPRINT),
+        lambda: reopened.ensure(FINGERPRINT),
+        lambda: reopened.search(vec("alpha"), "alpha"),
+        lambda: add(reopened, "b.md", ["beta"]),
+    ):
+        with pytest.raises(StoreMismatch) as refused:
+            attempt()
+        assert "'docs'" in refused.value.message and "'bm25-future-v9'" in refused.value.message
+        assert refused.value.fix.startswith("Upgrade Archivist")
+        assert "archivist ingest PATH --store docs --reindex" in refused.value.fix
+    assert reopened.count() == 2 and reopened.info() == future
+
+
+def test_asking_for_another_scheme_than_the_stores_is_refused(client):
+    KnowledgeStore(client, "docs").ensure({**FINGERPRINT, "sparse": sparse.LEGACY_SCHEME})
+    with pytest.raises(StoreMismatch, match="--reindex"):
+        KnowledgeStore(client, "docs").check({**FINGERPRINT, "sparse": sparse.EDGE_SCHEME})

@@ -19,7 +19,8 @@ from archivist.ingest import worker as ingest_worker
 from archivist.ingest.splitter import SplitterSettings, split_text
 from archivist.ingest.worker import Worker
 from archivist.tools import sparse
-from archivist.tools.store import SPARSE_SCHEME
+from archivist.tools.errors import ArchivistError
+from archivist.tools.store import KnowledgeStore
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import perf  # noqa: E402
@@ -49,13 +50,18 @@ def corpus(tmp_path):
 def in_process_calls(monkeypatch):
     """Count the document vectors this process makes itself (the helper's are not counted)."""
     made = []
-    plain = sparse.document_vector
+    plain = KnowledgeStore.sparse_encoder
 
-    def counted(text):
-        made.append(text)
-        return plain(text)
+    def counting(self):
+        encoder = plain(self)
 
-    monkeypatch.setattr(sparse, "document_vector", counted)
+        def document(text):
+            made.append(text)
+            return encoder.document(text)
+
+        return sparse.SparseEncoder(encoder.scheme, document, encoder.query)
+
+    monkeypatch.setattr(KnowledgeStore, "sparse_encoder", counting)
     return made
 
 
@@ -201,8 +207,10 @@ def test_ctrl_c_stops_the_helper_with_the_ingest(archivist, corpus, monkeypatch,
     assert report["failed"] == [] and report["points"] > 50
 
 
-def test_the_helper_answers_each_request_in_order_and_survives_a_bad_one():
-    helper = Worker(SPARSE_SCHEME)
+@pytest.mark.parametrize("scheme", sparse.SCHEMES)
+def test_the_helper_answers_each_request_in_order_and_survives_a_bad_one(scheme):
+    helper = Worker(scheme)
+    document_vector = sparse.encoder(scheme).document
     texts = ["Refunds are paid within 30 days.", "退款在三十天内支付。", ""]
     small = SplitterSettings().resized(200, 40)
     document = "# Refunds\n\n" + "Refunds are paid within 30 days. " * 20
@@ -210,17 +218,17 @@ def test_the_helper_answers_each_request_in_order_and_survives_a_bad_one():
         first = helper.vectors(texts)
         helper.scheme = "no-such-scheme"
         refused = helper.vectors(texts[:1])
-        helper.scheme = SPARSE_SCHEME
+        helper.scheme = scheme
         split = helper.split([document, "退款在三十天内支付。" * 40], small)
         last = helper.vectors(texts[1:])
-        assert first.result(timeout=60) == [sparse.document_vector(t) for t in texts]
+        assert first.result(timeout=60) == [document_vector(t) for t in texts]
         assert refused.result(timeout=60) is None
         assert split.result(timeout=60) == [
             split_text(document, small),
             split_text("退款在三十天内支付。" * 40, small),
         ]
         assert len(split.result()[0]) > 2
-        assert last.result(timeout=60) == [sparse.document_vector(t) for t in texts[1:]]
+        assert last.result(timeout=60) == [document_vector(t) for t in texts[1:]]
         assert not helper.broken
     finally:
         helper.close()
@@ -228,10 +236,13 @@ def test_the_helper_answers_each_request_in_order_and_survives_a_bad_one():
     assert helper.vectors(texts).result(timeout=1) is None  # closed: the caller makes them
 
 
-def test_document_vectors_refuse_a_scheme_they_do_not_make():
-    assert sparse.document_vectors(["a b"], SPARSE_SCHEME) == [sparse.document_vector("a b")]
-    with pytest.raises(ValueError, match="no-such-scheme"):
-        sparse.document_vectors(["a b"], "no-such-scheme")
+@pytest.mark.parametrize("scheme", sparse.SCHEMES)
+def test_document_vectors_are_the_schemes_and_refuse_one_they_do_not_make(scheme):
+    texts = ["Refunds are paid within 30 days.", "退款在三十天内支付。"]
+    vectors = [sparse.encoder(scheme).document(t) for t in texts]
+    assert sparse.document_vectors(texts, scheme) == vectors
+    with pytest.raises(ArchivistError, match="no-such-scheme"):
+        sparse.document_vectors(texts, "no-such-scheme")
 
 
 def _helpers_marked(mark: str) -> list[int]:

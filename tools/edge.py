@@ -18,7 +18,6 @@ closes (see INDEXING_THRESHOLD_KB).
 """
 
 import atexit
-import contextlib
 import functools
 import json
 import os
@@ -450,11 +449,15 @@ class EdgeClient:
     def _check_room(self) -> None:
         """Refuse to go on writing where the disk could fill under Edge's mapped files."""
         unwritten = 0
-        for file in self.path.rglob("*"):
-            with contextlib.suppress(OSError):  # a file removed meanwhile
-                stat = file.stat()
-                if file.is_file():
-                    unwritten += max(0, stat.st_size - stat.st_blocks * 512)
+        # Another process may remove files and whole folders during the walk (a rebuild's
+        # temporary store): os.walk skips a folder that is gone, and a file gone is skipped.
+        for folder, _, files in os.walk(self.path):
+            for name in files:
+                try:
+                    stat = os.stat(os.path.join(folder, name))
+                except OSError:
+                    continue
+                unwritten += max(0, stat.st_size - stat.st_blocks * 512)
         need, free = unwritten + ROOM_MARGIN, shutil.disk_usage(self.path).free
         if free < need:
             raise DiskFull(

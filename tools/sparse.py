@@ -1,16 +1,28 @@
-"""BM25-style sparse vectors from our own tokenizer: Latin words, codes, and CJK bigrams.
+"""BM25-style sparse vectors, under the scheme a store's fingerprint names.
 
 Qdrant applies the IDF part itself (the collection's sparse vector has the IDF modifier), so a
 document vector holds only BM25's saturated term frequencies and a query vector holds ones.
+
+Two schemes: new stores use qdrant-edge's BM25 encoder (multilingual tokenizer, English
+Snowball stemming and stop words; measured better than ours in docs/retrieval.md), and stores
+built before it keep our own tokenizer (Latin words, codes, CJK bigrams), which `encoder` still
+gives them, so they are queried and added to as they were built.
 """
 
+import functools
 import operator
 import re
 import zlib
 from collections import Counter
+from collections.abc import Callable
+from typing import Any
 
-SCHEME = "bm25-crc32-cjkbigram-v1"
-"""The name of this module's vectors, recorded in a store's fingerprint."""
+from archivist.tools.errors import ArchivistError
+
+# The scheme names a fingerprint records; a scheme's vectors never change under its name.
+EDGE_SCHEME = "bm25-qdrant-multilingual-en-v1"
+LEGACY_SCHEME = "bm25-crc32-cjkbigram-v1"
+DEFAULT_SCHEME = EDGE_SCHEME
 
 K1 = 1.2
 B = 0.75
@@ -112,8 +124,74 @@ def query_vector(text: str) -> tuple[list[int], list[float]]:
     return indices, [1.0] * len(indices)
 
 
+@functools.cache
+def _edge_model() -> Any:
+    """qdrant-edge's BM25 model for EDGE_SCHEME, built once per process on first use."""
+    import qdrant_edge as qe
+
+    # k=1.2, b=0.75 and avg_len=256 are the encoder's defaults, the same as ours.
+    return qe.Bm25(
+        qe.Bm25Config(
+            tokenizer=qe.TokenizerType.Multilingual,
+            language="english",
+            stemmer=qe.SnowballParams(qe.SnowballLanguage.English),
+        )
+    )
+
+
+def _edge_document(text: str) -> tuple[list[int], list[float]]:
+    vector = _edge_model().embed_document(text)
+    return vector.indices, vector.values
+
+
+def _edge_query(text: str) -> tuple[list[int], list[float]]:
+    indices = _edge_model().embed_query(text).indices
+    return indices, [1.0] * len(indices)
+
+
+class SparseEncoder:
+    """One scheme's sparse vectors: `document(text)` for a stored chunk, `query(text)` for a
+    query, each `(indices, values)`. Pickled by its scheme's name, so another process rebuilds
+    its own."""
+
+    def __init__(
+        self,
+        scheme: str,
+        document: Callable[[str], tuple[list[int], list[float]]],
+        query: Callable[[str], tuple[list[int], list[float]]],
+    ) -> None:
+        self.scheme = scheme
+        self.document = document
+        self.query = query
+
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        return encoder, (self.scheme,)
+
+    def __repr__(self) -> str:
+        return f"SparseEncoder({self.scheme!r})"
+
+
+_ENCODERS = {
+    EDGE_SCHEME: SparseEncoder(EDGE_SCHEME, _edge_document, _edge_query),
+    LEGACY_SCHEME: SparseEncoder(LEGACY_SCHEME, document_vector, query_vector),
+}
+SCHEMES = tuple(_ENCODERS)
+
+
+def encoder(scheme: str) -> SparseEncoder:
+    """Return the encoder of a sparse scheme; refuse a scheme this release does not know."""
+    found = _ENCODERS.get(scheme)
+    if found is None:
+        raise ArchivistError(
+            f"Keyword vectors of the scheme {scheme!r} cannot be made by this release of "
+            f"Archivist (it knows {', '.join(SCHEMES)}).",
+            "Upgrade Archivist, or rebuild the store with: archivist ingest PATH --store STORE "
+            "--reindex",
+        )
+    return found
+
+
 def document_vectors(texts: list[str], scheme: str) -> list[tuple[list[int], list[float]]]:
     """Return the document vectors of `texts` under the sparse `scheme` a store names."""
-    if scheme != SCHEME:
-        raise ValueError(f"unknown sparse scheme {scheme!r}")
-    return [document_vector(text) for text in texts]
+    document = encoder(scheme).document
+    return [document(text) for text in texts]

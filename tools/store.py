@@ -31,7 +31,8 @@ SPARSE = "bm25"
 SCHEMA_VERSION = 1
 # Fingerprint keys that decide whether stored vectors can be compared with new ones.
 VECTOR_KEYS = ("embed_model", "dimension", "document_prefix", "query_prefix", "sparse")
-SPARSE_SCHEME = sparse.SCHEME
+# The sparse scheme of a new store (an existing one keeps the scheme its fingerprint names).
+SPARSE_SCHEME = sparse.DEFAULT_SCHEME
 STORE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,62}$")
 # Collections Archivist keeps for itself are named with a character store names cannot hold,
 # so no user's store can collide with one (a store named `docs__rebuild` is the user's own).
@@ -212,6 +213,23 @@ def fingerprints_match(stored: dict[str, Any], wanted: dict[str, Any]) -> bool:
     return all(stored.get(key) == wanted.get(key) for key in VECTOR_KEYS)
 
 
+def sparse_hint(store: str, scheme: str | None) -> str | None:
+    """Say how to bring a store's keyword search up to date, if its sparse scheme is not the
+    one new stores get (None when it is)."""
+    if scheme == SPARSE_SCHEME:
+        return None
+    if scheme in sparse.SCHEMES:
+        return (
+            f"Store '{store}' keeps keyword vectors of the older scheme '{scheme}'; "
+            f"`archivist ingest PATH --store {store} --reindex` upgrades its keyword search."
+        )
+    return (
+        f"Store '{store}' keeps keyword vectors of the scheme {scheme!r}, unknown to this "
+        f"release: upgrade Archivist, or rebuild it with `archivist ingest PATH --store {store} "
+        "--reindex`."
+    )
+
+
 class KnowledgeStore:
     """A named store of chunks: its collection's lifecycle, writes and queries."""
 
@@ -220,6 +238,7 @@ class KnowledgeStore:
         self.name = validate_store_name(name)
         self.layout = layout or ServerLayout()
         self._partial: tuple[Any, list[str]] | None = None  # (store generation, versions)
+        self._sparse: tuple[Any, sparse.SparseEncoder] | None = None  # (generation, encoder)
 
     def exists(self) -> bool:
         """Whether the store's collection exists."""
@@ -250,12 +269,39 @@ class KnowledgeStore:
         """The sparse scheme the store's keyword vectors were made with."""
         return self.fingerprint.get("sparse")
 
+    def sparse_encoder(self) -> sparse.SparseEncoder:
+        """The encoder of the store's sparse scheme, for its queries and for chunks added to
+        it: one store never mixes two vocabularies.
+
+        Read again when the embedded store changed (its `generation`: another process may
+        have rebuilt it); a server's store is read once per `KnowledgeStore`.
+        """
+        generation = getattr(self.client, "generation", None)
+        if self._sparse is None or self._sparse[0] != generation:
+            self._sparse = (generation, self._encoder_of(self.fingerprint))
+        return self._sparse[1]
+
+    def _encoder_of(self, fingerprint: dict[str, Any]) -> sparse.SparseEncoder:
+        scheme = fingerprint.get("sparse")
+        if scheme not in sparse.SCHEMES:
+            raise StoreMismatch(
+                f"Store '{self.name}' keeps keyword vectors of the scheme {scheme!r}, which this "
+                f"release of Archivist cannot make (it knows {', '.join(sparse.SCHEMES)}).",
+                "Upgrade Archivist to the release that built it, or rebuild the store (its "
+                f"chunks are re-embedded): archivist ingest PATH --store {self.name} --reindex",
+            )
+        return sparse.encoder(scheme)
+
     def ensure(self, fingerprint: dict[str, Any], description: str | None = None) -> None:
-        """Create the collection for `fingerprint`, or check an existing one matches it."""
-        fingerprint = {**fingerprint, "sparse": SPARSE_SCHEME}
+        """Create the collection for `fingerprint`, or check an existing one matches it.
+
+        A new store gets the sparse scheme `fingerprint` names, else SPARSE_SCHEME; an
+        existing one keeps its own unless `fingerprint` names another.
+        """
+        self._sparse = None
         if not self.exists():
             try:
-                self._create(fingerprint, description)
+                self._create({"sparse": SPARSE_SCHEME, **fingerprint}, description)
             except Exception:
                 # Another process (a shard on another machine) created it first: check theirs.
                 if not self.exists():
@@ -315,9 +361,9 @@ class KnowledgeStore:
                     self.client.create_payload_index(self.name, field_name, schema, wait=True)
 
     def check(self, fingerprint: dict[str, Any]) -> None:
-        """Refuse a store whose copy was cut short, and vectors from another embedding model
-        or prefix policy."""
-        fingerprint = {**fingerprint, "sparse": SPARSE_SCHEME}
+        """Refuse a store whose copy was cut short, keyword vectors of a scheme this release
+        cannot make (or not the one `fingerprint` names), and vectors from another embedding
+        model or prefix policy."""
         info = self.info()
         if info.get(COPYING):
             raise ArchivistError(
@@ -327,6 +373,9 @@ class KnowledgeStore:
                 f"it: archivist delete --store {self.name} --yes",
             )
         stored = info.get("fingerprint", {})
+        self._encoder_of(stored)
+        # Any scheme this release knows is read as it is, unless the caller wants one.
+        fingerprint = {"sparse": stored.get("sparse"), **fingerprint}
         if fingerprints_match(stored, fingerprint):
             return
         model = stored.get("embed_model")
@@ -335,7 +384,7 @@ class KnowledgeStore:
         ):
             raise StoreMismatch(
                 f"Store '{self.name}' keeps keyword vectors of the scheme "
-                f"'{stored.get('sparse')}'; this release reads '{fingerprint['sparse']}'.",
+                f"'{stored.get('sparse')}', not '{fingerprint['sparse']}'.",
                 f"Rebuild it (nothing else changes): archivist ingest PATH --store {self.name} "
                 "--reindex",
             )
@@ -357,12 +406,14 @@ class KnowledgeStore:
 
     def drop(self) -> None:
         """Delete the store's collection and everything in it."""
+        self._sparse = None
         self.client.delete_collection(self.name)
 
     def rebuild_store(self) -> "KnowledgeStore":
         """Return the scratch store a rebuild of this one is written to before the swap."""
         scratch = copy.copy(self)
         scratch.name = self.name + REBUILD_SUFFIX  # not a store name: no user store has it
+        scratch._partial = scratch._sparse = None
         return scratch
 
     def replace_with(self, other: "KnowledgeStore", batch: int = 256) -> None:
@@ -389,6 +440,7 @@ class KnowledgeStore:
         self._index_payload()
         copy_points(other, self, batch)
         other.drop()
+        self._sparse = None
 
     def finish_swap(self) -> bool:
         """Swap in a rebuild that was complete when a swap was cut short; return whether one
@@ -417,6 +469,7 @@ class KnowledgeStore:
         made ahead (of the store's `sparse_scheme`) are taken as given; those missing (None)
         are made here."""
         now = time.time() if ingested_at is None else ingested_at
+        encode = self.sparse_encoder().document
         times = [now] * len(chunks) if isinstance(now, float | int) else now
         made = sparse_vectors or [None] * len(chunks)
         points = []
@@ -426,7 +479,7 @@ class KnowledgeStore:
         for chunk, vector, doc_hash, total, at, given in zip(
             chunks, vectors, doc_hashes, doc_chunks, times, made, strict=True
         ):
-            indices, values = given or sparse.document_vector(chunk.text)
+            indices, values = given or encode(chunk.text)
             version = versions.get((chunk.source, doc_hash, total, at))
             if version is None:
                 version = versions[chunk.source, doc_hash, total, at] = version_key(
@@ -701,7 +754,7 @@ class KnowledgeStore:
                 )
             )
         if mode in ("sparse", "hybrid"):
-            indices, values = sparse.query_vector(query_text)
+            indices, values = self.sparse_encoder().query(query_text)
             if indices:
                 requests.append(
                     models.QueryRequest(
