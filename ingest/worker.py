@@ -24,6 +24,7 @@ import queue
 import subprocess
 import sys
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -39,11 +40,13 @@ DocKey = tuple[str, str]
 MIN_CHARS = 400_000
 """Characters an ingest loads before it starts the helper. Starting one costs ~0.1 s of CPU
 (Python and its imports), what the vectors of ~360,000 characters of mixed English/Chinese
-text cost in-process (0.28 µs a character): small ingests (tests, notebooks, a few files)
+text cost in-process (0.28 µs a character with our own tokenizer; more with qdrant-edge's
+encoder): small ingests (tests, notebooks, a few files)
 never pay for it, and a large one gets back the start in its first batches."""
 
 WAIT_S = 60.0
-"""How long the ingest waits for the helper's answer before it does the work itself."""
+"""How long the helper may go without answering any request while the ingest waits for one:
+then it is taken as stuck, stopped, and the ingest does the work itself."""
 
 _STOP = object()
 
@@ -60,11 +63,16 @@ class Worker:
         self._waiting: deque[Future] = deque()
         self._lock = threading.Lock()
         self._broken = False
+        self._answered = time.monotonic()
 
     @property
     def broken(self) -> bool:
         """Whether the helper could not start or has stopped working."""
         return self._broken
+
+    def silent_s(self) -> float:
+        """Seconds since the helper started or last answered."""
+        return time.monotonic() - self._answered
 
     def vectors(self, texts: list[str]) -> "Future[list[SparseVector] | None]":
         """Ask for the document vectors of `texts`; the future gives None if the helper fails."""
@@ -105,6 +113,7 @@ class Worker:
         if self._process is not None:
             return True
         try:
+            self._answered = time.monotonic()
             self._process = subprocess.Popen(
                 self.command,
                 stdin=subprocess.PIPE,
@@ -146,6 +155,7 @@ class Worker:
                     if not self._waiting:
                         return
                     future = self._waiting.popleft()
+                    self._answered = time.monotonic()
                 future.set_result(answer if ok else None)
         except Exception:  # EOF, a broken pipe, or anything but our answers: do without it
             pass
@@ -211,12 +221,16 @@ class WorkerRun:
         return None if vectors is None else vectors[offset + start : offset + end]
 
     def _result(self, future: Future) -> Any:
-        try:
-            return future.result(timeout=WAIT_S)
-        except TimeoutError:  # a helper this slow is stuck: do without it from now on
-            if self.worker is not None:
-                self.worker.close()
-            return None
+        while True:
+            try:
+                return future.result(timeout=WAIT_S)
+            except TimeoutError:
+                if self.worker is None:
+                    return None
+                if self.worker.silent_s() < WAIT_S:
+                    continue  # answering the requests before this one: busy, not stuck
+                self.worker.close()  # stuck: do without it from now on
+                return None
 
     def forget(self, key: DocKey) -> None:
         """Drop a document stored (or failed) in full."""

@@ -150,8 +150,9 @@ def test_a_small_ingest_starts_no_helper(
         [sys.executable, "-c", "pass"],
         [sys.executable, "-c", ONE_ANSWER],
         [sys.executable, "-c", "import sys; print('garbage'); sys.stdin.read()"],
+        [sys.executable, "-c", "import sys; sys.stdin.read()"],
     ],
-    ids=["cannot-start", "exits-at-once", "dies-after-one-answer", "answers-garbage"],
+    ids=["cannot-start", "exits-at-once", "dies-after-one-answer", "answers-garbage", "stuck"],
 )
 def test_a_helper_that_fails_changes_nothing_but_speed(
     archivist, corpus, monkeypatch, in_process_calls, in_process_splits, command
@@ -161,6 +162,7 @@ def test_a_helper_that_fails_changes_nothing_but_speed(
     in_process_splits.clear()
     monkeypatch.setattr(ingest_worker, "MIN_CHARS", 0)
     monkeypatch.setattr(Worker, "command", command)
+    monkeypatch.setattr(ingest_worker, "WAIT_S", 0.2)  # a stuck helper is given up at once
     report = archivist.ingest([str(corpus)], "helped")
     assert report["failed"] == [] and report["points"] == plain["points"]
     assert 0 < len(in_process_calls) <= report["points"]
