@@ -37,11 +37,11 @@ SparseVector = tuple[list[int], list[float]]
 DocKey = tuple[str, str]
 """A loaded document: (source, content hash), which decide its chunks and so its vectors."""
 
-MIN_CHARS = 400_000
-"""Characters an ingest loads before it starts the helper. Starting one costs ~0.1 s of CPU
-(Python and its imports), what the vectors of ~360,000 characters of mixed English/Chinese
-text cost in-process (0.28 µs a character with our own tokenizer; more with qdrant-edge's
-encoder): small ingests (tests, notebooks, a few files)
+MIN_CHARS = 300_000
+"""Characters an ingest loads before it starts the helper. Starting one costs ~0.12 s of CPU
+(Python, its imports, the BM25 model), what the vectors of ~300,000 characters of mixed
+English/Chinese text cost in-process (0.42 µs a character with qdrant-edge's encoder, new
+stores' scheme; 0.31 with our own tokenizer): small ingests (tests, notebooks, a few files)
 never pay for it, and a large one gets back the start in its first batches."""
 
 WAIT_S = 60.0
