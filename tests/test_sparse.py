@@ -90,9 +90,10 @@ def edge_bm25():
 
 
 def test_new_stores_scheme_is_qdrant_edges_bm25_with_ones_for_queries():
-    assert sparse.DEFAULT_SCHEME == sparse.EDGE_SCHEME == "bm25-qdrant-multilingual-en-v1"
+    assert sparse.DEFAULT_SCHEME == sparse.EDGE_SCHEME
+    assert sparse.EDGE_SCHEME == "bm25-qdrant-multilingual-en-numbers-v1"
     edge = sparse.encoder(sparse.EDGE_SCHEME)
-    text = "Refunds are paid within 30 days. 关税由收件人承担。 Boots NW-TX-2290."
+    text = "Refunds are paid within a month. 关税由收件人承担。 Boots NW-TX-B."
     expected = edge_bm25().embed_document(text)
     assert edge.document(text) == (expected.indices, expected.values)
     indices, values = edge.query("refunds refund days 关税")
@@ -119,3 +120,19 @@ def test_an_unknown_scheme_is_refused_with_the_fix():
         sparse.encoder("bm25-future-v9")
     assert "'bm25-future-v9'" in refused.value.message
     assert "Upgrade Archivist" in refused.value.fix and "--reindex" in refused.value.fix
+
+
+def test_numbers_standing_alone_are_added_to_edges_terms_once_each():
+    edge = sparse.encoder(sparse.EDGE_SCHEME)
+    text = "Order NW-TX-2290 ships in 30 days; order 2290 again. Pi is 3.14. v1.2.3 E404 mp3."
+    own = edge_bm25().embed_document(text)
+    indices, values = edge.document(text)
+    weights = dict(zip(indices, values, strict=True))
+    added = {sparse.token_id(n): w for n, w in (("2290", 1.375), ("30", 1.0), ("3.14", 1.0))}
+    assert weights == {**dict(zip(own.indices, own.values, strict=True)), **added}
+    assert indices == sorted(indices)
+    query, ones = edge.query("what ships in 30 days, order 2290?")
+    assert {sparse.token_id("30"), sparse.token_id("2290")} < set(query) and set(ones) == {1.0}
+    # "1.2.3" of v1.2.3, "404" of E404 and "3" of mp3 are parts of Edge's own terms.
+    for joined in ("1.2.3", "2.3", "404", "3"):
+        assert sparse.token_id(joined) not in weights

@@ -276,7 +276,7 @@ def test_a_new_store_keeps_qdrant_edges_bm25_vectors_and_finds_english_and_chine
     store = KnowledgeStore(client, "docs")
     store.ensure(FINGERPRINT)
     assert store.fingerprint["sparse"] == sparse.EDGE_SCHEME
-    english = "Refunds are paid within 30 days of the return."
+    english = "Refunds are paid within a month of the return."
     chinese = "国际订单的关税由收件人承担，快递公司会在派送时收取。"
     add(store, "refund.md", [english, "Keep the receipt for the warranty."])
     add(store, "customs.md", [chinese])

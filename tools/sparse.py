@@ -12,6 +12,7 @@ gives them, so they are queried and added to as they were built.
 import functools
 import operator
 import re
+import struct
 import zlib
 from collections import Counter
 from collections.abc import Callable
@@ -20,7 +21,7 @@ from typing import Any
 from archivist.tools.errors import ArchivistError
 
 # The scheme names a fingerprint records; a scheme's vectors never change under its name.
-EDGE_SCHEME = "bm25-qdrant-multilingual-en-v1"
+EDGE_SCHEME = "bm25-qdrant-multilingual-en-numbers-v1"
 LEGACY_SCHEME = "bm25-crc32-cjkbigram-v1"
 DEFAULT_SCHEME = EDGE_SCHEME
 
@@ -139,14 +140,42 @@ def _edge_model() -> Any:
     )
 
 
+# qdrant-edge's multilingual tokenizer drops a number standing alone ("error 404", the 2290 of
+# "NW-TX-2290", "ISO 9001", "3.14"), so keyword search could not tell order 2290 from 2291.
+# EDGE_SCHEME adds each such number as a term of its own; numbers joined to Latin letters
+# ("E404", "v1.2", "mp3") are already Edge's terms.
+_NUMBER = re.compile(r"(?<![A-Za-z0-9.])\d+(?:\.\d+)*(?![A-Za-z0-9])")
+
+
+def _numbers(text: str) -> Counter[str]:
+    return Counter(_NUMBER.findall(text))
+
+
+@functools.cache
+def _number_weight(n: float) -> float:
+    # Rounded to float32, as the store keeps it, so a stored vector equals a computed one.
+    return struct.unpack("f", struct.pack("f", n * (K1 + 1) / (n + K1)))[0]
+
+
 def _edge_document(text: str) -> tuple[list[int], list[float]]:
     vector = _edge_model().embed_document(text)
-    return vector.indices, vector.values
+    numbers = _numbers(text)
+    if not numbers:
+        return vector.indices, vector.values
+    # BM25's saturation of the count alone (b = 0: Edge does not say the length it counted):
+    # 1.0 for a number found once, as for a word in a chunk of average length.
+    weights = dict(zip(vector.indices, vector.values, strict=True))
+    for number, n in numbers.items():
+        index = token_id(number)
+        weights[index] = weights.get(index, 0.0) + _number_weight(n)
+    indices = sorted(weights)
+    return indices, [weights[i] for i in indices]
 
 
 def _edge_query(text: str) -> tuple[list[int], list[float]]:
-    indices = _edge_model().embed_query(text).indices
-    return indices, [1.0] * len(indices)
+    indices = set(_edge_model().embed_query(text).indices)
+    indices.update(map(token_id, _numbers(text)))
+    return sorted(indices), [1.0] * len(indices)
 
 
 class SparseEncoder:
