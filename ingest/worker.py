@@ -76,7 +76,7 @@ class Worker:
 
     def vectors(self, texts: list[str]) -> "Future[list[SparseVector] | None]":
         """Ask for the document vectors of `texts`; the future gives None if the helper fails."""
-        return self._submit("vectors", self.scheme, texts)
+        return self._submit("vectors", texts, self.scheme)
 
     def split(
         self, texts: list[str], settings: SplitterSettings
@@ -243,15 +243,11 @@ class WorkerRun:
             self.worker.close()
 
 
-def _vectors(scheme: str, texts: list[str]) -> list[SparseVector]:
-    return sparse.document_vectors(texts, scheme)
-
-
 def _split(texts: list[str], settings: SplitterSettings) -> list[list[TextChunk]]:
     return [split_text(text, settings) for text in texts]
 
 
-TASKS: dict[str, Callable[..., Any]] = {"vectors": _vectors, "split": _split}
+TASKS: dict[str, Callable[..., Any]] = {"vectors": sparse.document_vectors, "split": _split}
 
 
 def serve(requests, answers) -> None:

@@ -152,7 +152,7 @@ def _numbers(text: str) -> Counter[str]:
 
 
 @functools.cache
-def _number_weight(n: float) -> float:
+def _number_weight(n: int) -> float:
     # Rounded to float32, as the store keeps it, so a stored vector equals a computed one.
     return struct.unpack("f", struct.pack("f", n * (K1 + 1) / (n + K1)))[0]
 
