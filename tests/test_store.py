@@ -332,3 +332,25 @@ def test_asking_for_another_scheme_than_the_stores_is_refused(client):
     KnowledgeStore(client, "docs").ensure({**FINGERPRINT, "sparse": sparse.LEGACY_SCHEME})
     with pytest.raises(StoreMismatch, match="--reindex"):
         KnowledgeStore(client, "docs").check({**FINGERPRINT, "sparse": sparse.EDGE_SCHEME})
+
+
+def test_chunks_tied_in_score_come_back_in_the_same_order_whatever_order_they_were_written(client):
+    # 60 chunks that each hold the query's one term once: BM25 scores them all the same, more
+    # than a ranking's depth (20), so which ones come back is decided by the tie-break alone.
+    texts = {f"note{i:02d}.md": f"note number {i:02d} says code 7 applies here" for i in range(60)}
+    stores = {}
+    for name, order in (("docs_a", sorted(texts)), ("docs_b", sorted(texts, reverse=True))):
+        store = stores[name] = KnowledgeStore(client, name)
+        store.ensure(FINGERPRINT)
+        for source in order:
+            add(store, source, [texts[source]])
+    ids = sorted(Chunk(text, source, 0).id for source, text in texts.items())
+    for mode in ("sparse", "hybrid"):
+        found = {
+            name: [r.chunk_id for r in store.search(vec("code 7"), "7", k=5, mode=mode)]
+            for name, store in stores.items()
+        }
+        assert found["docs_a"] == found["docs_b"], mode
+    sparse_a = stores["docs_a"].search(None, "7", k=5, mode="sparse")
+    assert len({round(r.score, 6) for r in sparse_a}) == 1
+    assert [r.chunk_id for r in sparse_a] == ids[:5]

@@ -747,7 +747,7 @@ class KnowledgeStore:
                 models.QueryRequest(
                     query=list(query_vector),
                     using=DENSE,
-                    limit=depth,
+                    limit=depth + 1,
                     filter=query_filter,
                     with_payload=payload,
                     with_vector=with_vectors,
@@ -760,7 +760,7 @@ class KnowledgeStore:
                     models.QueryRequest(
                         query=models.SparseVector(indices=indices, values=values),
                         using=SPARSE,
-                        limit=depth,
+                        limit=depth + 1,
                         filter=query_filter,
                         with_payload=payload,
                         with_vector=with_vectors,
@@ -770,7 +770,11 @@ class KnowledgeStore:
                 return []
         # One round trip for both rankings, fused here: the same code on the embedded store
         # and on a server, whatever fusion the server version offers.
-        lists = [r.points for r in self.client.query_batch_points(self.name, requests=requests)]
+        responses = self.client.query_batch_points(self.name, requests=requests)
+        lists = [
+            self._settle_ties(request, response.points, depth)
+            for request, response in zip(requests, responses, strict=True)
+        ]
         if mode != "hybrid" or len(lists) == 1:
             candidates = [(p, p.score) for p in lists[0]]
         elif fusion == "rrf":
@@ -794,6 +798,34 @@ class KnowledgeStore:
             for rank, passage in enumerate(passages[:k], start=1)
         ]
 
+    def _settle_ties(
+        self, request: models.QueryRequest, points: list[models.ScoredPoint], depth: int
+    ) -> list[models.ScoredPoint]:
+        """Return a ranking's first `depth` points, equal scores in chunk id order.
+
+        The engine orders equal scores as its segments happen to lie, so two stores of the
+        same chunks (or one store before and after a rewrite) could disagree: BM25 gives every
+        chunk with one rare term once the same score. Each ranking is fetched one deeper than
+        needed; when the score just past the cut equals the score at it, the tie is fetched
+        whole (up to MAX_TIE_DEPTH) so the cut falls in the same place every time.
+        """
+        limit = request.limit or depth
+        while (
+            len(points) == limit > depth
+            and limit < MAX_TIE_DEPTH
+            and _tie_key(points[-1].score) == _tie_key(points[depth - 1].score)
+        ):
+            limit = min(limit * 4, MAX_TIE_DEPTH)
+            deeper = request.model_copy(update={"limit": limit})
+            points = self.client.query_batch_points(self.name, requests=[deeper])[0].points
+        points = sorted(points, key=lambda p: (-_tie_key(p.score), str(p.id)))
+        return points[:depth]
+
+
+def _tie_key(score: float) -> float:
+    """A score rounded past the engine's float noise, for telling ties apart."""
+    return round(score, 6)
+
 
 def _nfc(text: str) -> str:
     return unicodedata.normalize("NFC", text)
@@ -816,6 +848,8 @@ def heading_path(metadata: dict[str, Any]) -> str:
 
 # How many candidates each ranking contributes to the fusion (at least; 4k for larger k).
 FUSION_DEPTH = 20
+# How deep a ranking is fetched, at most, to take in all chunks tied at its cut.
+MAX_TIE_DEPTH = 1280
 # A dense ranking whose best cosine stands less than this far above the mean of its
 # candidates cannot tell passages apart (an English model on Chinese text: all cosines close
 # together) and gets proportionally less say; measured in benchmarks/retrieval.py.
