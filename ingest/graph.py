@@ -126,6 +126,9 @@ class IngestSteps:
     """Each run's record file being read in slices: (source, its documents not yet taken)."""
     workers: dict[str, worker.WorkerRun] = field(default_factory=dict)
     """Each run's helper process (splitting, sparse vectors), by run id."""
+    held: dict[str, set[str]] = field(default_factory=dict)
+    """The sources the store held chunks of when each run began, by run id: only theirs can
+    have older versions to remove (unknown for a run resumed in another process: then any)."""
 
     def on_retry(self, error: BaseException, attempt: int, wait_s: float) -> None:
         """Report an embedding request that is tried again."""
@@ -150,7 +153,8 @@ class IngestSteps:
         # A run that stopped between storing a document's new version and removing its old
         # one left both: finish that now, since the file now looks unchanged.
         store.finish_replacements()
-        known = {s: info.doc_hash for s, info in store.sources().items() if info.complete}
+        held = store.sources()
+        known = {s: info.doc_hash for s, info in held.items() if info.complete}
         if shard:
             # A record file is read by every shard; each keeps the records it owns.
             files = [f for f in files if f.has_records or shard.owns(f.source)]
@@ -159,8 +163,10 @@ class IngestSteps:
         self.notify("discovered", {"files": len(files)})
         for failure in failed:
             self.notify("failed", failure.to_dict())
+        run = uuid.uuid4().hex
+        self.held[run] = set(held)
         return {
-            "run": uuid.uuid4().hex,
+            "run": run,
             "files": files,
             "known": known,
             "position": 0,
@@ -386,12 +392,13 @@ class IngestSteps:
         stored: list[dict[str, Any]] = []
         failed: list[dict[str, str]] = []
         prefetch = self.workers.get(state["run"])
+        held = self.held.get(state["run"])
         keep = 0 if last else LOOKAHEAD * max(1, self.embed.concurrency)
         for segments, result in queue.results(keep):
             if isinstance(result, BaseException):
                 self._refused(queue, segments, result, by_source, failed, prefetch)
             else:
-                self._store_vectors(segments, result, by_source, stored, prefetch)
+                self._store_vectors(segments, result, by_source, stored, prefetch, held)
         if last:
             self.close_queue(state)
         self.notify("batch_stored", {"documents": len(stored)})
@@ -430,9 +437,11 @@ class IngestSteps:
         by_source: dict[str, PendingDoc],
         stored: list[dict[str, Any]],
         prefetch: worker.WorkerRun | None = None,
+        held: set[str] | None = None,
     ) -> None:
         """Store a request's chunks with their vectors, in one write to the store; a document
-        whose last chunk is stored is complete, and only then are its old versions removed."""
+        whose last chunk is stored is complete, and only then are its old versions removed
+        (if the store held any of its chunks: `held`, None when not known)."""
         offset = 0
         parts: list[tuple[PendingDoc, list[Chunk]]] = []
         chunks: list[Chunk] = []
@@ -464,7 +473,8 @@ class IngestSteps:
             if doc["stored"] == total:
                 if prefetch is not None:
                     prefetch.forget((source, doc["doc_hash"]))
-                self.store.delete_stale(source, doc["doc_hash"])
+                if held is None or source in held:
+                    self.store.delete_stale(source, doc["doc_hash"])
                 stored.append({"source": source, "status": doc["status"], "chunks": total})
                 self.notify("stored", {"source": source, "chunks": total})
 
@@ -505,6 +515,7 @@ class IngestSteps:
         """Stop and forget the run's requests in flight, its record file being read and its
         sparse-vector helper."""
         self.readers.pop(state.get("run", ""), None)
+        self.held.pop(state.get("run", ""), None)
         queue = self.queues.pop(state.get("run", ""), None)
         if queue is not None:
             queue.close()

@@ -418,45 +418,175 @@ os._exit(0)
         client.close()
 
 
-def test_a_growing_store_is_indexed_one_segment_at_a_time(tmp_path, monkeypatch, capfd):
-    import numpy as np
+@pytest.fixture
+def gate(tmp_path):
+    """A file whose creation lets a gated index build go on; created at the end in any case."""
+    path = tmp_path / "gate"
+    yield path
+    path.touch()
 
+
+def _small_segments(monkeypatch, gate=None) -> None:
+    """Thresholds for 64-d vectors (256 bytes each): index every ~240 unindexed vectors; with
+    `gate`, the child indexing a segment waits until that file exists."""
     from archivist.tools import edge
 
-    # Thresholds for 64-d vectors (256 bytes each): index every ~240 unindexed vectors.
     monkeypatch.setattr(edge, "INDEXING_THRESHOLD_KB", 60)
     monkeypatch.setattr(edge, "SEGMENT_KB", 70)
     monkeypatch.setattr(edge, "TAIL_INDEX_KB", 20)
     monkeypatch.setattr(edge, "INDEX_CHECK_POINTS", 50)
-    rng = np.random.default_rng(5)
-    vectors = rng.standard_normal((650, 64)).astype(np.float32)
-    client = EdgeClient(tmp_path / "edge")
+    if gate is not None:
+        wait = (
+            "import os, time\n"
+            "for _ in range(6000):  # a minute at most, even if the test fails before opening it\n"
+            f"    if os.path.exists({str(gate)!r}):\n"
+            "        break\n"
+            "    time.sleep(0.01)\n"
+        )
+        monkeypatch.setattr(edge, "INDEX_PROGRAM", wait + edge.INDEX_PROGRAM)
+
+
+def _grow(client, vectors, start: int, stop: int) -> None:
+    for first in range(start, stop, 50):
+        points = [
+            models.PointStruct(id=i, vector={DENSE: vectors[i].tolist()}, payload={"n": i})
+            for i in range(first, first + 50)
+        ]
+        client.upsert("docs", points)
+
+
+def _random_vectors(count: int):
+    import numpy as np
+
+    return np.random.default_rng(5).standard_normal((count, 64)).astype(np.float32)
+
+
+def _dense_store(path) -> EdgeClient:
+    client = EdgeClient(path)
     client.create_collection(
         "docs", {DENSE: models.VectorParams(size=64, distance=models.Distance.COSINE)}
     )
+    return client
+
+
+def test_a_growing_store_is_indexed_a_segment_at_a_time_by_a_child_while_writes_go_on(
+    tmp_path, monkeypatch, gate, capfd
+):
+    _small_segments(monkeypatch, gate)
+    vectors = _random_vectors(650)
+    client = _dense_store(tmp_path / "edge")
 
     def indexed() -> tuple[int, int]:
         info = client.get_collection("docs")
         return info.indexed_vectors_count, info.segments_count
 
-    for start in range(0, 650, 50):
-        points = [
-            models.PointStruct(id=i, vector={DENSE: vectors[i].tolist()})
-            for i in range(start, start + 50)
-        ]
-        client.upsert("docs", points)
-        if start + 50 == 300:
-            assert indexed()[0] >= 240  # indexed while it grew, before any close
+    _grow(client, vectors, 0, 300)
+    # The segment due at 250 points is with the child, which opened the shard (Edge lets one
+    # process at a time: this one closed it) and waits at the gate; the next write waits here.
+    build = client._indexing["docs"]
+    assert build.running and len(build.pending) == 1
+    assert "Indexing store 'docs' (250 chunks)" in capfd.readouterr().err
+    gate.touch()
+    assert client.count("docs").count == 300  # waits for the child, then applies the write
+    assert indexed()[0] >= 240  # indexed while it grew, before any close
+    assert "Indexed 'docs' in" in capfd.readouterr().err
+    _grow(client, vectors, 300, 650)
+    assert client.count("docs").count == 650
     during = indexed()
     assert 480 <= during[0] < 650 and during[1] >= 2  # several segments, a tail unindexed
     client.close()
-    assert capfd.readouterr().err.count("Indexing store 'docs'") == 3  # two while writing
+    assert capfd.readouterr().err.count("Indexing store 'docs'") == 2  # the second, and at close
     client = EdgeClient(tmp_path / "edge")
     assert indexed()[0] == 650  # the tail at close
-    for i in (0, 333, 649):  # each vector still finds itself first
+    for i in (0, 249, 250, 333, 649):  # each vector still finds itself first
         hits = _query(client, vectors[i].tolist(), DENSE, 1)
         assert hits.points[0].id == i
     client.close()
+
+
+def test_writes_kept_during_a_build_are_applied_in_their_order_a_slice_per_later_write(
+    tmp_path, monkeypatch, gate
+):
+    from archivist.tools import edge
+
+    _small_segments(monkeypatch, gate)
+    monkeypatch.setattr(edge, "BACKLOG_SLICE", 2)
+    vectors = _random_vectors(400)
+    client = _dense_store(tmp_path / "edge")
+    _grow(client, vectors, 0, 250)
+    assert client._indexing["docs"].running
+    first_ten = models.Filter(
+        must=[models.FieldCondition(key="n", match=models.MatchAny(any=list(range(10))))]
+    )
+    client.delete("docs", points_selector=first_ten)
+    client.upsert("docs", [models.PointStruct(id=3, vector={DENSE: vectors[3].tolist()})])
+    _grow(client, vectors, 250, 300)
+    gate.touch()
+    client._indexing["docs"].process.wait()
+    _grow(client, vectors, 300, 350)  # applies two kept writes first, then waits its turn
+    assert len(client._backlog["docs"]) == 2
+    assert client.count("docs").count == 350 - 9  # a read applies the rest, in order
+    assert "docs" not in client._backlog
+    kept = {p.id for p in client.scroll("docs", limit=400)[0]}
+    assert kept == {3, *range(10, 350)}
+    client.close()
+
+
+def test_a_child_that_fails_to_index_loses_nothing_and_this_process_indexes_instead(
+    tmp_path, monkeypatch, capfd
+):
+    from archivist.tools import edge
+
+    _small_segments(monkeypatch)
+    monkeypatch.setattr(edge, "INDEX_PROGRAM", "raise SystemExit('no room for the index')")
+    vectors = _random_vectors(650)
+    client = _dense_store(tmp_path / "edge")
+    _grow(client, vectors, 0, 250)
+    client._indexing["docs"].process.wait()  # failed
+    _grow(client, vectors, 250, 650)
+    assert client.count("docs").count == 650
+    err = capfd.readouterr().err
+    assert (
+        "Indexing 'docs' in a helper process failed (no room for the index); this process "
+        "indexes it from now on." in err
+    )
+    assert "Indexed 'docs' in" in err  # the next segment, here
+    client.close()
+    client = EdgeClient(tmp_path / "edge")
+    assert client.get_collection("docs").indexed_vectors_count == 650
+    assert _query(client, vectors[400].tolist(), DENSE, 1).points[0].id == 400
+    client.close()
+
+
+def test_the_child_indexing_a_segment_holds_the_store_if_its_parent_dies(
+    tmp_path, monkeypatch, gate
+):
+    script = f"""
+import os, sys
+sys.path[:0] = ["tests", "."]
+from pathlib import Path
+import pytest
+from test_edge import _dense_store, _grow, _random_vectors, _small_segments
+monkeypatch = pytest.MonkeyPatch()
+_small_segments(monkeypatch, Path({str(gate)!r}))
+client = _dense_store(Path({str(tmp_path / "edge")!r}))
+_grow(client, _random_vectors(300), 0, 300)
+assert client._indexing["docs"].running
+os._exit(0)  # dies: the write kept for after the build is lost, the child goes on
+"""
+    from archivist.tools import lease
+
+    subprocess.run([sys.executable, "-c", script], check=True, cwd=ROOT)
+    monkeypatch.setattr(lease, "YIELD_WAIT", 0.2)  # no holder left to give it up
+    with pytest.raises(StoreLocked):  # the child has the shard open: nobody else opens it
+        EdgeClient(tmp_path / "edge", wait=0.2).count("docs")
+    gate.touch()
+    client = EdgeClient(tmp_path / "edge", wait=30)
+    try:
+        assert client.count("docs").count == 250  # what was written before the build
+        assert client.get_collection("docs").indexed_vectors_count >= 240
+    finally:
+        client.close()
 
 
 def test_room_check_skips_a_folder_another_process_removes_during_the_walk(tmp_path, monkeypatch):

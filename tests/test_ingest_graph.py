@@ -469,6 +469,36 @@ def test_embed_and_store_alone_stores_every_chunk_before_removing_the_old_versio
     assert update["pending"] == [] and "r1" not in steps.queues  # the last step closes
 
 
+def test_only_sources_the_store_held_when_the_run_began_have_old_versions_removed():
+    store = RecordingStore()
+    steps = IngestSteps(store, LengthEmbeddings(), embed=EmbedSettings(batch_size=4))
+    steps.held["r1"] = {"a.md"}  # b.md is new to the store: it has nothing older to remove
+    docs = [_pending("a.md", ["one"], "ha"), _pending("b.md", ["two"], "hb")]
+    steps.embed_and_store({"run": "r1", "files": [], "position": 0, "pending": docs})
+    assert [c for c in store.calls if c[0] == "delete_stale"] == [("delete_stale", "a.md", "ha")]
+    assert "r1" not in steps.held  # forgotten with the run
+
+
+def test_a_first_ingest_removes_nothing_and_a_second_removes_only_a_changed_files_old_version(
+    archivist, tmp_path, monkeypatch
+):
+    removed = []
+    real = KnowledgeStore.delete_stale
+
+    def delete_stale(self, source, doc_hash):
+        removed.append(source)
+        real(self, source, doc_hash)
+
+    monkeypatch.setattr(KnowledgeStore, "delete_stale", delete_stale)
+    root = write_files(tmp_path / "kb", DOCS)
+    ingest(archivist, [root])
+    assert removed == []
+    (root / "notes.txt").write_text("The warranty now lasts three years.", encoding="utf-8")
+    (root / "new.md").write_text("# New\n\nA new page.", encoding="utf-8")
+    ingest(archivist, [root])
+    assert removed == ["notes.txt"]
+
+
 def test_embed_and_store_alone_fails_only_the_document_whose_input_is_refused():
     store = RecordingStore()
     embeddings = LengthEmbeddings(refuse="poison")

@@ -100,6 +100,10 @@ class _FileLock:
     def held(self) -> bool:
         return self._file is not None
 
+    def fds(self) -> tuple[int, ...]:
+        """The held lock's file descriptor (none if not held)."""
+        return () if self._file is None else (self._file.fileno(),)
+
 
 def _wait_for(
     lock: _FileLock,
@@ -171,6 +175,11 @@ class Lease:
             self._want.unlink(missing_ok=True)
         self._watcher = threading.Thread(target=self._watch, name="archivist-lease", daemon=True)
         self._watcher.start()
+
+    def fds(self) -> tuple[int, ...]:
+        """The lock's file descriptor while held: a child process given it holds the lease
+        along with this one (an flock belongs to the open file), until both have let go."""
+        return self._lock.fds()
 
     def release(self) -> None:
         """Give the store up; call with `mutex` held, after closing the shards."""
