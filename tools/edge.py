@@ -155,6 +155,9 @@ class EdgeClient:
         self._indexing: dict[str, _Indexing] = {}  # segments a child process is indexing
         self._backlog: dict[str, deque[qe.UpdateOperation]] = {}  # writes kept during one
         self._index_aside = True  # whether segments are indexed by a child (see _index_segment)
+        # Each collection file's text as read or written under the lease (an ingest reads its
+        # store's metadata every batch); forgotten with the lease: others may change them then.
+        self._config_texts: dict[str, str] = {}
         self._closed = False
         # Closing flushes the shards, indexes a grown store's last part and releases the lock.
         # The CLI (when a command ends), the server and `archivist copy` close explicitly, but
@@ -173,6 +176,7 @@ class EdgeClient:
                 self._lease.yield_if_asked()
             if not self._lease.held:
                 self._lease.acquire()
+                self._config_texts.clear()
                 self._generation = _read_generation(self.path)
                 self._bumped = False
             self._depth += 1
@@ -210,6 +214,7 @@ class EdgeClient:
                 shard.close()
         finally:
             self._shards.clear()
+            self._config_texts.clear()
 
     # -- collections -------------------------------------------------------------------------
 
@@ -347,6 +352,7 @@ class EdgeClient:
             shard.close()
         self._written.discard(collection_name)
         self._flushed.pop(collection_name, None)
+        self._config_texts.pop(collection_name, None)
         self._config_file(collection_name).unlink()
         shutil.rmtree(self.path / collection_name, ignore_errors=True)
         self._changed()
@@ -666,13 +672,21 @@ class EdgeClient:
 
     def _read_config(self, name: str) -> dict[str, Any]:
         self._check_open()
-        try:
-            return json.loads(self._config_file(name).read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ValueError(f"Collection {name} not found") from None
+        text = self._config_texts.get(name)
+        if text is None:
+            try:
+                text = self._config_file(name).read_text(encoding="utf-8")
+            except FileNotFoundError:
+                raise ValueError(f"Collection {name} not found") from None
+            if self._lease.held:
+                self._config_texts[name] = text
+        return json.loads(text)
 
     def _write_config(self, name: str, config: dict[str, Any]) -> None:
-        _write_atomic(self._config_file(name), json.dumps(config, ensure_ascii=False, indent=1))
+        text = json.dumps(config, ensure_ascii=False, indent=1)
+        self._config_texts.pop(name, None)
+        _write_atomic(self._config_file(name), text)
+        self._config_texts[name] = text
 
 
 def _write_atomic(target: Path, text: str) -> None:
