@@ -558,6 +558,23 @@ def test_a_child_that_fails_to_index_loses_nothing_and_this_process_indexes_inst
     client.close()
 
 
+def test_where_no_child_can_start_the_segment_is_indexed_here(tmp_path, monkeypatch, capfd):
+    from archivist.tools import edge
+
+    def no_processes(*args, **kwargs):
+        raise OSError(11, "Resource temporarily unavailable")
+
+    _small_segments(monkeypatch)
+    monkeypatch.setattr(edge.subprocess, "Popen", no_processes)
+    vectors = _random_vectors(300)
+    client = _dense_store(tmp_path / "edge")
+    _grow(client, vectors, 0, 300)
+    assert not client._indexing and client.count("docs").count == 300
+    assert client.get_collection("docs").indexed_vectors_count >= 240
+    assert capfd.readouterr().err.count("Indexing store 'docs' (250 chunks)") == 1
+    client.close()
+
+
 def test_the_child_indexing_a_segment_holds_the_store_if_its_parent_dies(
     tmp_path, monkeypatch, gate
 ):

@@ -406,7 +406,6 @@ class EdgeClient:
         if not self._index_aside:
             _build_index(name, shard, info)
             return
-        _say_indexing(name, info)
         shard.flush()
         shard.close()
         del self._shards[name]
@@ -424,11 +423,12 @@ class EdgeClient:
                 start_new_session=True,
                 pass_fds=self._lease.fds(),
             )
-        except OSError:
+        except (OSError, ValueError):  # cannot start one here (ValueError: no pass_fds)
             errors.close()
             self._index_aside = False
             _build_index(name, self._shard(name), info)
             return
+        _say_indexing(name, info)
         self._indexing[name] = _Indexing(process, errors, info)
 
     def _settle(self, name: str) -> None:
