@@ -184,13 +184,14 @@ class IngestJob:
             on_progress=on_progress,
             folder_rules=self.options.folder_rules,
         )
-        return run_ingest(
-            graph,
-            list(paths),
-            prune=self.options.prune,
-            description=self.options.description,
-            shard=self.options.shard,
-        )
+        with self.writing.indexing_aside():
+            return run_ingest(
+                graph,
+                list(paths),
+                prune=self.options.prune,
+                description=self.options.description,
+                shard=self.options.shard,
+            )
 
     def finish(self, report: dict[str, Any]) -> dict[str, Any]:
         """Swap a finished rebuild in; return the ingest report."""

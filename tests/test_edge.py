@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 
 import pytest
 from conftest import ROOT, SHOP
@@ -461,8 +462,13 @@ def _random_vectors(count: int):
     return np.random.default_rng(5).standard_normal((count, 64)).astype(np.float32)
 
 
-def _dense_store(path) -> EdgeClient:
+def _dense_store(path, aside: bool = True) -> EdgeClient:
+    """A store of 64-d points; `aside`: written as an ingest writes, its segments indexed by
+    a child process (for the client's life)."""
     client = EdgeClient(path)
+    if aside:
+        client.aside_block = client.indexing_aside()  # kept: its end would undo it
+        client.aside_block.__enter__()
     client.create_collection(
         "docs", {DENSE: models.VectorParams(size=64, distance=models.Distance.COSINE)}
     )
@@ -530,6 +536,48 @@ def test_writes_kept_during_a_build_are_applied_in_their_order_a_slice_per_later
     kept = {p.id for p in client.scroll("docs", limit=400)[0]}
     assert kept == {3, *range(10, 350)}
     client.close()
+
+
+def test_a_writer_faster_than_the_build_keeps_one_segment_at_most_then_waits_for_it(
+    tmp_path, monkeypatch, gate
+):
+    _small_segments(monkeypatch, gate)  # a segment: 240 points of 64 dimensions
+    vectors = _random_vectors(500)
+    client = _dense_store(tmp_path / "edge")
+    _grow(client, vectors, 0, 250)
+    build = client._indexing["docs"]
+    _grow(client, vectors, 250, 450)  # 200 points kept while the child waits at the gate
+    assert build.running and build.kept == 200
+    threading.Timer(0.3, gate.touch).start()
+    _grow(client, vectors, 450, 500)  # 250 would be more than a segment: waits for the build
+    assert "docs" not in client._indexing and not build.running
+    assert client.count("docs").count == 500
+    assert client.get_collection("docs").indexed_vectors_count >= 240
+    client.close()
+
+
+def test_a_writer_that_only_writes_indexes_its_segments_itself(tmp_path, monkeypatch, capfd):
+    _small_segments(monkeypatch)
+    vectors = _random_vectors(300)
+    client = _dense_store(tmp_path / "edge", aside=False)  # a copy: nothing to keep going
+    _grow(client, vectors, 0, 300)
+    assert not client._indexing and client.get_collection("docs").indexed_vectors_count >= 240
+    assert "Indexed 'docs' in" in capfd.readouterr().err
+    client.close()
+
+
+def test_an_ingest_has_its_segments_indexed_by_a_child(archivist, tmp_path, monkeypatch):
+    from archivist.tools import edge
+
+    marker = tmp_path / "child-ran"
+    # 768-d chunks: a segment is every ~10 of them.
+    monkeypatch.setattr(edge, "INDEXING_THRESHOLD_KB", 30)
+    monkeypatch.setattr(edge, "INDEX_CHECK_POINTS", 5)
+    program = f"open({str(marker)!r}, 'w').close()\n" + edge.INDEX_PROGRAM
+    monkeypatch.setattr(edge, "INDEX_PROGRAM", program)
+    report = archivist.ingest([str(SHOP)], "shop_docs")
+    assert report["points"] >= 20 and marker.exists()
+    assert archivist.search("refund days", "shop_docs")[0]["source"].startswith("refund")
 
 
 def test_a_child_that_fails_to_index_loses_nothing_and_this_process_indexes_instead(

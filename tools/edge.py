@@ -16,11 +16,12 @@ Small shards are searched exactly (~5 ms at 33,000 768-d chunks on 2 cores); a l
 gets HNSW indexes one segment at a time as it grows, and its last part when the client
 closes (see INDEXING_THRESHOLD_KB). Edge's `optimize` holds the GIL for the whole build (~7 s
 for a segment of 33,000 chunks), which would stop every other thread of the process: an
-ingest's embedding requests with it. So a segment due while the store is written is indexed
-by a child process (`_Indexing`): the shard is closed, the child opens, optimizes and closes
-it, and meanwhile this process keeps its writes to that collection in order in memory; the
-first operation that must read the shard waits for the child, opens the shard again and
-applies them. The last part, at close, is indexed here: nothing waits for it any more.
+ingest's embedding requests with it. So during an ingest (`indexing_aside`) a segment due
+while the store is written is indexed by a child process (`_Indexing`): the shard is closed,
+the child opens, optimizes and closes it, and meanwhile this process keeps its writes to that
+collection in order in memory (one segment's worth at most); the first operation that must
+read the shard waits for the child, opens the shard again and applies them. The last part,
+at close, is indexed here: nothing waits for it any more.
 """
 
 import atexit
@@ -106,8 +107,14 @@ class _Indexing:
     """The child's stderr (a temporary file), for the message if it fails."""
     info: Any
     """The shard's `ShardInfo` when the build started: its counts while the child runs."""
+    room: int
+    """How many points may wait here: one segment's worth. A writer faster than the build
+    (a copy of a store: no embedding to wait for) then waits for it, rather than holding
+    everything in memory and leaving it all for one large index at close."""
     started: float = field(default_factory=time.perf_counter)
     pending: list[qe.UpdateOperation] = field(default_factory=list)
+    kept: int = 0
+    """Points in `pending`."""
 
     @property
     def running(self) -> bool:
@@ -154,7 +161,8 @@ class EdgeClient:
         self._unchecked: dict[str, int] = {}  # points written since the last index check
         self._indexing: dict[str, _Indexing] = {}  # segments a child process is indexing
         self._backlog: dict[str, deque[qe.UpdateOperation]] = {}  # writes kept during one
-        self._index_aside = True  # whether segments are indexed by a child (see _index_segment)
+        self._aside = 0  # blocks asking for segments to be indexed by a child (indexing_aside)
+        self._no_child = False  # a child could not index a segment: this process does it
         # Each collection file's text as read or written under the lease (an ingest reads its
         # store's metadata every batch); forgotten with the lease: others may change them then.
         self._config_texts: dict[str, str] = {}
@@ -184,6 +192,18 @@ class EdgeClient:
                 yield
             finally:
                 self._depth -= 1
+
+    @contextmanager
+    def indexing_aside(self) -> Iterator[None]:
+        """Through the block, index a segment due while the store is written in a child
+        process (see the module's docstring): for writers that wait on something else, whose
+        thread must not stop for seconds (an ingest's embedding requests). A writer that only
+        writes (a copy) is faster indexing here, one segment after another."""
+        self._aside += 1
+        try:
+            yield
+        finally:
+            self._aside -= 1
 
     def writing(self) -> AbstractContextManager[None]:
         """Be the store's one writer through the block; another writer waits until it ends."""
@@ -381,7 +401,8 @@ class EdgeClient:
         if self._unroomed >= ROOM_CHECK_POINTS:
             self._unroomed = 0
             self._check_room()
-        self._write(collection_name, qe.UpdateOperation.upsert_points(edge_points), wait)
+        operation = qe.UpdateOperation.upsert_points(edge_points)
+        self._write(collection_name, operation, wait, len(edge_points))
         unchecked = self._unchecked.get(collection_name, 0) + len(edge_points)
         self._unchecked[collection_name] = unchecked
         if unchecked >= INDEX_CHECK_POINTS and not (
@@ -403,7 +424,7 @@ class EdgeClient:
         info = _index_due(shard, config)
         if info is None:
             return
-        if not self._index_aside:
+        if not self._aside or self._no_child:
             _build_index(name, shard, info)
             return
         shard.flush()
@@ -425,11 +446,12 @@ class EdgeClient:
             )
         except (OSError, ValueError):  # cannot start one here (ValueError: no pass_fds)
             errors.close()
-            self._index_aside = False
+            self._no_child = True
             _build_index(name, self._shard(name), info)
             return
         _say_indexing(name, info)
-        self._indexing[name] = _Indexing(process, errors, info)
+        room = int(INDEXING_THRESHOLD_KB * 1024 / (4 * max(1, _dimension(config))))
+        self._indexing[name] = _Indexing(process, errors, info, max(1, room))
 
     def _settle(self, name: str) -> None:
         """Wait for a child indexing the shard and open it again; the writes kept meanwhile
@@ -446,7 +468,7 @@ class EdgeClient:
             seconds = time.perf_counter() - build.started
             sys.stderr.write(f"Indexed '{name}' in {seconds:.0f} s.\n")
         else:
-            self._index_aside = False
+            self._no_child = True
             why = reason[-1] if reason else f"exit status {code}"
             sys.stderr.write(
                 f"Indexing '{name}' in a helper process failed ({why}); this process indexes "
@@ -641,10 +663,11 @@ class EdgeClient:
             shard = self._shards[name] = qe.EdgeShard.load(str(self.path / name / SHARD_DIR))
         return shard
 
-    def _write(self, name: str, operation: qe.UpdateOperation, wait: bool) -> None:
+    def _write(self, name: str, operation: qe.UpdateOperation, wait: bool, points: int = 0) -> None:
         build = self._indexing.get(name)
-        if build is not None and build.running:
+        if build is not None and build.kept + points <= build.room and build.running:
             build.pending.append(operation)  # applied in order once the index is built
+            build.kept += points
             self._written.add(name)
             self._changed()
             return
@@ -706,6 +729,11 @@ def _read_generation(root: Path) -> int:
         return 0
 
 
+def _dimension(config: dict[str, Any]) -> int:
+    """The largest dense vector size of a collection (0 if it has none)."""
+    return max((v["size"] for v in config["vectors"].values()), default=0)
+
+
 def _index_due(shard: qe.EdgeShard, config: dict[str, Any], closing: bool = False) -> Any:
     """The shard's `ShardInfo` if enough of it is unindexed to be worth an index (see
     INDEXING_THRESHOLD_KB; closing, also the last part of a store that has one), else None."""
@@ -713,8 +741,7 @@ def _index_due(shard: qe.EdgeShard, config: dict[str, Any], closing: bool = Fals
     per_point = len(config["vectors"]) + len(config["sparse_vectors"])
     # Sparse vectors count as indexed as soon as they are stored; what is left is dense.
     unindexed = info.points_count * per_point - info.indexed_vectors_count
-    dimension = max((v["size"] for v in config["vectors"].values()), default=0)
-    unindexed_kb = unindexed * dimension * 4 / 1024  # as float32: thresholds count vectors
+    unindexed_kb = unindexed * _dimension(config) * 4 / 1024  # as float32: thresholds count vectors
     indexed = info.indexed_vectors_count > info.points_count * len(config["sparse_vectors"])
     tail = closing and config.get("segment_indexing") and indexed
     if unindexed_kb < INDEXING_THRESHOLD_KB and not (tail and unindexed_kb >= TAIL_INDEX_KB):

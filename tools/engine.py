@@ -101,6 +101,10 @@ class TurnTakingEngine(Engine, Protocol):
         """Be the store's one writer through a block."""
         ...
 
+    def indexing_aside(self) -> AbstractContextManager[None]:
+        """Through a block, build indexes without stopping this process's other threads."""
+        ...
+
     @property
     def generation(self) -> Any:
         """A value that changes whenever the stored points may have."""

@@ -685,6 +685,13 @@ class KnowledgeStore:
         with self._held():
             return self._search(query_vector, query_text, k, mode, sources, min_score, mmr, fusion)
 
+    def indexing_aside(self) -> AbstractContextManager[Any]:
+        """Through the block, the embedded store indexes a segment due while it is written in
+        a child process, so this process's other threads go on (an ingest's embedding
+        requests); a server indexes on its own anyway."""
+        aside = getattr(self.client, "indexing_aside", None)
+        return aside() if aside is not None else nullcontext()
+
     def _held(self) -> AbstractContextManager[Any]:
         """Keep the embedded store through a block (no writes in between); a server: no-op.
         (See `TurnTakingEngine`.)"""
