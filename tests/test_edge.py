@@ -538,20 +538,20 @@ def test_writes_kept_during_a_build_are_applied_in_their_order_a_slice_per_later
     client.close()
 
 
-def test_a_writer_faster_than_the_build_keeps_one_segment_at_most_then_waits_for_it(
+def test_a_writer_faster_than_the_build_keeps_two_segments_at_most_then_waits_for_it(
     tmp_path, monkeypatch, gate
 ):
     _small_segments(monkeypatch, gate)  # a segment: 240 points of 64 dimensions
-    vectors = _random_vectors(500)
+    vectors = _random_vectors(750)
     client = _dense_store(tmp_path / "edge")
     _grow(client, vectors, 0, 250)
     build = client._indexing["docs"]
-    _grow(client, vectors, 250, 450)  # 200 points kept while the child waits at the gate
-    assert build.running and build.kept == 200
+    _grow(client, vectors, 250, 700)  # 450 points kept while the child waits at the gate
+    assert build.running and build.kept == 450
     threading.Timer(0.3, gate.touch).start()
-    _grow(client, vectors, 450, 500)  # 250 would be more than a segment: waits for the build
+    _grow(client, vectors, 700, 750)  # 500 would be more than two: waits for the build
     assert "docs" not in client._indexing and not build.running
-    assert client.count("docs").count == 500
+    assert client.count("docs").count == 750
     assert client.get_collection("docs").indexed_vectors_count >= 240
     client.close()
 

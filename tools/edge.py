@@ -19,7 +19,7 @@ for a segment of 33,000 chunks), which would stop every other thread of the proc
 ingest's embedding requests with it. So during an ingest (`indexing_aside`) a segment due
 while the store is written is indexed by a child process (`_Indexing`): the shard is closed,
 the child opens, optimizes and closes it, and meanwhile this process keeps its writes to that
-collection in order in memory (one segment's worth at most); the first operation that must
+collection in order in memory (two segments' worth at most); the first operation that must
 read the shard waits for the child, opens the shard again and applies them. The last part,
 at close, is indexed here: nothing waits for it any more.
 """
@@ -108,9 +108,10 @@ class _Indexing:
     info: Any
     """The shard's `ShardInfo` when the build started: its counts while the child runs."""
     room: int
-    """How many points may wait here: one segment's worth. A writer faster than the build
-    (a copy of a store: no embedding to wait for) then waits for it, rather than holding
-    everything in memory and leaving it all for one large index at close."""
+    """How many points may wait here: two segments' worth (~230 MB at 33,000 768-d chunks
+    each), more than an ingest writes during a build even on 2 busy cores (~42,000 seen in
+    25 s). A writer faster than that then waits for the build, rather than holding everything
+    in memory and leaving it all for one large index at close."""
     started: float = field(default_factory=time.perf_counter)
     pending: list[qe.UpdateOperation] = field(default_factory=list)
     kept: int = 0
@@ -450,7 +451,7 @@ class EdgeClient:
             _build_index(name, self._shard(name), info)
             return
         _say_indexing(name, info)
-        room = int(INDEXING_THRESHOLD_KB * 1024 / (4 * max(1, _dimension(config))))
+        room = 2 * int(INDEXING_THRESHOLD_KB * 1024 / (4 * max(1, _dimension(config))))
         self._indexing[name] = _Indexing(process, errors, info, max(1, room))
 
     def _settle(self, name: str) -> None:
