@@ -538,6 +538,39 @@ def test_writes_kept_during_a_build_are_applied_in_their_order_a_slice_per_later
     client.close()
 
 
+def test_writes_not_yet_applied_when_the_next_segment_is_due_wait_for_its_build(
+    tmp_path, monkeypatch, gate, capfd
+):
+    from archivist.tools import edge
+
+    _small_segments(monkeypatch, gate)
+    monkeypatch.setattr(edge, "BACKLOG_SLICE", 1)  # one kept write applied per later write
+    monkeypatch.setattr(edge, "INDEX_CHECK_POINTS", 10)
+    monkeypatch.setattr(edge, "INDEXING_THRESHOLD_KB", 15)  # a segment: 60 points
+    vectors = _random_vectors(300)
+    client = _dense_store(tmp_path / "edge")
+
+    def one_at_a_time(start: int, stop: int) -> None:
+        for i in range(start, stop):
+            point = models.PointStruct(id=i, vector={DENSE: vectors[i].tolist()}, payload={"n": i})
+            client.upsert("docs", [point])
+
+    _grow(client, vectors, 0, 100)  # the first segment goes to the child
+    one_at_a_time(100, 200)  # 100 writes kept
+    gate.touch()
+    client._indexing["docs"].process.wait()
+    # Each write applies one kept write and joins the queue: the backlog stays 100 long while
+    # the shard's unindexed part grows to the next segment, whose build takes the backlog.
+    one_at_a_time(200, 300)
+    assert capfd.readouterr().err.count("Indexing store 'docs'") >= 2  # not 1: no waiting
+    assert client.count("docs").count == 300
+    assert sorted(p.id for p in client.scroll("docs", limit=1000)[0]) == list(range(300))
+    client.close()
+    client = EdgeClient(tmp_path / "edge")
+    assert client.get_collection("docs").indexed_vectors_count == 300
+    client.close()
+
+
 def test_a_writer_faster_than_the_build_keeps_two_segments_at_most_then_waits_for_it(
     tmp_path, monkeypatch, gate
 ):

@@ -113,7 +113,8 @@ class _Indexing:
     25 s). A writer faster than that then waits for the build, rather than holding everything
     in memory and leaving it all for one large index at close."""
     started: float = field(default_factory=time.perf_counter)
-    pending: list[qe.UpdateOperation] = field(default_factory=list)
+    pending: list[tuple[qe.UpdateOperation, int]] = field(default_factory=list)
+    """The writes kept, in order, each with its number of points."""
     kept: int = 0
     """Points in `pending`."""
 
@@ -161,7 +162,7 @@ class EdgeClient:
         self._flushed: dict[str, float] = {}
         self._unchecked: dict[str, int] = {}  # points written since the last index check
         self._indexing: dict[str, _Indexing] = {}  # segments a child process is indexing
-        self._backlog: dict[str, deque[qe.UpdateOperation]] = {}  # writes kept during one
+        self._backlog: dict[str, deque[tuple[qe.UpdateOperation, int]]] = {}  # kept during one
         self._aside = 0  # blocks asking for segments to be indexed by a child (indexing_aside)
         self._no_child = False  # a child could not index a segment: this process does it
         # Each collection file's text as read or written under the lease (an ingest reads its
@@ -406,9 +407,7 @@ class EdgeClient:
         self._write(collection_name, operation, wait, len(edge_points))
         unchecked = self._unchecked.get(collection_name, 0) + len(edge_points)
         self._unchecked[collection_name] = unchecked
-        if unchecked >= INDEX_CHECK_POINTS and not (
-            collection_name in self._indexing or collection_name in self._backlog
-        ):
+        if unchecked >= INDEX_CHECK_POINTS and collection_name not in self._indexing:
             self._unchecked[collection_name] = 0
             self._index_segment(collection_name)
         return _completed()
@@ -452,7 +451,11 @@ class EdgeClient:
             return
         _say_indexing(name, info)
         room = 2 * int(INDEXING_THRESHOLD_KB * 1024 / (4 * max(1, _dimension(config))))
-        self._indexing[name] = _Indexing(process, errors, info, max(1, room))
+        build = self._indexing[name] = _Indexing(process, errors, info, max(1, room))
+        # Writes of the last build not applied yet wait for this one (in their order): their
+        # points are indexed with the next segment.
+        build.pending = list(self._backlog.pop(name, ()))
+        build.kept = sum(points for _, points in build.pending)
 
     def _settle(self, name: str) -> None:
         """Wait for a child indexing the shard and open it again; the writes kept meanwhile
@@ -491,7 +494,7 @@ class EdgeClient:
             return
         shard = self._shards[name]
         for _ in range(len(backlog) if most is None else min(most, len(backlog))):
-            shard.update(backlog.popleft())
+            shard.update(backlog.popleft()[0])
         if not backlog:
             del self._backlog[name]
             _return_freed_memory()
@@ -667,7 +670,7 @@ class EdgeClient:
     def _write(self, name: str, operation: qe.UpdateOperation, wait: bool, points: int = 0) -> None:
         build = self._indexing.get(name)
         if build is not None and build.kept + points <= build.room and build.running:
-            build.pending.append(operation)  # applied in order once the index is built
+            build.pending.append((operation, points))  # applied in order after the build
             build.kept += points
             self._written.add(name)
             self._changed()
@@ -676,7 +679,7 @@ class EdgeClient:
         if name in self._backlog:
             self._catch_up(name, BACKLOG_SLICE)
             if name in self._backlog:
-                self._backlog[name].append(operation)
+                self._backlog[name].append((operation, points))
                 self._written.add(name)
                 self._changed()
                 return
