@@ -460,10 +460,11 @@ class EdgeClient:
     def _settle(self, name: str) -> None:
         """Wait for a child indexing the shard and open it again; the writes kept meanwhile
         become its backlog (see `_catch_up`)."""
-        build = self._indexing.pop(name, None)
+        build = self._indexing.get(name)
         if build is None:
             return
-        code = build.process.wait()
+        code = build.process.wait()  # (interrupted here, the build and its writes stay)
+        del self._indexing[name]
         build.errors.seek(0)
         reason = build.errors.read().decode("utf-8", "replace").strip().splitlines()
         build.errors.close()
