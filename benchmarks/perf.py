@@ -619,8 +619,7 @@ def char_limit(config: Config, texts: list[str]) -> float:
 
 def longest_gap(times: list[float]) -> float:
     """The longest pause between two consecutive requests, in seconds."""
-    ordered = sorted(times)
-    return max((b - a for a, b in zip(ordered, ordered[1:], strict=False)), default=0.0)
+    return max((gap for _, gap in longest_gaps(times, 1)), default=0.0)
 
 
 def longest_gaps(times: list[float], count: int) -> list[tuple[float, float]]:

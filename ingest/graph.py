@@ -512,8 +512,8 @@ class IngestSteps:
         return "prune" if state.get("prune") else END
 
     def close_queue(self, state: IngestState) -> None:
-        """Stop and forget the run's requests in flight, its record file being read and its
-        sparse-vector helper."""
+        """Stop and forget the run's requests in flight, its record file being read, its
+        helper process and what the store held when it began."""
         self.readers.pop(state.get("run", ""), None)
         self.held.pop(state.get("run", ""), None)
         queue = self.queues.pop(state.get("run", ""), None)

@@ -470,8 +470,7 @@ class EdgeClient:
         build.errors.close()
         self._shards[name] = qe.EdgeShard.load(str(self.path / name / SHARD_DIR))
         if code == 0:
-            seconds = time.perf_counter() - build.started
-            sys.stderr.write(f"Indexed '{name}' in {seconds:.0f} s.\n")
+            _say_indexed(name, build.started)
         else:
             self._no_child = True
             why = reason[-1] if reason else f"exit status {code}"
@@ -770,12 +769,16 @@ def _say_indexing(name: str, info: Any) -> None:
     sys.stderr.write(f"Indexing store '{name}' ({info.points_count} chunks) for fast search…\n")
 
 
+def _say_indexed(name: str, started: float) -> None:
+    sys.stderr.write(f"Indexed '{name}' in {time.perf_counter() - started:.0f} s.\n")
+
+
 def _build_index(name: str, shard: qe.EdgeShard, info: Any) -> None:
     """Index the shard here and now (holding the GIL throughout)."""
     _say_indexing(name, info)
     started = time.perf_counter()
     shard.optimize()
-    sys.stderr.write(f"Indexed '{name}' in {time.perf_counter() - started:.0f} s.\n")
+    _say_indexed(name, started)
 
 
 def _edge_config(
