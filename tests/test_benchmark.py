@@ -32,6 +32,10 @@ def test_the_mixed_corpus_is_half_chinese_and_the_limits_follow_the_cost_model(t
     assert perf.char_limit(config, ["x" * 65_000, "y" * 65_000]) == (
         pytest.approx((3 * 0.01 + 130 * 0.001 + 130 * 0.002) / 2)
     )
+    # As sent: 2 requests of 64 and 1 text, 90,000 and 500 characters.
+    assert perf.sent_floor(config, [(64, 90_000), (1, 500)]) == pytest.approx(
+        (2 * 0.01 + 65 * 0.001 + 90.5 * 0.002) / 2
+    )
     assert perf.longest_gap([3.0, 1.0, 1.5, 4.0]) == 1.5
     assert perf.longest_gap([2.0]) == 0.0
 
@@ -76,6 +80,13 @@ def test_every_measurement_runs_on_a_tiny_corpus(tmp_path):
     assert results["memory"]["longest_embed_gap_s"] >= 0
     assert mixed["reingest"]["unchanged"] == 6 and mixed["reingest"]["embed_requests"] == 0
     assert mixed["ingest"]["longest_embed_gap_s"] >= 0
+    # Every stored chunk was sent once, with the task prefix, in requests of at most 64,
+    # after the one text that asks a new store's embedding model for its dimension.
+    sent = mixed["ingest"]["sent"]
+    assert sent["texts"] == mixed["ingest"]["chunks"] + 1
+    assert sent["requests"] >= sent["texts"] / 64 and sent["chars"] > sent["texts"] * 17
+    assert set(results["memory"]["cpu_s"]) == {"ingest", "close", "helper", "index", "fake"}
+    assert results["memory"]["cpu_s"]["ingest"] > 0 and results["memory"]["cpu_s"]["fake"] > 0
     assert results["cli"]["ask_first_request_s"] > 0
     assert results["memory"]["limit_s"] >= 0
     rendered = perf.table(results)
@@ -84,6 +95,7 @@ def test_every_measurement_runs_on_a_tiny_corpus(tmp_path):
     assert "plus its helper process" in rendered and "importing what an ingest needs" in rendered
     assert "with no helper" in rendered
     assert "index build included (cost-model limit)" in rendered
+    assert "requests as sent" in rendered and "that 2 cores give" in rendered
     assert "hybrid, synthetic store of 1200 chunks" in rendered
 
 
