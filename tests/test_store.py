@@ -334,6 +334,45 @@ def test_asking_for_another_scheme_than_the_stores_is_refused(client):
         KnowledgeStore(client, "docs").check({**FINGERPRINT, "sparse": sparse.EDGE_SCHEME})
 
 
+def test_the_sparse_scheme_is_read_once_for_many_writes_and_again_once_another_client_rebuilt_it(
+    tmp_path, monkeypatch
+):
+    reads = []
+    plain = KnowledgeStore._encoder_of
+
+    def counted(self, fingerprint):
+        reads.append(fingerprint.get("sparse"))
+        return plain(self, fingerprint)
+
+    monkeypatch.setattr(KnowledgeStore, "_encoder_of", counted)
+    first, second = connect(tmp_path / "edge"), connect(tmp_path / "edge")
+    try:
+        store = KnowledgeStore(first, "docs")
+        store.ensure({**FINGERPRINT, "sparse": sparse.LEGACY_SCHEME})
+        with first.hold():  # as an ingest holds the store through its writes
+            for n in range(3):
+                add(store, f"note{n}.md", [f"Boots {n} need wax.", f"Tents {n} dry slowly."])
+        assert reads == [sparse.LEGACY_SCHEME]  # not again after each write of points
+        # Another client (another process) rebuilds the store in the new scheme.
+        rebuilt = KnowledgeStore(second, "docs")
+        rebuilt.drop()
+        rebuilt.ensure(FINGERPRINT)
+        with first.hold():  # as a search or an ingest reads it
+            assert store.sparse_encoder().scheme == SPARSE_SCHEME == sparse.EDGE_SCHEME
+            add(store, "boots.md", ["Boots NW-TX-2290 need wax-free spray."])
+        assert reads == [sparse.LEGACY_SCHEME, sparse.EDGE_SCHEME]
+        [vector] = [v for t, v in stored_sparse_vectors(store).items() if "NW" in t]
+        assert (
+            vector[0]
+            == sparse.encoder(sparse.EDGE_SCHEME).document("Boots NW-TX-2290 need wax-free spray.")[
+                0
+            ]
+        )
+    finally:
+        first.close()
+        second.close()
+
+
 def test_chunks_tied_in_score_come_back_in_the_same_order_whatever_order_they_were_written(client):
     # 60 chunks that each hold the query's one term once: BM25 scores them all the same, more
     # than a ranking's depth (20), so which ones come back is decided by the tie-break alone.

@@ -168,6 +168,7 @@ class EdgeClient:
         # Each collection file's text as read or written under the lease (an ingest reads its
         # store's metadata every batch); forgotten with the lease: others may change them then.
         self._config_texts: dict[str, str] = {}
+        self._settings_writes = 0  # collections this client made, changed or deleted
         self._closed = False
         # Closing flushes the shards, indexes a grown store's last part and releases the lock.
         # The CLI (when a command ends), the server and `archivist copy` close explicitly, but
@@ -215,6 +216,12 @@ class EdgeClient:
     def generation(self) -> tuple[int, int]:
         """A value that changes whenever the stored points may have; read it inside `hold`."""
         return self._generation, self._local_writes
+
+    @property
+    def settings_generation(self) -> tuple[int, int]:
+        """A value that changes whenever a collection's settings or metadata may have: another
+        process wrote (as `generation`), or this client made, changed or deleted one."""
+        return self._generation, self._settings_writes
 
     def _changed(self) -> None:
         """Record a write: the first one of a lease moves the store's generation on."""
@@ -375,6 +382,7 @@ class EdgeClient:
         self._written.discard(collection_name)
         self._flushed.pop(collection_name, None)
         self._config_texts.pop(collection_name, None)
+        self._settings_writes += 1
         self._config_file(collection_name).unlink()
         shutil.rmtree(self.path / collection_name, ignore_errors=True)
         self._changed()
@@ -711,6 +719,7 @@ class EdgeClient:
 
     def _write_config(self, name: str, config: dict[str, Any]) -> None:
         text = json.dumps(config, ensure_ascii=False, indent=1)
+        self._settings_writes += 1
         self._config_texts.pop(name, None)
         _write_atomic(self._config_file(name), text)
         self._config_texts[name] = text

@@ -273,10 +273,11 @@ class KnowledgeStore:
         """The encoder of the store's sparse scheme, for its queries and for chunks added to
         it: one store never mixes two vocabularies.
 
-        Read again when the embedded store changed (its `generation`: another process may
-        have rebuilt it); a server's store is read once per `KnowledgeStore`.
+        Read again when the embedded store's settings may have changed (its
+        `settings_generation`: another process may have rebuilt it), not after each write of
+        points; a server's store is read once per `KnowledgeStore`.
         """
-        generation = getattr(self.client, "generation", None)
+        generation = getattr(self.client, "settings_generation", None)
         if self._sparse is None or self._sparse[0] != generation:
             self._sparse = (generation, self._encoder_of(self.fingerprint))
         return self._sparse[1]
