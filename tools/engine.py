@@ -110,6 +110,11 @@ class TurnTakingEngine(Engine, Protocol):
         """A value that changes whenever the stored points may have."""
         ...
 
+    @property
+    def settings_generation(self) -> Any:
+        """A value that changes whenever a collection's settings or metadata may have."""
+        ...
+
 
 def scroll_pages(
     engine: Engine,
