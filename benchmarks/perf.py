@@ -446,10 +446,11 @@ class _Stamped:
         self.stream.flush()
 
 
-def _children_cpu() -> dict[int, tuple[str, float]]:
+def _children_cpu() -> dict[int, tuple[str | None, float]]:
     """This process's children and the CPU seconds each has used, if Linux tells: the
-    ingest's helper process ('helper') and the processes indexing its segments ('index')."""
-    found: dict[int, tuple[str, float]] = {}
+    ingest's helper process ('helper') and the processes indexing its segments ('index');
+    None for one whose command line does not say (not started yet, or ended, unreaped)."""
+    found: dict[int, tuple[str | None, float]] = {}
     me, tick = str(os.getpid()), os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
     for entry in Path("/proc").glob("[0-9]*"):
         try:
@@ -459,7 +460,13 @@ def _children_cpu() -> dict[int, tuple[str, float]]:
             command = (entry / "cmdline").read_bytes()
         except (OSError, IndexError):
             continue  # ended meanwhile
-        kind = "index" if b"qdrant_edge" in command else "helper"
+        kind = (
+            "index"
+            if b"qdrant_edge" in command
+            else "helper"
+            if b"archivist.ingest.worker" in command
+            else None
+        )
         found[int(entry.name)] = (kind, (int(fields[11]) + int(fields[12])) / tick)
     return found
 
@@ -474,13 +481,16 @@ def _memory_child_main(corpus: str, home: str, url: str) -> None:
     # helper's CPU is sampled too: the children's total (helper and index builds) comes
     # from the kernel once they are waited for.
     peak_anon = [0.0]
-    children: dict[int, tuple[str, float]] = {}
+    children: dict[int, tuple[str | None, float]] = {}
     stop = threading.Event()
 
     def sample() -> None:
         while not stop.wait(0.2):
             peak_anon[0] = max(peak_anon[0], _rss_anon_mb() or 0.0)
-            children.update(_children_cpu())
+            for pid, (kind, cpu) in _children_cpu().items():
+                kind = kind or children.get(pid, (None, 0.0))[0]
+                if kind is not None:
+                    children[pid] = (kind, cpu)
 
     threading.Thread(target=sample, daemon=True).start()
     started, started_at = time.perf_counter(), time.time()
