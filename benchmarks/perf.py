@@ -940,6 +940,27 @@ def run_mixed(config: Config, work: Path, log: Callable[[str], None] = print) ->
     return results
 
 
+def fixed_work() -> float:
+    """CPU seconds of one fixed piece of Python work (regex, counting, JSON, sorting: the
+    kinds an ingest does), best of three: how fast this machine runs Python at the moment.
+    A shared machine's speed moves between hours; CPU figures of runs made at different
+    moments compare fairly only beside it."""
+    import re
+    from collections import Counter
+
+    text = "refund delivery receipt warranty boots 退货 换货 发票 order 2290 " * 2000
+
+    def once() -> float:
+        started = time.process_time()
+        for _ in range(40):
+            words = re.findall(r"\w+", text)
+            json.loads(json.dumps(Counter(words)))
+            sorted(words)
+        return time.process_time() - started
+
+    return round(min(once() for _ in range(3)), 3)
+
+
 def machine() -> dict[str, Any]:
     """What the figures were measured on."""
     cpu = platform.processor() or platform.machine()
@@ -955,6 +976,7 @@ def machine() -> dict[str, Any]:
         "python": platform.python_version(),
         "system": f"{platform.system()} {platform.release()}",
         "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+        "fixed_work_cpu_s_at_start": fixed_work(),
     }
 
 
@@ -1094,6 +1116,14 @@ def table(r: dict[str, Any]) -> str:
         f"Machine: {m['cpu']}, {m['cores']} cores, {m['system']}, Python {m['python']}; "
         f"load average at start {m['load_average_at_start']}."
     )
+    if "fixed_work_cpu_s_at_start" in m:  # runs before session 6 did not measure it
+        end = m.get("fixed_work_cpu_s_at_end")
+        lines.append(
+            "Its speed: a fixed piece of Python work took "
+            f"{m['fixed_work_cpu_s_at_start']:.3f} s of CPU at the start"
+            + (f", {end:.3f} s at the end" if end is not None else "")
+            + " (CPU figures scale with it)."
+        )
     return "\n".join(lines)
 
 
@@ -1265,6 +1295,7 @@ def main(argv: list[str] | None = None) -> int:
             results = run(config, work, log)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    results["machine"]["fixed_work_cpu_s_at_end"] = fixed_work()
     args.out.mkdir(parents=True, exist_ok=True)
     name = "perf-quick" if args.quick else "perf"
     if args.mixed_only:

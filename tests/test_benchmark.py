@@ -97,6 +97,8 @@ def test_every_measurement_runs_on_a_tiny_corpus(tmp_path):
     assert "with no helper" in rendered
     assert "index build included (cost-model limit)" in rendered
     assert "requests as sent" in rendered and "that 2 cores give" in rendered
+    assert results["machine"]["fixed_work_cpu_s_at_start"] > 0
+    assert "a fixed piece of Python work took" in rendered
     assert "hybrid, synthetic store of 1200 chunks" in rendered
 
 
