@@ -942,9 +942,8 @@ def run_mixed(config: Config, work: Path, log: Callable[[str], None] = print) ->
 
 def fixed_work() -> float:
     """CPU seconds of one fixed piece of Python work (regex, counting, JSON, sorting: the
-    kinds an ingest does), best of three: how fast this machine runs Python at the moment.
-    A shared machine's speed moves between hours; CPU figures of runs made at different
-    moments compare fairly only beside it."""
+    kinds an ingest does), best of three: how fast this machine ran Python at the moment,
+    printed beside the figures so that runs made at different moments can be told apart."""
     import re
     from collections import Counter
 
@@ -1122,7 +1121,7 @@ def table(r: dict[str, Any]) -> str:
             "Its speed: a fixed piece of Python work took "
             f"{m['fixed_work_cpu_s_at_start']:.3f} s of CPU at the start"
             + (f", {end:.3f} s at the end" if end is not None else "")
-            + " (CPU figures scale with it)."
+            + " (the same work's CPU moves by up to half between minutes on a shared machine)."
         )
     return "\n".join(lines)
 
