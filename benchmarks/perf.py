@@ -15,9 +15,14 @@ plus 1 ms a text, 2 requests at a time) and measures:
 * the retrieval tool's latency without the query embedding, dense and hybrid, on the
   ingested store, and on synthetic stores of 10,000 and 100,000 chunks (random 768-d vectors,
   generated English text) — the sizes the targets name;
-* peak memory (max RSS) of a child process ingesting 100,000 chunks, index build included;
+* peak memory (max RSS) of a child process ingesting 100,000 chunks, index build included,
+  with its wall time against its limit and the CPU each process spent on it (the ingest, its
+  helper, the index builds, the fake) against what the machine's cores give;
 * agent overhead per turn with model time excluded, `archivist --help` wall time and the
-  time `archivist chat` takes to show its prompt.
+  time `archivist chat` takes to show its prompt;
+* the mixed English/Chinese corpus: our CPU with an instant embedder (and the store's
+  upserts' share of it), the ingest against a fake whose cost grows with the characters,
+  beside the floor of the requests as sent, and the unchanged re-ingest.
 
 Needs the `dev` and `bench` extras (`pip install -e ".[dev,bench]"`).
 """
@@ -722,7 +727,8 @@ def _upsert_cpu(spent: list[float]) -> Iterator[None]:
 
 def instant_cpu(corpus: Path, home: Path, helper: bool = True) -> dict[str, Any]:
     """Our CPU ingesting `corpus` with an instant embedder: the ingest process's (every
-    thread) and its helper process's; `helper=False` does all the work in the ingest process."""
+    thread; the store's upserts apart too) and its helper process's; `helper=False` does all
+    the work in the ingest process."""
     from archivist.ingest import worker
 
     min_chars = worker.MIN_CHARS
