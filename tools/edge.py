@@ -154,6 +154,7 @@ class EdgeClient:
         self._lease = Lease(self.path, self._give_up, wait, notify)
         self._writer = WriterLock(self.path, wait, notify)
         self._generation = 0  # the store's, as read when the lease was last taken
+        self._seen_generation = 0  # the same, not moved on by this client's own writes
         self._bumped = False  # whether this lease's writes have moved the generation on yet
         self._local_writes = 0
         self._depth = 0  # operations under way (nested), during which the store is kept
@@ -188,7 +189,7 @@ class EdgeClient:
             if not self._lease.held:
                 self._lease.acquire()
                 self._config_texts.clear()
-                self._generation = _read_generation(self.path)
+                self._generation = self._seen_generation = _read_generation(self.path)
                 self._bumped = False
             self._depth += 1
             try:
@@ -219,9 +220,10 @@ class EdgeClient:
 
     @property
     def settings_generation(self) -> tuple[int, int]:
-        """A value that changes whenever a collection's settings or metadata may have: another
-        process wrote (as `generation`), or this client made, changed or deleted one."""
-        return self._generation, self._settings_writes
+        """A value that changes whenever a collection's settings or metadata may have: the
+        store's generation when the lease was taken (another process may have written before),
+        or this client made, changed or deleted one; read it inside `hold`."""
+        return self._seen_generation, self._settings_writes
 
     def _changed(self) -> None:
         """Record a write: the first one of a lease moves the store's generation on."""

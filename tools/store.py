@@ -277,10 +277,11 @@ class KnowledgeStore:
         `settings_generation`: another process may have rebuilt it), not after each write of
         points; a server's store is read once per `KnowledgeStore`.
         """
-        generation = getattr(self.client, "settings_generation", None)
-        if self._sparse is None or self._sparse[0] != generation:
-            self._sparse = (generation, self._encoder_of(self.fingerprint))
-        return self._sparse[1]
+        with self._held():  # the value as of now: read with the store held
+            generation = getattr(self.client, "settings_generation", None)
+            if self._sparse is None or self._sparse[0] != generation:
+                self._sparse = (generation, self._encoder_of(self.fingerprint))
+            return self._sparse[1]
 
     def _encoder_of(self, fingerprint: dict[str, Any]) -> sparse.SparseEncoder:
         scheme = fingerprint.get("sparse")
@@ -469,6 +470,19 @@ class KnowledgeStore:
         `version`, all of it in one indexed value that `sources` counts). Sparse vectors
         made ahead (of the store's `sparse_scheme`) are taken as given; those missing (None)
         are made here."""
+        # Held through: the vectors are made in the scheme the store has when it is written.
+        with self._held():
+            self._upsert(chunks, vectors, doc_hashes, doc_chunks, ingested_at, sparse_vectors)
+
+    def _upsert(
+        self,
+        chunks: Sequence[Chunk],
+        vectors: Sequence[Sequence[float]],
+        doc_hashes: Sequence[str],
+        doc_chunks: Sequence[int],
+        ingested_at: float | Sequence[float] | None,
+        sparse_vectors: Sequence[tuple[list[int], list[float]] | None] | None,
+    ) -> None:
         now = time.time() if ingested_at is None else ingested_at
         encode = self.sparse_encoder().document
         times = [now] * len(chunks) if isinstance(now, float | int) else now
