@@ -678,31 +678,34 @@ class EdgeClient:
         return shard
 
     def _write(self, name: str, operation: qe.UpdateOperation, wait: bool, points: int = 0) -> None:
+        shard = self._apply(name, operation, points)
+        self._written.add(name)
+        self._changed()
+        # Edge logs each update in its write-ahead log before applying it, so the update
+        # survives a crash of this process. Flushing (~50 ms) happens at most every
+        # FLUSH_INTERVAL seconds and at close, as a Qdrant server does.
+        now = time.monotonic()
+        if shard is not None and wait and now - self._flushed.get(name, 0.0) >= FLUSH_INTERVAL:
+            shard.flush()
+            self._flushed[name] = now
+
+    def _apply(self, name: str, operation: qe.UpdateOperation, points: int) -> qe.EdgeShard | None:
+        """Apply a write to the shard and return it, or keep the write for later, in order,
+        and return None: while a child indexes the shard (room permitting), or while the
+        last build's backlog is still being applied (see `_catch_up`)."""
         build = self._indexing.get(name)
         if build is not None and build.kept + points <= build.room and build.running:
             build.pending.append((operation, points))  # applied in order after the build
             build.kept += points
-            self._written.add(name)
-            self._changed()
-            return
+            return None
         shard = self._open(name)
         if name in self._backlog:
             self._catch_up(name, BACKLOG_SLICE)
             if name in self._backlog:
                 self._backlog[name].append((operation, points))
-                self._written.add(name)
-                self._changed()
-                return
-        # Edge logs each update in its write-ahead log before applying it, so the update
-        # survives a crash of this process. Flushing (~50 ms) happens at most every
-        # FLUSH_INTERVAL seconds and at close, as a Qdrant server does.
+                return None
         shard.update(operation)
-        self._written.add(name)
-        self._changed()
-        now = time.monotonic()
-        if wait and now - self._flushed.get(name, 0.0) >= FLUSH_INTERVAL:
-            shard.flush()
-            self._flushed[name] = now
+        return shard
 
     def _config_file(self, name: str) -> Path:
         return self.path / name / COLLECTION_FILE
