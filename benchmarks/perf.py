@@ -669,24 +669,24 @@ def char_limit(config: Config, texts: list[str]) -> float:
     request, as many requests at a time as it serves (the cost model alone)."""
     chars = sum(map(len, texts))
     pieces = -(-chars // 1000)
-    requests = -(-pieces // 64)
-    busy = (
-        requests * config.char_embed_delay
-        + pieces * config.char_embed_delay_per_text
-        + chars / 1000 * config.char_embed_delay_per_kchar
-    )
-    return busy / config.embed_concurrency
+    return _char_cost(config, -(-pieces // 64), pieces, chars)
 
 
 def sent_floor(config: Config, sizes: list[tuple[int, int]]) -> float:
     """The char-cost embedder's time for the requests as they were sent, (texts, characters)
     each, as many at a time as it serves: the cost model alone, which no ingest sending
     these chunks can beat (the limit above counts each character of the corpus once)."""
-    busy = sum(
-        config.char_embed_delay
+    texts, chars = sum(n for n, _ in sizes), sum(c for _, c in sizes)
+    return _char_cost(config, len(sizes), texts, chars)
+
+
+def _char_cost(config: Config, requests: int, texts: int, chars: int) -> float:
+    """The char-cost model's time for that many requests, texts and characters, served
+    `embed_concurrency` at a time."""
+    busy = (
+        requests * config.char_embed_delay
         + texts * config.char_embed_delay_per_text
         + chars / 1000 * config.char_embed_delay_per_kchar
-        for texts, chars in sizes
     )
     return busy / config.embed_concurrency
 
