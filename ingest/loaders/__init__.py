@@ -26,12 +26,13 @@ from archivist.ingest.loaders.base import (
 from archivist.ingest.loaders.community import load_with, loader_for
 from archivist.ingest.loaders.mail import load_eml
 from archivist.ingest.loaders.office import (
+    SPREADSHEETS,
     load_docx,
     load_epub,
     load_odt,
     load_pptx,
     load_rtf,
-    load_xlsx,
+    load_spreadsheet,
 )
 from archivist.ingest.loaders.pdf import load_pdf, strip_repeated_lines
 from archivist.ingest.loaders.records import (
@@ -88,7 +89,7 @@ LOADERS: dict[str, Loader] = {
     ".pdf": load_pdf,
     ".docx": load_docx,
     ".pptx": load_pptx,
-    ".xlsx": load_xlsx,
+    **dict.fromkeys(SPREADSHEETS, load_spreadsheet),
     ".odt": load_odt,
     ".epub": load_epub,
     ".rtf": load_rtf,

@@ -1,4 +1,5 @@
-"""Office and e-book formats: DOCX, PPTX, XLSX, ODT, EPUB, RTF.
+"""Office and e-book formats: DOCX, PPTX, spreadsheets (XLSX, XLSM, XLSB, XLS, ODS), ODT,
+EPUB, RTF.
 
 The zip packages are checked before any part is parsed (see `open_package`): their XML is
 what costs memory, and a small file can unpack to gigabytes.
@@ -130,42 +131,85 @@ def _shape_text(shape) -> list[str]:
     return []
 
 
-def load_xlsx(path: Path, options: LoaderOptions) -> list[Section]:
-    """Load a workbook: one section per sheet, a row per line; under a header row of labels,
-    each row reads `label: value; label: value`."""
-    import openpyxl
+# Spreadsheet formats python-calamine reads; the zip-based ones are size-checked first.
+SPREADSHEETS = {".xlsx": "XLSX", ".xlsm": "XLSM", ".xlsb": "XLSB", ".xls": "XLS", ".ods": "ODS"}
+_OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+_CORE = {"dc": "http://purl.org/dc/elements/1.1/"}
 
-    open_package(path, "XLSX").close()
+
+def load_spreadsheet(path: Path, options: LoaderOptions) -> list[Section]:
+    """Load a workbook (.xlsx, .xlsm, .xlsb, .xls, .ods): one section per sheet, a row per
+    line; under a header row of labels, each row reads `label: value; label: value`.
+
+    The cells are read by python-calamine (Rust), which reads the cells a sheet holds rather
+    than the range it declares: a sheet claiming `A1:XFD1048576` over a million empty styled
+    rows costs what its few real cells cost.
+    """
+    import python_calamine as calamine
+
+    kind = SPREADSHEETS.get(path.suffix.lower(), "spreadsheet")
+    title = _workbook_title(path, kind)
     try:
-        # read_only streams the sheets' XML instead of building every cell at once.
-        book = openpyxl.load_workbook(str(path), read_only=True, data_only=True)
-    except Exception as exc:
-        raise LoadError(f"damaged XLSX: {exc}") from None
+        book = calamine.CalamineWorkbook.from_path(str(path))
+    except calamine.PasswordError:
+        raise LoadError(
+            f"encrypted {kind} (password-protected): save a copy without the password in "
+            "your spreadsheet program and ingest that"
+        ) from None
+    except Exception as exc:  # calamine's errors: zip, XML, CFB, unsupported sheet types
+        raise LoadError(f"damaged {kind}: {exc}") from None
     try:
-        title = book.properties.title if book.properties else None
         sections = []
-        for sheet in book.worksheets:
-            rows = [
-                [_cell(v) for v in row]
-                for row in sheet.iter_rows(values_only=True)
-                if any(v not in (None, "") for v in row)
-            ]
-            if not rows:
-                continue
-            header = rows[0]
-            labelled = len(rows) > 1 and all(isinstance(v, str) and v for v in header if v)
-            lines = []
-            for row in rows[1:] if labelled else rows:
-                if labelled:
-                    cells = [f"{h}: {v}" for h, v in zip(header, row, strict=False) if h and v]
-                    lines.append("; ".join(cells))
-                else:
-                    lines.append(" | ".join(v for v in row if v))
-            text = f"# {sheet.title}\n\n" + "\n".join(line for line in lines if line)
-            sections.append(Section(text, clean_metadata({"title": title, "sheet": sheet.title})))
+        for meta in book.sheets_metadata:
+            if meta.typ != calamine.SheetTypeEnum.WorkSheet:
+                continue  # chart and macro sheets hold no cells to read
+            try:
+                values = book.get_sheet_by_name(meta.name).to_python(skip_empty_area=True)
+            except Exception as exc:
+                raise LoadError(f"damaged {kind}: sheet {meta.name!r}: {exc}") from None
+            if text := _sheet_text(meta.name, values):
+                sections.append(Section(text, clean_metadata({"title": title, "sheet": meta.name})))
     finally:
         book.close()
     return sections
+
+
+def _sheet_text(name: str, values: list[list[Any]]) -> str:
+    """A sheet as text: its non-empty rows, labelled by a header row of labels if it has one."""
+    rows = [[_cell(v) for v in row] for row in values]
+    rows = [row for row in rows if any(row)]
+    if not rows:
+        return ""
+    header = rows[0]
+    labelled = len(rows) > 1 and all(isinstance(v, str) and v for v in header if v)
+    lines = []
+    for row in rows[1:] if labelled else rows:
+        if labelled:
+            cells = [f"{h}: {v}" for h, v in zip(header, row, strict=False) if h and v]
+            lines.append("; ".join(cells))
+        else:
+            lines.append(" | ".join(v for v in row if v))
+    return f"# {name}\n\n" + "\n".join(line for line in lines if line)
+
+
+def _workbook_title(path: Path, kind: str) -> str | None:
+    """The workbook's title from its document properties (zip packages only), checked for
+    size like every package; None when it has none. An OLE file (legacy .xls, or an
+    encrypted OOXML package) is left to calamine."""
+    with path.open("rb") as handle:
+        if handle.read(len(_OLE_MAGIC)) == _OLE_MAGIC:
+            return None
+    with open_package(path, kind) as package:
+        # Part names are case-insensitive in practice (`docProps/Core.xml` exists).
+        names = {name.lower(): name for name in package.namelist()}
+        part = names.get("docprops/core.xml") or names.get("meta.xml")
+        if part is None:
+            return None
+        try:
+            root = ET.fromstring(package.read(part))
+        except ET.ParseError:
+            return None  # the properties are optional: the cells may still read
+    return root.findtext(".//dc:title", default="", namespaces=_CORE).strip() or None
 
 
 def _cell(value: Any) -> str:
