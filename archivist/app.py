@@ -2,7 +2,6 @@
 
 import hashlib
 import math
-import os
 import re
 import time
 from collections.abc import Iterator, Sequence
@@ -30,7 +29,8 @@ from archivist.turnlog import TurnLog, logged_turn
 
 if TYPE_CHECKING:
     from archivist.agent.langchain import StoreRetriever
-    from archivist.ingest.embedder import EmbedSettings
+    from archivist.ingest.pipeline import IngestReport
+    from archivist.ingest.request import IngestRequest
     from archivist.tools.progress import ProgressFn
 
 
@@ -138,72 +138,43 @@ class Archivist:
 
     def ingest(
         self,
-        paths: Sequence[str],
-        store: str,
-        prune: bool = False,
-        description: str | None = None,
-        on_progress: "ProgressFn | None" = None,
+        request: "IngestRequest | Sequence[str]",
+        store: str | None = None,
         *,
-        reindex: bool = False,
-        chunk_size: int | None = None,
-        chunk_overlap: int | None = None,
-        batch_size: int | None = None,
-        concurrency: int | None = None,
-        text_field: str | None = None,
-        id_field: str | None = None,
-        embed: "EmbedSettings | None" = None,
-        shard: str | None = None,
-        text_extensions: Sequence[str] = (),
-        loaders: Sequence[str] = (),
-        include: Sequence[str] = (),
-        exclude: Sequence[str] = (),
-        allow_chat_embedder: bool = False,
-    ) -> dict[str, Any]:
+        on_progress: "ProgressFn | None" = None,
+        release: bool = False,
+        **options: Any,
+    ) -> "IngestReport":
         """Bring a store in sync with files and folders; return the ingest report.
 
-        With `reindex`, a store built with another embedding model is rebuilt and swapped in
-        when done; with `shard` ("i/N"), only that part of the sources is ingested (and
-        pruned). `text_extensions` are read as plain text (`.py`); `loaders` name LangChain
-        document loaders for file patterns (`*.xml=module:Class`); `include`/`exclude` are
-        globs on paths inside the folders (gitignore syntax). A chat model is refused as the
-        embedder unless `allow_chat_embedder`. The decisions are the write path's
-        (`archivist.ingest.pipeline`).
+        Give an `IngestRequest`, or the paths, the store and its options, which
+        `IngestRequest.build` checks (`reindex`, `shard`, `chunk_size`, `include`, …). With
+        `release`, the store is released when the run is done (the embedded store indexes
+        what was written as it closes), within the report's `seconds`. The decisions are
+        the write path's (`archivist.ingest.pipeline`).
         """
-        from archivist.ingest.pipeline import ingest_options, plan_ingest
+        from archivist.ingest.pipeline import plan_ingest
+        from archivist.ingest.request import IngestRequest
 
-        missing = [p for p in paths if not os.path.lexists(p)]
-        if missing and len(missing) == len(paths):
-            raise ArchivistError(
-                f"Nothing to ingest: {', '.join(map(str, missing))} does not exist.",
-                "Check the path (relative paths start from the current folder); the store was "
-                "not created.",
-            )
-        options = ingest_options(
-            prune=prune,
-            description=description,
-            reindex=reindex,
-            chunk_size=chunk_size,
-            chunk_overlap=chunk_overlap,
-            batch_size=batch_size,
-            concurrency=concurrency,
-            text_field=text_field,
-            id_field=id_field,
-            embed=embed,
-            shard=shard,
-            text_extensions=text_extensions,
-            loaders=loaders,
-            include=include,
-            exclude=exclude,
-        )
+        started = time.perf_counter()
+        if not isinstance(request, IngestRequest):
+            if store is None:
+                raise TypeError("ingest(paths, store, ...) needs the store's name")
+            request = IngestRequest.build(request, store, **options)
+        elif store is not None or options:
+            raise TypeError("ingest(request) takes its options from the request")
         with self.released_on_failure():
-            context = models.embed_context(self.settings, allow_chat=allow_chat_embedder)
+            context = models.embed_context(self.settings, allow_chat=request.allow_chat_embedder)
         # One writer at a time; searches get through between its writes.
         with self.writing():
-            target = self.store(store, must_exist=False)
-            job = plan_ingest(target, self.embeddings, options, context)
+            target = self.store(request.store, must_exist=False)
+            job = plan_ingest(request, target, self.embeddings, context)
             with self.released_on_failure(doing="Ingest stopped", then=job.kept):
-                report = job.run(list(paths), on_progress)
-            return job.finish(report)
+                outcome = job.run(on_progress)
+            points = job.finish()
+        if release:
+            self.close()
+        return job.report(outcome, points, time.perf_counter() - started)
 
     def search(
         self,

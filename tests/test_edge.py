@@ -390,7 +390,7 @@ def test_a_move_killed_at_any_step_is_done_again_whole(tmp_path):
 
 def test_the_sample_store_ingests_into_edge_and_searches(archivist):
     report = archivist.ingest([str(SHOP)], "shop_docs")
-    assert report["points"] > 0 and not report["failed"]
+    assert report.points > 0 and not report.failed
     assert (archivist.settings.home / "edge" / "shop_docs" / COLLECTION_FILE).is_file()
     assert archivist.search("refund days", "shop_docs")[0]["source"].startswith("refund")
 
@@ -609,7 +609,7 @@ def test_an_ingest_has_its_segments_indexed_by_a_child(archivist, tmp_path, monk
     program = f"open({str(marker)!r}, 'w').close()\n" + edge.INDEX_PROGRAM
     monkeypatch.setattr(edge, "INDEX_PROGRAM", program)
     report = archivist.ingest([str(SHOP)], "shop_docs")
-    assert report["points"] >= 20 and marker.exists()
+    assert report.points >= 20 and marker.exists()
     assert archivist.search("refund days", "shop_docs")[0]["source"].startswith("refund")
 
 
