@@ -18,6 +18,7 @@ from archivist.tools.embedding import PrefixedEmbeddings, default_prefixes
 from archivist.tools.errors import ArchivistError, ModelMissing
 from archivist.tools.store import (
     Chunk,
+    ChunkWrite,
     KnowledgeStore,
     SearchMode,
     connect,
@@ -295,12 +296,12 @@ class Archivist:
             chunks = [
                 Chunk(p["text"], p["source"], p["chunk_index"], p.get("metadata", {})) for p in part
             ]
+            vectors = embedder.embed_documents([c.text for c in chunks])
             target.upsert(
-                chunks,
-                embedder.embed_documents([c.text for c in chunks]),
-                [p["doc_hash"] for p in part],
-                [p["doc_chunks"] for p in part],
-                part[0]["ingested_at"] if part else None,
+                [
+                    ChunkWrite(c, v, p["doc_hash"], p["doc_chunks"], part[0]["ingested_at"])
+                    for c, v, p in zip(chunks, vectors, part, strict=True)
+                ]
             )
         target.annotate(built_s=round(time.perf_counter() - started, 3))
 

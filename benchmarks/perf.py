@@ -374,7 +374,7 @@ def synthetic_store(home: Path, chunks: int, seed: int = 3) -> dict[str, Any]:
     """Fill a store with `chunks` random 768-d chunks through KnowledgeStore.upsert; time it."""
     import numpy as np
 
-    from archivist.tools.store import Chunk, KnowledgeStore, connect
+    from archivist.tools.store import Chunk, ChunkWrite, KnowledgeStore, connect
 
     rng, texts = np.random.default_rng(seed), random.Random(seed)
     client = connect(home / "edge")
@@ -396,7 +396,9 @@ def synthetic_store(home: Path, chunks: int, seed: int = 3) -> dict[str, Any]:
             Chunk(_english(texts, 600), f"doc{(start + i) // 8:05d}.md", (start + i) % 8)
             for i in range(size)
         ]
-        store.upsert(batch, vectors.tolist(), ["h"] * size, [8] * size)
+        store.upsert(
+            [ChunkWrite(c, v, "h", 8) for c, v in zip(batch, vectors.tolist(), strict=True)]
+        )
     upserted = time.perf_counter() - started
     client.close()  # builds the HNSW index once the shard outgrows exact search
     return {

@@ -43,7 +43,7 @@ from archivist.ingest.sync import (
 )
 from archivist.tools.embedding import PrefixedEmbeddings
 from archivist.tools.progress import ProgressFn, ignore
-from archivist.tools.store import SPARSE_SCHEME, Chunk, KnowledgeStore
+from archivist.tools.store import SPARSE_SCHEME, Chunk, ChunkWrite, KnowledgeStore
 
 DIMENSION_PROBE = "dimension probe"
 LOOKAHEAD = 2
@@ -473,12 +473,7 @@ class IngestSteps:
         (if the store held any of its chunks: `held`, None when not known)."""
         offset = 0
         parts: list[tuple[PendingDoc, list[Chunk]]] = []
-        chunks: list[Chunk] = []
-        kept: list[list[float]] = []
-        hashes: list[str] = []
-        totals: list[int] = []
-        times: list[float] = []
-        made: list[tuple[list[int], list[float]] | None] = []
+        writes: list[ChunkWrite] = []
         for source, i, j in segments:
             part, offset = vectors[offset : offset + j - i], offset + j - i
             doc = by_source.get(source)
@@ -486,15 +481,15 @@ class IngestSteps:
                 continue  # a document another request failed
             piece, total = doc.chunks[i:j], len(doc.chunks)
             parts.append((doc, piece))
-            chunks += piece
-            kept += part
-            hashes += [doc.doc_hash] * len(piece)
-            totals += [total] * len(piece)
-            times += [doc.loaded_at] * len(piece)
             ahead = prefetch.take((source, doc.doc_hash), i, j) if prefetch else None
-            made += ahead or [None] * len(piece)
-        if chunks:
-            self.store.upsert(chunks, kept, hashes, totals, times, made)
+            writes += [
+                ChunkWrite(chunk, vector, doc.doc_hash, total, doc.loaded_at, sparse)
+                for chunk, vector, sparse in zip(
+                    piece, part, ahead or [None] * len(piece), strict=True
+                )
+            ]
+        if writes:
+            self.store.upsert(writes)
         for doc, piece in parts:
             source, total = doc.source, len(doc.chunks)
             self.notify("embedded", {"source": source, "chunks": len(piece)})

@@ -25,6 +25,7 @@ from archivist.tools.migrate import copy_store
 from archivist.tools.store import (
     PAYLOAD_INDEXES,
     Chunk,
+    ChunkWrite,
     KnowledgeStore,
     ServerLayout,
     connect,
@@ -92,7 +93,7 @@ def engine(request, tmp_path) -> Iterator[Engine]:
 def add(store: KnowledgeStore, source: str, texts: list[str], doc_hash: str = "h1", total=None):
     chunks = [Chunk(t, source, i) for i, t in enumerate(texts)]
     total = len(chunks) if total is None else total
-    store.upsert(chunks, [vec(t) for t in texts], [doc_hash] * len(chunks), [total] * len(chunks))
+    store.upsert([ChunkWrite(c, vec(c.text), doc_hash, total) for c in chunks])
     return chunks
 
 

@@ -17,7 +17,7 @@ from archivist.tools.edge import COLLECTION_FILE, MIGRATING_FILE, EdgeClient
 from archivist.tools.errors import StoreLocked
 from archivist.tools.migrate import migrate_legacy, migrate_local
 from archivist.tools.sparse import document_vector, query_vector
-from archivist.tools.store import DENSE, SPARSE, Chunk, KnowledgeStore
+from archivist.tools.store import DENSE, SPARSE, Chunk, ChunkWrite, KnowledgeStore
 
 # qdrant-client's local mode warns that it ignores the payload index the stores create.
 pytestmark = pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning")
@@ -288,7 +288,13 @@ def _legacy_store(home) -> list[str]:
     store = KnowledgeStore(legacy, "old_docs")
     store.ensure(FINGERPRINT, "from the last release")
     chunks = [Chunk(text, source, n) for source, text, n in DOCS]
-    store.upsert(chunks, [embed_text(c.text, 64) for c in chunks], ["h1"] * 6, [2, 2, 2, 2, 1, 1])
+    totals = [2, 2, 2, 2, 1, 1]
+    store.upsert(
+        [
+            ChunkWrite(c, embed_text(c.text, 64), "h1", n)
+            for c, n in zip(chunks, totals, strict=True)
+        ]
+    )
     legacy.close()
     return [c.id for c in chunks]
 

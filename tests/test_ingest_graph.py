@@ -371,9 +371,10 @@ class RecordingStore:
     def __init__(self) -> None:
         self.calls: list[tuple] = []
 
-    def upsert(self, chunks, vectors, doc_hashes, doc_chunks, ingested_at, sparse_vectors) -> None:
-        assert sparse_vectors == [None] * len(chunks)  # a small run: the store makes them
-        self.calls.append(("upsert", [c.chunk_index for c in chunks], len(vectors), doc_hashes))
+    def upsert(self, writes) -> None:
+        assert all(w.sparse is None for w in writes)  # a small run: the store makes them
+        indices = [w.chunk.chunk_index for w in writes]
+        self.calls.append(("upsert", indices, len(writes), [w.doc_hash for w in writes]))
 
     def delete_stale(self, source: str, doc_hash: str) -> None:
         self.calls.append(("delete_stale", source, doc_hash))
