@@ -5,6 +5,7 @@ from conftest import write_files
 
 from archivist.app import Archivist
 from archivist.ingest.embedder import EmbedSettings
+from archivist.ingest.request import IngestRequest
 from archivist.ingest.splitter import SplitterSettings
 from archivist.tools.errors import ArchivistError
 from archivist.tools.migrate import copy_stores
@@ -268,3 +269,26 @@ def test_splitter_limits_follow_the_context():
     assert (resized.chunk_size, resized.cjk_chunk_size, resized.cjk_chunk_overlap) == (400, 200, 20)
     with pytest.raises(ValueError, match="larger than the overlap"):
         settings.resized(100, 100)
+
+
+def test_the_report_prints_the_keys_ingest_json_always_had(archivist, tmp_path):
+    root = write_files(tmp_path / "kb", {"a.md": "# A\n\nalpha"})
+    report = archivist.ingest([str(root)], "docs", embed=FAST, shard="1/1")
+    assert list(report.to_dict()) == [
+        "store",
+        "files",
+        "stored",
+        "unchanged",
+        "failed",
+        "skipped",
+        "removed",
+        "chunks_embedded",
+        "shard",
+        "reindexed",
+        "points",
+        "splitter",
+        "seconds",
+    ]
+    assert report.to_dict()["shard"] == "1/1" and report.seconds >= 0
+    with pytest.raises(TypeError):
+        archivist.ingest(IngestRequest.build([str(root)], "docs"), "docs")
