@@ -27,7 +27,7 @@ from typing import Annotated, Any, TypedDict
 from langgraph.graph import END, START, StateGraph
 
 from archivist.ingest import worker
-from archivist.ingest.embedder import EmbedQueue, embed_with_retry
+from archivist.ingest.embedder import EmbedQueue, EmbedSettings, embed_with_retry
 from archivist.ingest.loaders import LoadError, NotADocument, Section
 from archivist.ingest.request import IngestRequest
 from archivist.ingest.sync import (
@@ -427,7 +427,7 @@ class IngestSteps:
             if isinstance(result, BaseException):
                 self._refused(queue, segments, result, by_source, failed, prefetch)
             else:
-                self._store_vectors(segments, result, by_source, stored, prefetch, held)
+                self.store_vectors(segments, result, by_source, stored, prefetch, held)
         if last:
             self.close_queue(state)
         self.notify("batch_stored", {"documents": len(stored)})
@@ -459,7 +459,7 @@ class IngestSteps:
             failed.append({"source": doc.source, "reason": f"embedding refused: {error}"})
             self.notify("failed", failed[-1])
 
-    def _store_vectors(
+    def store_vectors(
         self,
         segments: list["Segment"],
         vectors: list[list[float]],
@@ -647,6 +647,25 @@ class IngestOutcome:
     def chunks_embedded(self) -> int:
         """Chunks embedded and stored by this run."""
         return sum(s["chunks"] for s in self.stored)
+
+
+def store_documents(
+    store: KnowledgeStore,
+    embeddings: PrefixedEmbeddings,
+    docs: list[PendingDoc],
+    embed: EmbedSettings,
+) -> list[dict[str, Any]]:
+    """Embed whole documents and store them now, in requests of `embed.batch_size` chunks,
+    through the graph's own storing step (`IngestSteps.store_vectors`); return the sources
+    stored. For documents already split, such as a store's chunks copied under another
+    embedding model."""
+    steps = IngestSteps(store, embeddings)
+    by_source = {doc.source: doc for doc in docs}
+    stored: list[dict[str, Any]] = []
+    for segments, texts in _pack_batches(docs, embed.batch_size):
+        vectors = embed_with_retry(embeddings, texts, embed, steps.on_retry)
+        steps.store_vectors(segments, vectors, by_source, stored, held=set())
+    return stored
 
 
 def run_ingest(graph, request: IngestRequest) -> IngestOutcome:
