@@ -12,6 +12,7 @@ import typer.main
 from archivist.printable import escape_json_controls, printable, printable_name
 from archivist.settings import DEFAULT_STORE, Settings, load_settings
 from archivist.tools.errors import ArchivistError, StoreNotFound
+from archivist.tools.progress import Copied, Event
 from archivist.words import count
 
 GENERATE = "eval generate"
@@ -936,9 +937,9 @@ def migrate(
     origin = mask_url(from_url) if from_url else str(source_home)
     destination = mask_url(to_url) if to_url else str(to_home)
 
-    def progress(event: str, fields: dict[str, Any]) -> None:
-        if fields["chunks"] == fields["total"]:
-            _notice(f"{fields['store']}: {fields['chunks']} chunks copied.")
+    def progress(event: Event) -> None:
+        if isinstance(event, Copied) and event.chunks == event.total:
+            _notice(f"{event.store}: {event.chunks} chunks copied.")
 
     source = target = None
     try:

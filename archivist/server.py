@@ -32,6 +32,7 @@ from archivist.app import Archivist
 from archivist.ingest.request import IngestRequest
 from archivist.settings import DEFAULT_STORE, Settings, load_settings, normalize_host
 from archivist.tools.errors import ArchivistError
+from archivist.tools.progress import as_dict
 
 
 @dataclass
@@ -251,7 +252,7 @@ def ingest(state: ServerIngestState, runtime: Runtime[ServerContext]) -> dict[st
     archivist = Archivist(settings)
     try:
         with models.explained(settings):
-            report = archivist.ingest(request, on_progress=lambda e, d: write({"event": e, **d}))
+            report = archivist.ingest(request, on_progress=lambda event: write(as_dict(event)))
     finally:
         archivist.close()
     return {"report": report.to_dict()}

@@ -42,7 +42,16 @@ from archivist.ingest.sync import (
     make_documents,
 )
 from archivist.tools.embedding import PrefixedEmbeddings
-from archivist.tools.progress import ProgressFn, ignore
+from archivist.tools.progress import (
+    BatchStored,
+    Discovered,
+    Embedded,
+    Failed,
+    Loaded,
+    ProgressFn,
+    Stored,
+    ignore,
+)
 from archivist.tools.store import SPARSE_SCHEME, Chunk, ChunkWrite, KnowledgeStore
 
 DIMENSION_PROBE = "dimension probe"
@@ -147,10 +156,6 @@ class IngestSteps:
     runs: dict[str, RunResources] = field(default_factory=dict)
     """Each run's resources, by run id."""
 
-    def on_retry(self, error: BaseException, attempt: int, wait_s: float) -> None:
-        """Report an embedding request that is tried again."""
-        self.notify("retry", {"error": str(error), "attempt": attempt, "wait": wait_s})
-
     def resources(self, run: str) -> RunResources:
         """The run's resources, made on first use."""
         found = self.runs.get(run)
@@ -165,9 +170,7 @@ class IngestSteps:
         if store.exists():
             dimension = store.fingerprint.get("dimension")
         else:
-            probe = embed_with_retry(
-                self.embeddings, [DIMENSION_PROBE], request.embed, self.on_retry
-            )
+            probe = embed_with_retry(self.embeddings, [DIMENSION_PROBE], request.embed, self.notify)
             dimension = len(probe[0])
         store.ensure(
             {**self.embeddings.fingerprint(dimension), "splitter": request.splitter.as_dict()},
@@ -187,9 +190,9 @@ class IngestSteps:
             files = [f for f in files if f.has_records or shard.owns(f.source)]
             skipped = [f for f in skipped if shard.owns(f.source)]
             known = {s: h for s, h in known.items() if shard.owns(s)}
-        self.notify("discovered", {"files": len(files)})
+        self.notify(Discovered(len(files)))
         for failure in failed:
-            self.notify("failed", failure.to_dict())
+            self.notify(Failed(**failure.to_dict()))
         run = uuid.uuid4().hex
         self.resources(run).held = set(held)
         return {
@@ -238,14 +241,8 @@ class IngestSteps:
             docs = [(d.source, d.doc_hash) for d in read.pending]
             texts = [[c.text for c in d.chunks] for d in read.pending]
             helper.add(list(zip(docs, texts, strict=True)))
-        self.notify(
-            "loaded",
-            {
-                "files": len(batch),
-                "unchanged": len(read.unchanged),
-                "chunks": sum(len(d.chunks) for d in read.pending),
-            },
-        )
+        chunks = sum(len(d.chunks) for d in read.pending)
+        self.notify(Loaded(len(batch), len(read.unchanged), chunks))
         return {
             "position": start + len(batch),
             "offset": offset,
@@ -402,7 +399,7 @@ class IngestSteps:
             read.skipped.append({"source": file.source, "reason": reason})
             return
         read.failed.append({"source": file.source, "reason": reason})
-        self.notify("failed", read.failed[-1])
+        self.notify(Failed(**read.failed[-1]))
 
     def embed_and_store(self, state: IngestState) -> dict[str, Any]:
         """Send the loaded chunks to the embedder; store the answers that are back."""
@@ -411,7 +408,7 @@ class IngestSteps:
         queue = run.queue
         if queue is None:
             # A new run, or one resumed in another process: what was in flight is sent again.
-            queue = run.queue = EmbedQueue(self.embeddings, embed, self.on_retry)
+            queue = run.queue = EmbedQueue(self.embeddings, embed, self.notify)
             docs = [replace(d, sent=0, stored=0) for d in state["pending"]]
         else:
             docs = [replace(d) for d in state["pending"]]
@@ -430,7 +427,7 @@ class IngestSteps:
                 self.store_vectors(segments, result, by_source, stored, prefetch, held)
         if last:
             self.close_queue(state)
-        self.notify("batch_stored", {"documents": len(stored)})
+        self.notify(BatchStored(len(stored)))
         pending = [d for d in docs if not d.failed and d.stored < len(d.chunks)]
         return {"pending": pending, "stored": stored, "failed": failed}
 
@@ -457,7 +454,7 @@ class IngestSteps:
             if prefetch is not None:
                 prefetch.forget((doc.source, doc.doc_hash))
             failed.append({"source": doc.source, "reason": f"embedding refused: {error}"})
-            self.notify("failed", failed[-1])
+            self.notify(Failed(**failed[-1]))
 
     def store_vectors(
         self,
@@ -492,7 +489,7 @@ class IngestSteps:
             self.store.upsert(writes)
         for doc, piece in parts:
             source, total = doc.source, len(doc.chunks)
-            self.notify("embedded", {"source": source, "chunks": len(piece)})
+            self.notify(Embedded(source, len(piece)))
             doc.stored += len(piece)
             if doc.stored == total:
                 if prefetch is not None:
@@ -500,7 +497,7 @@ class IngestSteps:
                 if held is None or source in held:
                     self.store.delete_stale(source, doc.doc_hash)
                 stored.append({"source": source, "status": doc.status, "chunks": total})
-                self.notify("stored", {"source": source, "chunks": total})
+                self.notify(Stored(source, total))
 
     def prune(self, state: IngestState) -> dict[str, Any]:
         """Remove the sources no longer among the files (a file that failed to load keeps
@@ -663,7 +660,7 @@ def store_documents(
     by_source = {doc.source: doc for doc in docs}
     stored: list[dict[str, Any]] = []
     for segments, texts in _pack_batches(docs, embed.batch_size):
-        vectors = embed_with_retry(embeddings, texts, embed, steps.on_retry)
+        vectors = embed_with_retry(embeddings, texts, embed, steps.notify)
         steps.store_vectors(segments, vectors, by_source, stored, held=set())
     return stored
 

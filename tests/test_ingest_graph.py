@@ -17,6 +17,7 @@ from archivist.ingest.splitter import SplitterSettings
 from archivist.ingest.sync import content_hash, discover
 from archivist.tools.embedding import PrefixedEmbeddings
 from archivist.tools.errors import StoreMismatch
+from archivist.tools.progress import Failed, Loaded
 from archivist.tools.store import Chunk, KnowledgeStore
 
 DOCS = {
@@ -334,11 +335,11 @@ def test_a_large_record_file_is_read_in_slices_never_whole(archivist, monkeypatc
     report = ingest(
         archivist,
         [tmp_path / "kb"],
-        on_progress=lambda e, d: loaded.append(d) if e == "loaded" else None,
+        on_progress=lambda e: loaded.append(e) if isinstance(e, Loaded) else None,
     )
     assert len(report.stored) == 12 and report.failed == []
     # No step held more than one slice of the records (plus the one-chunk Markdown files).
-    assert max(step["chunks"] for step in loaded) <= 5
+    assert max(step.chunks for step in loaded) <= 5
     assert sorted(archivist.store("docs").sources()) == sorted(
         ["a.md", "z.md", *(f"records.jsonl#r{i}" for i in range(10))]
     )
@@ -433,15 +434,15 @@ def test_load_batch_alone_queues_changed_documents_and_passes_over_unchanged_one
 def test_load_batch_alone_reports_a_file_it_cannot_read_and_goes_on(tmp_path):
     root = write_files(tmp_path / "kb", {"bad.pdf": b"not a pdf", "ok.md": "fine"})
     events = []
-    steps = IngestSteps(store=None, embeddings=None, notify=lambda e, d: events.append((e, d)))
+    steps = IngestSteps(store=None, embeddings=None, notify=events.append)
     files = sorted(discover([root])[0], key=lambda f: f.source)
     update = steps.load_batch(
         {"request": IngestRequest(), "files": files, "known": {}, "position": 0}
     )
     assert [f["source"] for f in update["failed"]] == ["bad.pdf"]
     assert update["settled"] == ["ok.md"]
-    assert events[0] == ("failed", update["failed"][0])
-    assert events[-1] == ("loaded", {"files": 2, "unchanged": 0, "chunks": 1})
+    assert events[0] == Failed(**update["failed"][0])
+    assert events[-1] == Loaded(files=2, unchanged=0, chunks=1)
 
 
 def test_embed_and_store_alone_stores_every_chunk_before_removing_the_old_version():

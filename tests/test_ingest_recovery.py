@@ -9,6 +9,7 @@ from archivist.ingest.request import IngestRequest
 from archivist.ingest.splitter import SplitterSettings
 from archivist.tools.errors import ArchivistError
 from archivist.tools.migrate import copy_stores
+from archivist.tools.progress import Retried
 from archivist.tools.store import KnowledgeStore, connect, list_stores
 
 FAST = EmbedSettings(batch_size=2, concurrency=1, attempts=3, backoff=0.01, max_backoff=0.02)
@@ -33,16 +34,14 @@ def test_server_errors_are_retried_with_backoff(archivist, ollama, tmp_path):
     root = write_files(tmp_path / "kb", {"a.md": "# A\n\nAlpha."})
     events = []
     ollama.fail("/api/embed", 503, "server busy, please try again", times=2)
-    report = archivist.ingest(
-        [str(root)], "docs", on_progress=lambda e, d: events.append((e, d)), embed=FAST
-    )
+    report = archivist.ingest([str(root)], "docs", on_progress=events.append, embed=FAST)
     assert report.stored == [{"source": "a.md", "status": "new", "chunks": 1}]
-    retries = [d for e, d in events if e == "retry"]
-    assert [(r["attempt"], r["error"]) for r in retries] == [
+    retries = [e for e in events if isinstance(e, Retried)]
+    assert [(r.attempt, r.error) for r in retries] == [
         (1, "server busy, please try again (status code: 503)"),
         (2, "server busy, please try again (status code: 503)"),
     ]
-    assert retries[1]["wait"] > retries[0]["wait"]  # exponential backoff
+    assert retries[1].wait > retries[0].wait  # exponential backoff
     assert len(ollama.requests_to("/api/embed")) == 4  # 2 failures, the probe, the chunk
 
 

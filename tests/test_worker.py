@@ -20,6 +20,7 @@ from archivist.ingest.splitter import SplitterSettings, split_text
 from archivist.ingest.worker import Worker
 from archivist.tools import sparse
 from archivist.tools.errors import ArchivistError
+from archivist.tools.progress import Stored
 from archivist.tools.store import KnowledgeStore
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -194,8 +195,8 @@ def test_ctrl_c_stops_the_helper_with_the_ingest(archivist, corpus, monkeypatch,
     monkeypatch.setattr(ingest_worker, "MIN_CHARS", 0)
     sessions = []
 
-    def interrupt(event, data):
-        if event == "stored":
+    def interrupt(event):
+        if isinstance(event, Stored):
             sessions.append(os.getsid(helpers[0].pid))
             raise KeyboardInterrupt
 

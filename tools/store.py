@@ -24,7 +24,7 @@ from qdrant_client import QdrantClient, models
 from archivist.tools import sparse
 from archivist.tools.engine import Engine, scroll_pages
 from archivist.tools.errors import ArchivistError, StoreMismatch, StoreNotFound
-from archivist.tools.progress import ProgressFn, ignore
+from archivist.tools.progress import Copied, ProgressFn, ignore
 
 DENSE = "dense"
 SPARSE = "bm25"
@@ -193,8 +193,8 @@ def copy_points(
 ) -> int:
     """Copy every point of `source` into `target` (vectors and payloads; nothing re-embedded).
 
-    The two stores may live on different Qdrants; reports "copied" events with the chunks
-    copied so far; returns how many points were copied.
+    The two stores may live on different Qdrants; reports `Copied` events with the chunks
+    copied so far (`Copied`); returns how many points were copied.
     """
     copied = 0
     for points in scroll_pages(source.client, source.name, batch, with_vectors=True):
@@ -206,7 +206,7 @@ def copy_points(
             wait=True,
         )
         copied += len(points)
-        on_progress("copied", {"chunks": copied})
+        on_progress(Copied(copied))
     return copied
 
 
