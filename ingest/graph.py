@@ -10,7 +10,7 @@ the next run finishes it (point ids are derived from the chunks, so nothing is d
 Embedding runs ahead of the graph's steps: a step sends the full requests its loaded chunks
 make and stores the answers that are back, waiting only while more requests are queued than
 keep the model busy; then the next files are read while Ollama works. The requests in flight
-belong to the run (`EmbedQueue`); the state holds every document not yet stored, so a run
+belong to the run (its `RunResources`); the state holds every document not yet stored, so a run
 resumed in another process sends again whatever was in flight.
 """
 
