@@ -491,6 +491,7 @@ class FakeOllama:
         self._embeds_in_flight = 0
         self._refused_inputs: list[str] = []
         self._stopped = threading.Event()
+        self._opened = threading.Event()
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         for spec in DEFAULT_MODELS if models is None else models:
@@ -541,9 +542,25 @@ class FakeOllama:
             self._raw_bodies.clear()
 
     def script(self, model: str, *turns: dict) -> None:
-        """Queue chat turns for a model, each used by one /api/chat call before the policy."""
+        """Queue chat turns for a model, each used by one /api/chat call before the policy.
+
+        A turn is `{"content": …}`, `{"tool_calls": [{"name", "arguments"}]}`, `{"error": …,
+        "status": …}`, `{"mid_stream_error": …}` or `{"thinking": …}` with content; with
+        `"hold_after": N` its stream stops after N pieces until `open_gate()` (or stop()), so
+        a test can act mid-answer however slow the machine is."""
         with self._lock:
             self._scripts.setdefault(full_name(model), deque()).extend(turns)
+
+    def open_gate(self) -> None:
+        """Let every stream held at a turn's `hold_after` go on (see script)."""
+        self._opened.set()
+
+    def _held(self) -> bool:
+        """Wait at a turn's gate until the test opens it; return True if the server stopped."""
+        while not self._opened.wait(0.05):
+            if self._stopped.is_set():
+                return True
+        return False
 
     def fail(self, path: str, status: int, error: str, times: int = 1, after: int = 0) -> None:
         """Answer `times` requests to a path with an HTTP error, once `after` more were
@@ -855,7 +872,9 @@ class _Handler(BaseHTTPRequestHandler):
                     return
                 message = {"role": "assistant", "content": "", "thinking": piece}
                 yield {**head, "message": message, "done": False}
-            for piece in pieces:
+            for index, piece in enumerate(pieces):
+                if index == turn.get("hold_after") and fake._held():
+                    return
                 if fake._stopped.wait(fake.token_delay):
                     return
                 yield {**head, "message": {"role": "assistant", "content": piece}, "done": False}
