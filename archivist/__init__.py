@@ -21,7 +21,7 @@ try:
 except PackageNotFoundError:  # running from a checkout that was never installed
     __version__ = "0+unknown"
 
-__all__ = ["Archivist", "Settings", "load_settings", "__version__"]
+__all__ = ["Archivist", "IngestRequest", "Settings", "load_settings", "__version__"]
 
 
 def __getattr__(name: str):
@@ -30,6 +30,10 @@ def __getattr__(name: str):
         from archivist.app import Archivist
 
         return Archivist
+    if name == "IngestRequest":
+        from archivist.ingest.request import IngestRequest
+
+        return IngestRequest
     if name in ("Settings", "load_settings"):
         from archivist import settings
 
