@@ -48,21 +48,32 @@ def load_docx(path: Path, options: LoaderOptions) -> list[Section]:
     # query over all styles, which made a large document take minutes.
     names = {style.style_id: style.name for style in document.styles}
     blocks = []
+    numbers: list[int] = []  # the running number of each level of the current numbered list
     for item in document.iter_inner_content():
         if isinstance(item, Table):
             blocks.append(_markdown_table([[c.text for c in row.cells] for row in item.rows]))
+            numbers = []
         else:
-            blocks.append(_docx_paragraph(item, names))
+            blocks.append(_docx_paragraph(item, names, numbers))
     title = document.core_properties.title
     text = "\n\n".join(b for b in blocks if b.strip())
     return [Section(text, {"title": title} if title else {})]
 
 
-def _docx_paragraph(paragraph, names: dict[str, str]) -> str:
+def _docx_paragraph(paragraph, names: dict[str, str], numbers: list[int]) -> str:
+    """A paragraph as Markdown; `numbers` carries a numbered list's count from item to item
+    (a blank paragraph keeps it, anything else ends the list)."""
     text = paragraph.text.strip()
     if not text:
         return ""
     style = names.get(paragraph._p.style or "Normal", "") or ""
+    if match := re.match(r"List Number(?: (\d))?$", style):
+        level = int(match.group(1) or 1)
+        del numbers[level:]
+        numbers.extend([0] * (level - len(numbers)))
+        numbers[level - 1] += 1
+        return f"{'   ' * (level - 1)}{numbers[level - 1]}. {text}"
+    numbers.clear()
     if style == "Title":
         return f"# {text}"
     if match := re.match(r"Heading (\d)", style):
@@ -73,9 +84,16 @@ def _docx_paragraph(paragraph, names: dict[str, str]) -> str:
 
 
 def _markdown_table(rows: list[list[str]]) -> str:
+    """A table as Markdown, without the rows and columns that hold nothing (a form's empty
+    grid is no text worth retrieving; a table with no text at all becomes nothing)."""
     rows = [[" ".join(cell.split()) for cell in row] for row in rows]
+    rows = [row for row in rows if any(row)]
     if not rows:
         return ""
+    width = max(len(row) for row in rows)
+    rows = [row + [""] * (width - len(row)) for row in rows]
+    kept = [i for i in range(width) if any(row[i] for row in rows)]
+    rows = [[row[i] for i in kept] for row in rows]
     lines = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
     lines += ["| " + " | ".join(row) + " |" for row in rows[1:]]
     return "\n".join(lines)

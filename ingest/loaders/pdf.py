@@ -2,6 +2,7 @@
 
 import logging
 import re
+import unicodedata
 import zipfile
 from collections import Counter
 from pathlib import Path
@@ -9,6 +10,10 @@ from pathlib import Path
 from archivist.ingest.loaders.base import LoaderOptions, LoadError, Section
 
 _NUMBER = re.compile(r"\d+")
+# Typographic ligatures PDF fonts set as one glyph (ﬁ, ﬂ, ﬀ, ﬃ, ﬄ, ﬅ, ﬆ), spelt out as
+# their letters so that "Definition" is found; only these: NFKC on the whole text would also
+# rewrite CJK punctuation and full-width forms.
+_LIGATURES = {code: unicodedata.normalize("NFKC", chr(code)) for code in range(0xFB00, 0xFB07)}
 
 
 def load_pdf(path: Path, options: LoaderOptions) -> list[Section]:
@@ -22,7 +27,7 @@ def load_pdf(path: Path, options: LoaderOptions) -> list[Section]:
         reader = PdfReader(path)
         if reader.is_encrypted and not reader.decrypt(""):
             raise LoadError("encrypted PDF (needs a password)")
-        pages = [page.extract_text() or "" for page in reader.pages]
+        pages = [(page.extract_text() or "").translate(_LIGATURES) for page in reader.pages]
         title = (reader.metadata or {}).get("/Title") if reader.metadata else None
     except LoadError:
         raise
