@@ -53,3 +53,27 @@ def test_pdf_ligatures_are_spelt_out_and_cjk_punctuation_kept(tmp_path):
     from archivist.ingest.loaders.pdf import _LIGATURES
 
     assert "退货，（全角）ＡＢ".translate(_LIGATURES) == "退货，（全角）ＡＢ"
+
+
+def test_tiny_slides_are_joined_with_their_neighbours(tmp_path):
+    from pptx import Presentation
+
+    deck = Presentation()
+    for title, body in [
+        ("Title Text", None),  # a title slide: a dozen characters
+        ("Agenda", None),
+        ("Returns", "Items can be returned within 30 days of delivery, unused."),
+        ("Questions?", None),
+    ]:
+        slide = deck.slides.add_slide(deck.slide_layouts[1 if body else 5])
+        slide.shapes.title.text = title
+        if body:
+            slide.placeholders[1].text_frame.text = body
+    path = tmp_path / "deck.pptx"
+    deck.save(str(path))
+    [section] = load(path)
+    assert section.text == (
+        "# Title Text\n\n# Agenda\n\n# Returns\n\n"
+        "Items can be returned within 30 days of delivery, unused.\n\n# Questions?"
+    )
+    assert section.metadata == {"slide": 1, "slide_title": "Title Text", "slide_last": 4}

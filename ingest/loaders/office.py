@@ -27,6 +27,8 @@ _ODF = {
     "dc": "http://purl.org/dc/elements/1.1/",
     "meta": "urn:oasis:names:tc:opendocument:xmlns:meta:1.0",
 }
+# Slides with less text than this are joined with their neighbours (see _merge_small_slides).
+MIN_SLIDE_CHARS = 40
 _OPF = {
     "c": "urn:oasis:names:tc:opendocument:xmlns:container",
     "opf": "http://www.idpf.org/2007/opf",
@@ -130,7 +132,35 @@ def load_pptx(path: Path, options: LoaderOptions) -> list[Section]:
                     text, clean_metadata({"title": title, "slide": number, "slide_title": heading})
                 )
             )
-    return sections
+    return _merge_small_slides(sections)
+
+
+def _merge_small_slides(sections: list[Section]) -> list[Section]:
+    """Join runs of slides holding less than MIN_SLIDE_CHARS of text with their neighbours: a
+    title slide or a section divider alone is a chunk that answers nothing. A joined section
+    names its first slide in `slide` and its last in `slide_last`."""
+    merged: list[Section] = []
+    run: list[Section] = []
+
+    def close() -> None:
+        if not run:
+            return
+        first, last = run[0].metadata, run[-1].metadata
+        metadata = {**first, "slide_last": last["slide"]} if len(run) > 1 else first
+        if len(run) > 1 and not first.get("slide_title"):
+            titles = [s.metadata["slide_title"] for s in run if s.metadata.get("slide_title")]
+            metadata = clean_metadata({**metadata, "slide_title": titles[0] if titles else None})
+        merged.append(Section("\n\n".join(s.text for s in run), metadata))
+        run.clear()
+
+    for section in sections:
+        run.append(section)
+        if sum(len(s.text) for s in run) >= MIN_SLIDE_CHARS:
+            close()
+    if run and merged:
+        run.insert(0, merged.pop())  # small last slides join the one before them
+    close()
+    return merged
 
 
 def _shape_text(shape) -> list[str]:
