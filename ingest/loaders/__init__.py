@@ -25,6 +25,7 @@ from archivist.ingest.loaders.base import (
 )
 from archivist.ingest.loaders.community import load_with, loader_for
 from archivist.ingest.loaders.mail import load_eml
+from archivist.ingest.loaders.ocr import IMAGE_SUFFIXES, load_image
 from archivist.ingest.loaders.office import (
     SPREADSHEETS,
     load_docx,
@@ -98,6 +99,7 @@ LOADERS: dict[str, Loader] = {
     ".jsonl": load_jsonl,
     ".ndjson": load_jsonl,
     ".csv": load_csv,
+    **dict.fromkeys(IMAGE_SUFFIXES, load_image),
 }
 RECORD_FORMATS = {".json", ".jsonl", ".ndjson", ".csv"}
 

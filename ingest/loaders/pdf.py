@@ -7,6 +7,7 @@ import zipfile
 from collections import Counter
 from pathlib import Path
 
+from archivist.ingest.loaders import ocr
 from archivist.ingest.loaders.base import LoaderOptions, LoadError, Section
 
 _NUMBER = re.compile(r"\d+")
@@ -33,11 +34,17 @@ def load_pdf(path: Path, options: LoaderOptions) -> list[Section]:
         raise
     except (PyPdfError, ValueError, KeyError, TypeError, AttributeError, zipfile.BadZipFile) as exc:
         raise LoadError(f"damaged PDF: {exc}") from None
+    scanned = [n for n, page in enumerate(pages, start=1) if len("".join(page.split())) < 16]
+    read: dict[int, str] = {}
+    if scanned and (len(scanned) == len(pages) or ocr.available()):
+        # Pages without a usable text layer are pictures of text: read them by OCR.
+        read = ocr.read_scanned_pages(path, scanned)
+        pages = [read.get(n, page) for n, page in enumerate(pages, start=1)]
     if not any(page.strip() for page in pages):
-        raise LoadError("no text in the PDF (a scanned PDF needs OCR first)")
+        raise LoadError("no text in the PDF, not even by OCR")
     metadata = {"title": str(title)} if title else {}
     return [
-        Section(text, {**metadata, "page": number})
+        Section(text, {**metadata, "page": number, **({"ocr": True} if number in read else {})})
         for number, text in enumerate(strip_repeated_lines(pages), start=1)
         if text.strip()
     ]

@@ -1,0 +1,76 @@
+"""Scans and pictures read by OCR (the `ocr` extra), and what is said without it."""
+
+import pytest
+from ocr_samples import TEXTS, missing_fonts, render
+
+from archivist.ingest.loaders import LoadError, NotADocument, load, ocr
+
+pytestmark = [
+    pytest.mark.skipif(not ocr.available(), reason="the ocr extra is not installed"),
+    pytest.mark.skipif(bool(missing_fonts()), reason=f"fonts missing: {missing_fonts()}"),
+]
+
+
+@pytest.mark.parametrize("language", ["en", "zh"])
+def test_an_image_of_text_is_read_line_by_line(tmp_path, language):
+    path = tmp_path / "notice.png"
+    render(TEXTS[language], language).save(path)
+    [section] = load(path)
+    assert section.text == "\n".join(TEXTS[language])
+    assert section.metadata == {"ocr": True}
+
+
+def test_a_scanned_pdf_is_read_page_by_page(tmp_path):
+    path = tmp_path / "scan.pdf"
+    first, second = render(TEXTS["en"][:2], "en"), render(TEXTS["zh"][:2], "zh")
+    first.save(path, save_all=True, append_images=[second])  # pictures only: no text layer
+    pages = load(path)
+    assert [(p.metadata["page"], p.metadata["ocr"]) for p in pages] == [(1, True), (2, True)]
+    assert [p.text for p in pages] == ["\n".join(TEXTS["en"][:2]), "\n".join(TEXTS["zh"][:2])]
+
+
+def test_a_scan_past_the_page_limit_fails_naming_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(ocr, "MAX_OCR_PAGES", 1)
+    path = tmp_path / "long-scan.pdf"
+    page = render(TEXTS["en"][:1], "en")
+    page.save(path, save_all=True, append_images=[page])
+    with pytest.raises(LoadError, match="a scan of 2 pages, over the 1-page OCR limit"):
+        load(path)
+
+
+def test_pictures_without_text_are_skipped_not_failed(tmp_path):
+    from PIL import Image
+
+    Image.new("RGB", (400, 300), "white").save(tmp_path / "blank.png")
+    Image.new("RGB", (16, 16), "red").save(tmp_path / "icon.png")
+    with pytest.raises(NotADocument, match="no text found in the image"):
+        load(tmp_path / "blank.png")
+    with pytest.raises(NotADocument, match="an image too small to hold text"):
+        load(tmp_path / "icon.png")
+
+
+def test_without_the_extra_images_are_skipped_and_scans_fail_naming_the_install(
+    archivist, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(ocr, "available", lambda: False)
+    folder = tmp_path / "scans"
+    folder.mkdir()
+    render(TEXTS["en"], "en").save(folder / "notice.png")
+    render(TEXTS["en"], "en").save(folder / "scan.pdf")
+    (folder / "readme.md").write_text("# Scans\n\nThe shop's scanned letters.\n")
+    report = archivist.ingest([str(folder)], "scans")
+    assert [s["source"] for s in report.stored] == ["readme.md"]
+    assert report.skipped == [
+        {
+            "source": "notice.png",
+            "reason": "an image: its text is read by OCR, which needs: "
+            "pip install 'archivist[ocr]'",
+        }
+    ]
+    assert report.failed == [
+        {
+            "source": "scan.pdf",
+            "reason": "no text layer in the PDF (a scan): its pages are read by OCR, which "
+            "needs: pip install 'archivist[ocr]'",
+        }
+    ]
