@@ -1121,7 +1121,7 @@ def table(r: dict[str, Any]) -> str:
         f"Machine: {m['cpu']}, {m['cores']} cores, {m['system']}, Python {m['python']}; "
         f"load average at start {m['load_average_at_start']}."
     )
-    if "fixed_work_cpu_s_at_start" in m:  # runs before session 6 did not measure it
+    if "fixed_work_cpu_s_at_start" in m:  # a result file may lack it: print what it holds
         end = m.get("fixed_work_cpu_s_at_end")
         lines.append(
             "Its speed: a fixed piece of Python work took "
