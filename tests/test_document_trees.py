@@ -148,7 +148,7 @@ def test_a_docs_folder_exits_0_with_the_skips_grouped_and_listed(ollama, home, t
 
 
 def hostile_folder(root):
-    """Item 1 of issue 19: files that made every ingest of their folder crash."""
+    """Files that each crash a naive ingest of their folder: one bad file must fail alone."""
     root.mkdir(parents=True)
     good = make_docx(root / "good.docx").read_bytes()
     write_files(root, {"notes.md": "# Notes\n\nGood notes about tents."})
