@@ -13,7 +13,7 @@ import typer.main
 from archivist.printable import escape_json_controls, printable, printable_name
 from archivist.settings import DEFAULT_STORE, Settings, load_settings
 from archivist.tools.errors import ArchivistError, StoreNotFound
-from archivist.words import count
+from archivist.words import count, number
 
 GENERATE = "eval generate"
 
@@ -141,7 +141,7 @@ def _notice(message: str) -> None:
 
 def _show_version(value: bool) -> None:
     if value:
-        from archivist import __version__
+        from archivist.version import __version__
 
         print(f"archivist {__version__}")
         raise typer.Exit()
@@ -355,12 +355,14 @@ def ingest(
             else ""
         )
         part = f" (shard {shard})" if shard else ""
+        removed = len(report["removed"])
         print(
-            f"{store}{part}{rebuilt}: {len(report['stored'])} stored, "
-            f"{len(report['unchanged'])} unchanged, {len(report['failed'])} failed, "
-            f"{len(report['skipped'])} skipped, {len(report['removed'])} removed; "
-            f"{report['chunks_embedded']} chunks embedded in {report['seconds']:g} s; "
-            f"{report['points']} chunks in the store."
+            f"{store}{part}{rebuilt}: {count(len(report['stored']), 'file')} stored, "
+            f"{number(len(report['unchanged']))} unchanged, {number(len(report['failed']))} "
+            f"failed, {number(len(report['skipped']))} skipped, {number(removed)} removed"
+            f"{' (no longer present)' if removed else ''}; "
+            f"{count(report['chunks_embedded'], 'chunk')} embedded in {report['seconds']:g} s; "
+            f"{count(report['points'], 'chunk')} in the store."
         )
         for line in skip_summary(report["skipped"], verbose):
             print(line)
@@ -378,7 +380,7 @@ def skip_summary(skipped: list[dict[str, str]], verbose: bool = False) -> list[s
         groups.setdefault(item["reason"], []).append(item["source"])
     lines = []
     for reason, sources in sorted(groups.items(), key=lambda g: (-len(g[1]), g[0])):
-        lines.append(f"  {len(sources):,} skipped: {reason}")
+        lines.append(f"  {number(len(sources))} skipped: {reason}")
         if verbose:
             lines += [f"    {source}" for source in sources]
     if groups and not verbose:
@@ -623,7 +625,10 @@ def evaluate(
     ] = 5,
     out: Annotated[
         Path | None,
-        typer.Option(help="Folder for report.json, report.md and chart.png."),
+        typer.Option(
+            help="Folder for report.json, report.md and chart.png. Default: "
+            "eval-reports/DATASET-YYYYMMDD-HHMMSS in the current folder."
+        ),
     ] = None,
     judge: Annotated[
         str | None, typer.Option(help="An Ollama model that judges the answers (LLM-as-judge).")
@@ -637,6 +642,7 @@ def evaluate(
         ),
     ] = None,
     max_rewrites: MaxRewritesOpt = None,
+    retrieve_first: RetrieveFirstOpt = None,
     embed_models: Annotated[
         list[str] | None,
         typer.Option(
@@ -658,6 +664,7 @@ def evaluate(
     from archivist.evaluation.report import (
         CHAT_EMBEDDER_NOTE,
         embedder_table,
+        never_searched_note,
         table,
         text_call_note,
         write_report,
@@ -668,7 +675,7 @@ def evaluate(
     if grade not in (None, "off", "on", "both"):
         raise ArchivistError(f"Unknown --grade '{grade}'.", "Use --grade off, on or both.")
     cases = load_dataset(dataset)
-    archivist = _app(k=k, max_rewrites=max_rewrites)
+    archivist = _app(k=k, max_rewrites=max_rewrites, retrieve_first=retrieve_first)
     embedders = embed_models or []
     # Comparing embedders alone needs no chat model; a --model given too is evaluated as well.
     names = models or ([] if embedders else [archivist.settings.chat_model])
@@ -723,10 +730,14 @@ def evaluate(
         if summary["chat_model"]:
             _notice(CHAT_EMBEDDER_NOTE.format(label=summary["embed_model"]).replace("**", ""))
     for name, mode in dict.fromkeys((s["model"], s["mode"]) for s in report["models"]):
-        if mode != "agent":
+        if mode != "agent" and archivist.settings.retrieve_first:
+            _notice(f"{name}: evaluated in {mode} mode (--retrieve-first).")
+        elif mode != "agent":
             _notice(f"{name} cannot call tools: evaluated in {mode} mode.")
     for summary in report["models"]:
         if note := text_call_note(summary):
+            _notice(note.replace("**", ""))
+        if note := never_searched_note(summary, report["k"]):
             _notice(note.replace("**", ""))
     _notice("Report: " + ", ".join(str(path) for path in paths.values()))
 
@@ -795,6 +806,8 @@ def stores(as_json: JsonOpt = False) -> None:
     if as_json:
         _print_json(listing)
         return
+    if listing:
+        print("store\tchunks\tembedding model\tBM25 scheme\tdescription")
     for s in listing:
         chunks = count(s["chunks"], "chunk")
         description = printable_name(s["description"])
@@ -1141,6 +1154,12 @@ METAVARS = {
 }
 
 
+def _usage_name(param: Any) -> str:
+    """An argument as a usage line shows it: `PATH...`, `QUERY`, `[QUESTION]`."""
+    name = param.metavar if param.required else f"[{param.metavar}]"
+    return name + ("..." if param.nargs != 1 else "")
+
+
 def name_metavars(command: Any) -> Any:
     """Give every value-taking parameter of a command tree a placeholder name."""
     for param in command.params:
@@ -1149,8 +1168,10 @@ def name_metavars(command: Any) -> Any:
         if param.metavar is None and not getattr(param, "is_flag", False):
             param.metavar = METAVARS.get(param.name, param.name.upper())
         if param.param_type_name == "argument":
-            # Newer Typer lists an argument as `PATH <list[Path]>`: the name is enough.
+            # Newer Typer lists an argument as `PATH <list[Path]>`: the name is enough; and
+            # writes a required one `{PATH}` in the usage line, where people read `PATH`.
             param.display_type_rich = lambda ctx: None
+            param.get_usage_pieces = lambda ctx, param=param: [_usage_name(param)]
     for sub in getattr(command, "commands", {}).values():
         name_metavars(sub)
     return command

@@ -192,6 +192,8 @@ def _chat_markdown(report: dict[str, Any]) -> list[str]:
             )
         if note := text_call_note(summary):
             lines.append(f"* {note}")
+        if note := never_searched_note(summary, report["k"]):
+            lines.append(f"* {note}")
         if summary["unstable_cases"]:
             lines.append(
                 f"* {label(summary)} was not stable across repeats on: "
@@ -244,6 +246,26 @@ def text_call_note(summary: dict[str, Any]) -> str | None:
         f"**{label(summary)}** mostly writes its tool calls as text: {recovered + unrun} of "
         f"{recovered + unrun + called} calls, of which {recovered} were recovered and run and "
         f"{unrun} could not be (no such tool, or arguments that do not fit)."
+    )
+
+
+def never_searched_note(summary: dict[str, Any], k: int) -> str | None:
+    """Say so when a model able to call tools never searched, though cases expected it to,
+    and how to make it (as `ask` does for one turn)."""
+    metrics, support = summary["metrics"], summary["support"]
+    decision = metrics.get("tool_decision_accuracy")
+    written = metrics.get("text_calls_recovered", 0) + metrics.get("text_calls_unrun", 0)
+    if summary["mode"] != "agent" or support.get("argument_validity", 0) or written:
+        return None
+    if decision is None or decision == 1:
+        return None  # no case expected a search
+    scores = [f"tool decision {decision:.2f}"]
+    if (hit := metrics.get("retrieval_hit@k")) is not None:
+        scores.append(f"hit@{k} {hit:.2f}")
+    return (
+        f"**{label(summary)}** never searched: it answered every case without calling a tool "
+        f"({', '.join(scores)}). If it should have, --retrieve-first (or "
+        "ARCHIVIST_RETRIEVE_FIRST=1) searches every store before each answer."
     )
 
 
