@@ -223,6 +223,11 @@ def test_eval_prints_a_table_and_writes_to_a_default_folder(fake, home_copy, tmp
     assert "qwen2.5:3b (agent)" in result.stdout and "qwen2.5:0.5b (agent)" in result.stdout
     row = next(line for line in result.stdout.splitlines() if "tool_decision_accuracy" in line)
     assert "1.00 (n=2)" in row and "0.50 (n=2)" in row
+    assert (
+        "qwen2.5:0.5b never searched: it answered every case without calling a tool "
+        "(tool decision 0.50, hit@5 0.00). If it should have, --retrieve-first"
+    ) in result.stderr
+    assert "qwen2.5:3b never searched" not in result.stderr
     [folder] = (ROOT / "eval-reports").glob(f"{name}-*")
     try:
         assert {p.name for p in folder.iterdir()} == {"report.json", "report.md", "chart.png"}
