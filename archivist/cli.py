@@ -729,8 +729,10 @@ def evaluate(
     for summary in report["embedders"]:
         if summary["chat_model"]:
             _notice(CHAT_EMBEDDER_NOTE.format(label=summary["embed_model"]).replace("**", ""))
-    for name, mode in dict.fromkeys((s["model"], s["mode"]) for s in report["models"]):
-        if mode != "agent" and archivist.settings.retrieve_first:
+    for name, mode, tools in dict.fromkeys(
+        (s["model"], s["mode"], s.get("tools")) for s in report["models"]
+    ):
+        if mode != "agent" and tools:
             _notice(f"{name}: evaluated in {mode} mode (--retrieve-first).")
         elif mode != "agent":
             _notice(f"{name} cannot call tools: evaluated in {mode} mode.")

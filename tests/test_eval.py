@@ -238,6 +238,25 @@ def test_eval_prints_a_table_and_writes_to_a_default_folder(fake, home_copy, tmp
             folder.parent.rmdir()
 
 
+def test_retrieve_first_is_said_as_such_not_as_a_model_without_tools(fake, home_copy, tmp_path):
+    dataset = write_dataset(tmp_path / "cases.jsonl", CASES[1:2])
+    out = tmp_path / "report"
+    result = run_cli(
+        "eval", str(dataset), *STORES, "-m", "qwen2.5:0.5b", "--retrieve-first",
+        "--out", str(out), ollama_url=fake.url, home=home_copy,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "qwen2.5:0.5b: evaluated in retrieve-then-answer mode (--retrieve-first)." in (
+        result.stderr
+    )
+    assert "cannot call tools" not in result.stderr and "never searched" not in result.stderr
+    markdown = (out / "report.md").read_text()
+    assert "**qwen2.5:0.5b** was evaluated in retrieve-then-answer mode (--retrieve-first" in (
+        markdown
+    )
+    assert "has no tool calling" not in markdown
+
+
 def test_judge_verdicts_come_from_the_judge_model(fake, home_copy, tmp_path):
     dataset = write_dataset(tmp_path / "cases.jsonl", [CASES[1], CASES[3]])
     verdict = '{{"reasoning": "{}", "score": {}}}'

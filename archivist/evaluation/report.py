@@ -184,7 +184,13 @@ def _chat_markdown(report: dict[str, Any]) -> list[str]:
             f"relevant is rewritten and run again, at most {report.get('max_rewrites')} times"
         )
     for summary in models:
-        if summary["mode"] != "agent":
+        if summary["mode"] != "agent" and summary.get("tools"):
+            lines.append(
+                f"* **{label(summary)}** was evaluated in {summary['mode']} mode "
+                "(--retrieve-first: the application searches every store with the question), "
+                "so its tool decision, selection and argument metrics do not apply."
+            )
+        elif summary["mode"] != "agent":
             lines.append(
                 f"* **{label(summary)}** has no tool calling: evaluated in "
                 f"{summary['mode']} mode (the application searches every store with the "
