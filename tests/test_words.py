@@ -15,8 +15,9 @@ from test_cli_conventions import all_help_texts
 
 import archivist
 from archivist.agent.context import fit_messages
-from archivist.agent.retrieval import SearchArgs, examples
+from archivist.agent.retrieval import SearchArgs, describe, examples
 from archivist.evaluation.report import never_searched_note
+from archivist.mcp import SEARCH_SCHEMA
 from archivist.words import count, number
 
 REFUND_Q = "How many days do I have to ask for a refund?"
@@ -116,6 +117,20 @@ def test_the_tool_schema_is_written_for_the_model_that_calls_it():
     )
     assert "Arguments a model gives" not in json.dumps(schema)
     assert "refused, not ignored" not in json.dumps(schema)
+    assert schema == SEARCH_SCHEMA  # what an MCP client's model reads
+
+
+class ManySources:
+    """What `describe` reads of a store: its name, description and source names."""
+
+    name = "fastapi_docs"
+    description = "the FastAPI documentation in English and Chinese"
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+
+    def source_names(self) -> list[str]:
+        return sorted(self.names)
 
 
 def test_example_sources_are_spread_over_the_store_not_the_alphabetically_first():
@@ -123,6 +138,9 @@ def test_example_sources_are_spread_over_the_store_not_the_alphabetically_first(
     names += [f"en/docs/tutorial/t{i:02}.md" for i in range(30)]
     names += [f"zh/docs/tutorial/t{i:02}.md" for i in range(20)]
     names += [f"en/docs/advanced/a{i:02}.md" for i in range(10)]
+    description = describe(ManySources(names))
+    assert "63 sources, e.g. en/docs/tutorial/t00.md, zh/docs/tutorial/t00.md, " in description
+    assert "_llm-test.md" not in description
     picked = examples(sorted(names))
     assert picked == [
         "en/docs/tutorial/t00.md",
