@@ -1007,7 +1007,8 @@ def migrate(
         _print_json({"from": origin, "to": destination, "stores": copied})
         return
     for entry in copied:
-        print(f"{entry['store']}: {entry['chunks']} chunks copied in {entry['seconds']:g} s.")
+        copied = count(entry["chunks"], "chunk")
+        print(f"{entry['store']}: {copied} copied in {entry['seconds']:g} s.")
     if not copied:
         print(f"No stores in {origin}.")
     else:
