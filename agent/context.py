@@ -136,7 +136,8 @@ def shrink_results(text: str, limit: int) -> tuple[str, int]:
 
 def _stub(message: ToolMessage) -> ToolMessage:
     passages = len(_RESULT.findall(_text(message)))
-    note = f"[{passages} passages from an earlier search, left out to fit the context window]"
+    stubbed = count_words(passages, "passage")
+    note = f"[{stubbed} from an earlier search, left out to fit the context window]"
     return message.model_copy(update={"content": note})
 
 

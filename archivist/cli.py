@@ -341,7 +341,8 @@ def ingest(
     except KeyboardInterrupt:
         archivist.close()
         _notice(
-            f"Interrupted: {progress.stored_count} documents stored in this run are kept. "
+            f"Interrupted: {count(progress.stored_count, 'document')} stored in this run "
+            f"{'is' if progress.stored_count == 1 else 'are'} kept. "
             "Run the same command again to resume; finished files are not embedded again."
         )
         raise typer.Exit(130) from None
@@ -779,7 +780,8 @@ def eval_generate(
         task = progress.add_task("generating", total=n)
 
         def advance(kept: int, tried: int) -> None:
-            progress.update(task, completed=kept, description=f"generating · {tried} passages")
+            described = f"generating · {count(tried, 'passage')}"
+            progress.update(task, completed=kept, description=described)
 
         try:
             meta = generate_from_store(archivist, store, out, n, model, seed, advance)
@@ -959,7 +961,7 @@ def migrate(
 
     def progress(event: str, fields: dict[str, Any]) -> None:
         if fields["chunks"] == fields["total"]:
-            _notice(f"{fields['store']}: {fields['chunks']} chunks copied.")
+            _notice(f"{fields['store']}: {count(fields['chunks'], 'chunk')} copied.")
 
     source = target = None
     try:

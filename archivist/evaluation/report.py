@@ -11,6 +11,7 @@ from archivist.evaluation.run import (
     STABILITY_METRICS,
     TEXT_CALL_METRICS,
 )
+from archivist.words import count
 
 LATENCY_METRICS = ("latency_p50_ms", "latency_p95_ms")
 TOKEN_METRICS = ("input_tokens", "output_tokens", "model_calls")
@@ -250,7 +251,8 @@ def text_call_note(summary: dict[str, Any]) -> str | None:
         return None
     return (
         f"**{label(summary)}** mostly writes its tool calls as text: {recovered + unrun} of "
-        f"{recovered + unrun + called} calls, of which {recovered} were recovered and run and "
+        f"{count(recovered + unrun + called, 'call')}, of which {recovered} were recovered and "
+        f"run and "
         f"{unrun} could not be (no such tool, or arguments that do not fit)."
     )
 
