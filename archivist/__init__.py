@@ -16,7 +16,7 @@ The installed package is `archivist`; its layers live in folders at the top of t
 
 from archivist.version import __version__
 
-__all__ = ["Archivist", "Settings", "load_settings", "__version__"]
+__all__ = ["Archivist", "IngestRequest", "Settings", "load_settings", "__version__"]
 
 
 def __getattr__(name: str):
@@ -25,6 +25,10 @@ def __getattr__(name: str):
         from archivist.app import Archivist
 
         return Archivist
+    if name == "IngestRequest":
+        from archivist.ingest.request import IngestRequest
+
+        return IngestRequest
     if name in ("Settings", "load_settings"):
         from archivist import settings
 

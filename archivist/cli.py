@@ -2,7 +2,6 @@
 
 import json
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -13,6 +12,7 @@ import typer.main
 from archivist.printable import escape_json_controls, printable, printable_name
 from archivist.settings import DEFAULT_STORE, Settings, load_settings
 from archivist.tools.errors import ArchivistError, StoreNotFound
+from archivist.tools.progress import Copied, Event
 from archivist.words import count, number
 
 GENERATE = "eval generate"
@@ -306,38 +306,34 @@ def ingest(
     as_json: JsonOpt = False,
 ) -> None:
     """Ingest files and folders into a store; unchanged files are skipped."""
-    from archivist.ingest.sync import Shard
+    from archivist.ingest.request import IngestRequest
     from archivist.progress import IngestProgress
 
-    if shard is not None:
-        shard = str(Shard.parse(shard))
+    request = IngestRequest.build(
+        [str(p) for p in paths],
+        store,
+        prune=prune,
+        description=description,
+        reindex=reindex,
+        chunk_size=chunk_size,
+        chunk_overlap=chunk_overlap,
+        batch_size=batch_size,
+        concurrency=concurrency,
+        text_field=text_field,
+        id_field=id_field,
+        shard=shard,
+        text_extensions=text_ext or (),
+        loaders=loader or (),
+        include=include or (),
+        exclude=exclude or (),
+        allow_chat_embedder=allow_chat_embedder,
+    )
     archivist = _app(embed_model=embed_model, store_wait=wait)
-    started = time.perf_counter()
     progress = IngestProgress(enabled=not as_json, live=sys.stderr.isatty())
     try:
         with progress:
-            report = archivist.ingest(
-                [str(p) for p in paths],
-                store,
-                prune,
-                description,
-                progress.update,
-                reindex=reindex,
-                chunk_size=chunk_size,
-                chunk_overlap=chunk_overlap,
-                batch_size=batch_size,
-                concurrency=concurrency,
-                text_field=text_field,
-                id_field=id_field,
-                shard=shard,
-                text_extensions=text_ext or (),
-                loaders=loader or (),
-                include=include or (),
-                exclude=exclude or (),
-                allow_chat_embedder=allow_chat_embedder,
-            )
-        # Closing indexes what was written: part of the ingest's time, not hidden after it.
-        archivist.close()
+            # Released at the end: closing indexes what was written, part of the run's time.
+            report = archivist.ingest(request, on_progress=progress.update, release=True)
     except KeyboardInterrupt:
         archivist.close()
         _notice(
@@ -346,30 +342,27 @@ def ingest(
             "Run the same command again to resume; finished files are not embedded again."
         )
         raise typer.Exit(130) from None
-    report["seconds"] = round(time.perf_counter() - started, 2)
     if as_json:
-        _print_json(report)
+        _print_json(report.to_dict())
     else:
         rebuilt = (
-            " (rebuilt for the current embedding model and BM25 scheme)"
-            if report["reindexed"]
-            else ""
+            " (rebuilt for the current embedding model and BM25 scheme)" if report.reindexed else ""
         )
-        part = f" (shard {shard})" if shard else ""
-        removed = len(report["removed"])
+        part = f" (shard {report.shard})" if report.shard else ""
+        removed = len(report.removed)
         print(
-            f"{store}{part}{rebuilt}: {count(len(report['stored']), 'file')} stored, "
-            f"{number(len(report['unchanged']))} unchanged, {number(len(report['failed']))} "
-            f"failed, {number(len(report['skipped']))} skipped, {number(removed)} removed"
+            f"{store}{part}{rebuilt}: {count(len(report.stored), 'file')} stored, "
+            f"{number(len(report.unchanged))} unchanged, {number(len(report.failed))} failed, "
+            f"{number(len(report.skipped))} skipped, {number(removed)} removed"
             f"{' (no longer present)' if removed else ''}; "
-            f"{count(report['chunks_embedded'], 'chunk')} embedded in {report['seconds']:g} s; "
-            f"{count(report['points'], 'chunk')} in the store."
+            f"{count(report.chunks_embedded, 'chunk')} embedded in {report.seconds:g} s; "
+            f"{count(report.points, 'chunk')} in the store."
         )
-        for line in skip_summary(report["skipped"], verbose):
+        for line in skip_summary(report.skipped, verbose):
             print(line)
-        for failure in report["failed"]:
+        for failure in report.failed:
             print(f"  failed: {printable_name(failure['source'])}: {printable(failure['reason'])}")
-    if report["failed"]:
+    if report.failed:
         raise typer.Exit(1)
 
 
@@ -578,6 +571,7 @@ def _build_chat(
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     from archivist.conversation import Conversation
+    from archivist.ingest.request import IngestRequest
 
     archivist = _app()
     opened.append(archivist)
@@ -585,11 +579,12 @@ def _build_chat(
     sample_needed = names == [DEFAULT_STORE] and _sample_kb().is_dir()
     if sample_needed and not archivist.store(DEFAULT_STORE, must_exist=False).exists():
         say(f"The store '{DEFAULT_STORE}' is empty: ingesting the sample knowledge base…")
-        archivist.ingest(
+        sample = IngestRequest.build(
             [str(_sample_kb())],
             DEFAULT_STORE,
             description="policies of the Northwind Outfitters shop",
         )
+        archivist.ingest(sample)
     earlier = None
     if resume:
         earlier = archivist.turn_log.last_thread("chat")
@@ -959,9 +954,9 @@ def migrate(
     origin = mask_url(from_url) if from_url else str(source_home)
     destination = mask_url(to_url) if to_url else str(to_home)
 
-    def progress(event: str, fields: dict[str, Any]) -> None:
-        if fields["chunks"] == fields["total"]:
-            _notice(f"{fields['store']}: {count(fields['chunks'], 'chunk')} copied.")
+    def progress(event: Event) -> None:
+        if isinstance(event, Copied) and event.chunks == event.total:
+            _notice(f"{event.store}: {count(event.chunks, 'chunk')} copied.")
 
     source = target = None
     try:

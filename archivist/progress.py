@@ -1,7 +1,6 @@
 """Show an ingest's progress on stderr: a live bar on a terminal, plain lines elsewhere."""
 
 import sys
-from typing import Any
 
 from rich.console import Console
 from rich.progress import (
@@ -17,6 +16,7 @@ from rich.progress import (
 from rich.text import Text
 
 from archivist.printable import printable, printable_name
+from archivist.tools.progress import Discovered, Embedded, Event, Failed, Loaded, Retried, Stored
 from archivist.words import count
 
 
@@ -79,31 +79,32 @@ class IngestProgress:
         else:
             sys.stderr.write(message + "\n")
 
-    def update(self, event: str, data: dict[str, Any]) -> None:
+    def update(self, event: Event) -> None:
         """Take one event from the ingest graph."""
-        if event == "stored":
+        if isinstance(event, Stored):
             self.stored_count += 1
-        if event == "retry":
+        if isinstance(event, Retried):
             self._line(
-                f"  embedding request failed ({data['error']}); retry {data['attempt']} "
-                f"in {data['wait']:.1f} s"
+                f"  embedding request failed ({event.error}); retry {event.attempt} "
+                f"in {event.wait:.1f} s"
             )
         if not self.enabled:
             return
         if self.progress is None:
-            if event == "stored":
-                source = printable_name(data["source"])
-                self._line(f"  stored {source} ({count(data['chunks'], 'chunk')})")
-            elif event == "failed":
-                self._line(f"  failed {printable_name(data['source'])}: {data['reason']}")
+            if isinstance(event, Stored):
+                source = printable_name(event.source)
+                self._line(f"  stored {source} ({count(event.chunks, 'chunk')})")
+            elif isinstance(event, Failed):
+                self._line(f"  failed {printable_name(event.source)}: {event.reason}")
             return
-        if event == "discovered":
-            self.progress.update(self.files, total=data["files"])
-        elif event == "loaded":
-            self.progress.advance(self.files, data["files"])
-            task = self.progress.tasks[self.chunks]
-            self.progress.update(self.chunks, total=(task.total or 0) + data["chunks"])
-        elif event == "embedded":
-            self.progress.advance(self.chunks, data["chunks"])
-        elif event == "failed":
-            self._line(f"  failed {printable_name(data['source'])}: {data['reason']}")
+        match event:
+            case Discovered(files=files):
+                self.progress.update(self.files, total=files)
+            case Loaded(files=files, chunks=chunks):
+                self.progress.advance(self.files, files)
+                task = self.progress.tasks[self.chunks]
+                self.progress.update(self.chunks, total=(task.total or 0) + chunks)
+            case Embedded(chunks=chunks):
+                self.progress.advance(self.chunks, chunks)
+            case Failed(source=source, reason=reason):
+                self._line(f"  failed {printable_name(source)}: {reason}")

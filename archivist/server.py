@@ -29,8 +29,10 @@ from archivist.agent.setup import AGENT, RETRIEVE_THEN_ANSWER, AgentSetup
 from archivist.agent.state import AgentState, turn_reset
 from archivist.agent.steps import after_model
 from archivist.app import Archivist
+from archivist.ingest.request import IngestRequest
 from archivist.settings import DEFAULT_STORE, Settings, load_settings, normalize_host
 from archivist.tools.errors import ArchivistError
+from archivist.tools.progress import as_dict
 
 
 @dataclass
@@ -237,23 +239,23 @@ def ingest(state: ServerIngestState, runtime: Runtime[ServerContext]) -> dict[st
             "An ingest run needs `paths` and `store` in its input.",
             'Send e.g. {"paths": ["docs"], "store": "my_docs"}.',
         )
+    request = IngestRequest.build(
+        state["paths"],
+        state["store"],
+        prune=state.get("prune", False),
+        description=state.get("description"),
+        reindex=state.get("reindex", False),
+        shard=state.get("shard"),
+    )
     settings = run_settings(runtime.context)
     write = get_stream_writer()
     archivist = Archivist(settings)
     try:
         with models.explained(settings):
-            report = archivist.ingest(
-                state["paths"],
-                state["store"],
-                state.get("prune", False),
-                state.get("description"),
-                lambda event, data: write({"event": event, **data}),
-                reindex=state.get("reindex", False),
-                shard=state.get("shard"),
-            )
+            report = archivist.ingest(request, on_progress=lambda event: write(as_dict(event)))
     finally:
         archivist.close()
-    return {"report": report}
+    return {"report": report.to_dict()}
 
 
 def build_server_ingest():

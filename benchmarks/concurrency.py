@@ -66,7 +66,7 @@ def startup_child(home: str, mode: str) -> None:
 def other_child(home: str, mode: str) -> None:
     """In a new process: use the store once (read, or write one chunk) and print how long
     it waited for it."""
-    from archivist.tools.store import Chunk, KnowledgeStore, connect
+    from archivist.tools.store import Chunk, ChunkWrite, KnowledgeStore, connect
 
     client = connect(Path(home) / "edge")
     store = KnowledgeStore(client, STORE)
@@ -75,7 +75,7 @@ def other_child(home: str, mode: str) -> None:
         waited = time.perf_counter() - started
         if mode == "write":
             vector = [1.0] + [0.0] * (perf.DIMENSION - 1)
-            store.upsert([Chunk(f"note {time.time()}", "note.md", 0)], [vector], ["n"], [1])
+            store.upsert([ChunkWrite(Chunk(f"note {time.time()}", "note.md", 0), vector, "n", 1)])
         else:
             store.count()
     client.close()

@@ -54,7 +54,7 @@ def main() -> None:
                 )
                 seconds = time.perf_counter() - started
                 app.close()
-            chunks = report["chunks_embedded"]
+            chunks = report.chunks_embedded
             print(
                 f"{batch:>5}  {concurrency:>11}  {chunks:>6}  {seconds:>7.2f}  "
                 f"{chunks / seconds:>8.0f}"

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from archivist.tools.migrate import copy_store
-from archivist.tools.store import Chunk, KnowledgeStore, connect
+from archivist.tools.store import Chunk, ChunkWrite, KnowledgeStore, connect
 
 FINGERPRINT = {
     "embed_model": "synthetic",
@@ -37,7 +37,7 @@ def main() -> None:
                 for i in range(start, min(args.points, start + 500))
             ]
             vectors = [[rng.uniform(-1, 1) for _ in range(768)] for _ in chunks]
-            source.upsert(chunks, vectors, ["h"] * len(chunks), [8] * len(chunks))
+            source.upsert([ChunkWrite(c, v, "h", 8) for c, v in zip(chunks, vectors, strict=True)])
         target_client = connect(Path(tmp) / "b")
         started = time.perf_counter()
         copied = copy_store(source, KnowledgeStore(target_client, "docs"), batch=args.batch)

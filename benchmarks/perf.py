@@ -374,7 +374,7 @@ def synthetic_store(home: Path, chunks: int, seed: int = 3) -> dict[str, Any]:
     """Fill a store with `chunks` random 768-d chunks through KnowledgeStore.upsert; time it."""
     import numpy as np
 
-    from archivist.tools.store import Chunk, KnowledgeStore, connect
+    from archivist.tools.store import Chunk, ChunkWrite, KnowledgeStore, connect
 
     rng, texts = np.random.default_rng(seed), random.Random(seed)
     client = connect(home / "edge")
@@ -396,7 +396,9 @@ def synthetic_store(home: Path, chunks: int, seed: int = 3) -> dict[str, Any]:
             Chunk(_english(texts, 600), f"doc{(start + i) // 8:05d}.md", (start + i) % 8)
             for i in range(size)
         ]
-        store.upsert(batch, vectors.tolist(), ["h"] * size, [8] * size)
+        store.upsert(
+            [ChunkWrite(c, v, "h", 8) for c, v in zip(batch, vectors.tolist(), strict=True)]
+        )
     upserted = time.perf_counter() - started
     client.close()  # builds the HNSW index once the shard outgrows exact search
     return {
@@ -512,8 +514,8 @@ def _memory_child_main(corpus: str, home: str, url: str) -> None:
     print(
         json.dumps(
             {
-                "chunks": report["points"],
-                "files": report["files"],
+                "chunks": report.points,
+                "files": report.files,
                 "seconds": round(time.perf_counter() - started, 1),
                 "started_at": started_at,
                 "peak_rss_mb_ingest": round(after_ingest),
@@ -746,7 +748,7 @@ def instant_cpu(corpus: Path, home: Path, helper: bool = True) -> dict[str, Any]
     finally:
         worker.MIN_CHARS = min_chars
         shutil.rmtree(home, ignore_errors=True)
-    chunks = report["points"]
+    chunks = report.points
     return {
         "chunks": chunks,
         "wall_s": round(wall, 2),
@@ -782,7 +784,7 @@ def mixed_corpus(config: Config, work: Path) -> dict[str, Any]:
         times, sizes = fake.times("/api/embed"), fake.sizes("/api/embed")
         found["ingest"] = {
             "seconds": round(seconds, 2),
-            "chunks": report["points"],
+            "chunks": report.points,
             "limit_s": round(char_limit(config, texts), 2),
             "floor_s": round(sent_floor(config, sizes), 2),
             "sent": {
@@ -796,7 +798,7 @@ def mixed_corpus(config: Config, work: Path) -> dict[str, Any]:
         seconds, report = our_ingest(fake.url, work / "mixed", corpus)
         found["reingest"] = {
             "seconds": round(seconds, 2),
-            "unchanged": len(report["unchanged"]),
+            "unchanged": len(report.unchanged),
             "embed_requests": len(fake.times("/api/embed")),
         }
     shutil.rmtree(work / "mixed", ignore_errors=True)
@@ -824,8 +826,8 @@ def run(config: Config, work: Path, log: Callable[[str], None] = print) -> dict[
         seconds, report = our_ingest(fake.url, work / "home", corpus)
         results["ingest"] = {
             "seconds": round(seconds, 2),
-            "files": report["files"],
-            "chunks": report["points"],
+            "files": report.files,
+            "chunks": report.points,
             "embed_requests": fake.count("/api/embed"),
         }
         fake.clear()
@@ -833,7 +835,7 @@ def run(config: Config, work: Path, log: Callable[[str], None] = print) -> dict[
         seconds, report = our_ingest(fake.url, work / "home", corpus)
         results["reingest"] = {
             "seconds": round(seconds, 2),
-            "unchanged": len(report["unchanged"]),
+            "unchanged": len(report.unchanged),
             "embed_requests": fake.count("/api/embed"),
         }
         log("measuring the embedding limit…")
@@ -928,7 +930,7 @@ def run_large(config: Config, work: Path, log: Callable[[str], None] = print) ->
         sample = make_corpus(work / "sample", 50, config.file_chars)
         _, report = our_ingest(fake.url, work / "sample-home", sample)
         log(f"ingesting ~{config.memory_chunks} chunks in a child process…")
-        results["memory"] = large_ingest(config, fake, work, report["points"] / report["files"])
+        results["memory"] = large_ingest(config, fake, work, report.points / report.files)
     return results
 
 

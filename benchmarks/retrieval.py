@@ -42,6 +42,7 @@ from qdrant_client import QdrantClient  # noqa: E402
 
 from archivist.agent.retrieval import make_retrieval_tool  # noqa: E402
 from archivist.ingest.graph import build_ingest_graph, run_ingest  # noqa: E402
+from archivist.ingest.request import IngestRequest  # noqa: E402
 from archivist.tools import sparse  # noqa: E402
 from archivist.tools.embedding import PrefixedEmbeddings  # noqa: E402
 from archivist.tools.store import KnowledgeStore  # noqa: E402
@@ -162,9 +163,9 @@ def build_store(qa: QASet, embedder: Embeddings, client: QdrantClient, workdir: 
     # Created first with the scheme asked for: an ingest keeps an existing store's scheme.
     dimension = len(embeddings.embed_query("dimension"))
     store.ensure({**embeddings.fingerprint(dimension), "sparse": scheme})
-    report = run_ingest(build_ingest_graph(store, embeddings), [str(folder)])
-    assert not report["failed"], report["failed"]
-    return store, embeddings, report["chunks_embedded"]
+    report = run_ingest(build_ingest_graph(store, embeddings), IngestRequest((str(folder),)))
+    assert not report.failed, report.failed
+    return store, embeddings, report.chunks_embedded
 
 
 def score(ranked: list[list[str]], gold: list[str], k: int = K) -> dict[str, float]:

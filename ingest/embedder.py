@@ -1,7 +1,7 @@
 """Embed chunks in batches, a few requests at a time, retrying what a busy server may fix."""
 
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -10,6 +10,8 @@ import httpx
 from langchain_core.embeddings import Embeddings
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 from tenacity.wait import wait_exponential
+
+from archivist.tools.progress import ProgressFn, Retried
 
 
 @dataclass(frozen=True)
@@ -43,21 +45,19 @@ def is_rejected(exc: BaseException) -> bool:
     return isinstance(status, int) and 400 <= status < 500 and status != 429
 
 
-RetryFn = Callable[[BaseException, int, float], None]
-
-
 def embed_with_retry(
     embeddings: Embeddings,
     texts: list[str],
     settings: EmbedSettings,
-    on_retry: RetryFn | None = None,
+    on_retry: ProgressFn | None = None,
 ) -> list[list[float]]:
-    """Embed texts, retrying transient failures with exponential backoff; re-raise the last."""
+    """Embed texts, retrying transient failures with exponential backoff (each retry reported
+    to `on_retry` as a `Retried` event); re-raise the last failure."""
 
     def before_sleep(state: RetryCallState) -> None:
         if on_retry and state.outcome is not None:
             wait_s = state.next_action.sleep if state.next_action else 0.0
-            on_retry(state.outcome.exception(), state.attempt_number, wait_s)
+            on_retry(Retried(str(state.outcome.exception()), state.attempt_number, wait_s))
 
     retrying = Retrying(
         stop=stop_after_attempt(settings.attempts),
@@ -85,7 +85,7 @@ class EmbedQueue:
     READY_PER_WORKER = 4
 
     def __init__(
-        self, embeddings: Embeddings, settings: EmbedSettings, on_retry: RetryFn | None = None
+        self, embeddings: Embeddings, settings: EmbedSettings, on_retry: ProgressFn | None = None
     ) -> None:
         self.embeddings, self.settings, self.on_retry = embeddings, settings, on_retry
         self._pool = ThreadPoolExecutor(

@@ -10,7 +10,7 @@ the next run finishes it (point ids are derived from the chunks, so nothing is d
 Embedding runs ahead of the graph's steps: a step sends the full requests its loaded chunks
 make and stores the answers that are back, waiting only while more requests are queued than
 keep the model busy; then the next files are read while Ollama works. The requests in flight
-belong to the run (`EmbedQueue`); the state holds every document not yet stored, so a run
+belong to the run (its `RunResources`); the state holds every document not yet stored, so a run
 resumed in another process sends again whatever was in flight.
 """
 
@@ -19,7 +19,7 @@ import itertools
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from operator import add
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
@@ -28,11 +28,10 @@ from langgraph.graph import END, START, StateGraph
 
 from archivist.ingest import worker
 from archivist.ingest.embedder import EmbedQueue, EmbedSettings, embed_with_retry
-from archivist.ingest.loaders import LoaderOptions, LoadError, NotADocument, Section
-from archivist.ingest.splitter import SplitterSettings
+from archivist.ingest.loaders import LoadError, NotADocument, Section
+from archivist.ingest.request import IngestRequest
 from archivist.ingest.sync import (
     Document,
-    FolderRules,
     Shard,
     SourceFile,
     content_hash,
@@ -43,8 +42,17 @@ from archivist.ingest.sync import (
     make_documents,
 )
 from archivist.tools.embedding import PrefixedEmbeddings
-from archivist.tools.progress import ProgressFn, ignore
-from archivist.tools.store import SPARSE_SCHEME, Chunk, KnowledgeStore
+from archivist.tools.progress import (
+    BatchStored,
+    Discovered,
+    Embedded,
+    Failed,
+    Loaded,
+    ProgressFn,
+    Stored,
+    ignore,
+)
+from archivist.tools.store import SPARSE_SCHEME, Chunk, ChunkWrite, KnowledgeStore
 
 DIMENSION_PROBE = "dimension probe"
 LOOKAHEAD = 2
@@ -55,30 +63,31 @@ RECORDS_PER_STEP = 2048
 records are never all in memory (or in the state) at once."""
 
 
-class PendingDoc(TypedDict):
+@dataclass
+class PendingDoc:
+    """A document loaded and split, not yet completely stored.
+
+    A step works on its own copies of the state's pending documents (`embed_and_store`), so
+    the counts it advances never change a record the state already holds."""
+
     source: str
     doc_hash: str
     chunks: list[Chunk]
     status: str
-    sent: int
-    """Chunks sent to the embedder so far (the first `sent`), by this run's queue."""
-    stored: int
-    """Chunks stored so far."""
-    failed: bool
+    """"new", or "updated" (the store holds an older version)."""
     loaded_at: float
     """When it was read: the time every chunk of this version records."""
+    sent: int = 0
+    """Chunks sent to the embedder so far (the first `sent`), by this run's queue."""
+    stored: int = 0
+    """Chunks stored so far."""
+    failed: bool = False
 
 
-class IngestInput(TypedDict, total=False):
-    paths: list[str]
-    """Files and folders to ingest."""
-    prune: bool
-    """Remove sources that are no longer among the discovered files."""
-    description: str | None
-    """What the store holds, in words; shown to the model in the tool's description."""
-    shard: str | None
-    """Only this part of the sources, `i/N` (see `Shard`): N runs of parts 1…N, on one
-    machine or several, together do what one run without a shard does."""
+class IngestInput(TypedDict):
+    request: IngestRequest
+    """The run as asked: paths, prune, description, shard, and how to read and split
+    (its chunk sizes fitted to the embedding model by the plan)."""
 
 
 class IngestState(IngestInput, total=False):
@@ -108,47 +117,68 @@ class IngestState(IngestInput, total=False):
 
 
 @dataclass
+class RunResources:
+    """What one run holds outside its state, released together when the run ends.
+
+    None of it is in the state: a run resumed in another process starts these afresh (its
+    requests in flight are sent again, its record file is opened again at its offset)."""
+
+    held: set[str] | None = None
+    """The sources the store held chunks of when the run began: only theirs can have older
+    versions to remove (None, unknown, for a run resumed in another process: then any)."""
+    queue: EmbedQueue | None = None
+    """The embedding requests in flight."""
+    reader: tuple[str, Iterator[Document]] | None = None
+    """The record file being read in slices: (source, its documents not yet taken)."""
+    helper: worker.WorkerRun | None = None
+    """The helper process (splitting, sparse vectors)."""
+
+    def close(self) -> None:
+        """Stop the requests in flight and the helper process; forget the rest."""
+        queue, helper = self.queue, self.helper
+        self.queue = self.helper = self.reader = self.held = None
+        if queue is not None:
+            queue.close()
+        if helper is not None:
+            helper.close()
+
+
+@dataclass
 class IngestSteps:
-    """The ingest graph's steps, and the collaborators they share."""
+    """The ingest graph's steps, and the collaborators they share; what a run asked for
+    comes with its state (`IngestInput.request`)."""
 
     store: KnowledgeStore
     embeddings: PrefixedEmbeddings
-    splitter: SplitterSettings = field(default_factory=SplitterSettings)
+    notify: ProgressFn = ignore
     batch_files: int = 16
     """Files loaded per step (unchanged files, only hashed, do not count)."""
-    embed: EmbedSettings = field(default_factory=EmbedSettings)
-    loader_options: LoaderOptions = field(default_factory=LoaderOptions)
-    notify: ProgressFn = ignore
-    folder_rules: FolderRules = field(default_factory=FolderRules)
-    queues: dict[str, EmbedQueue] = field(default_factory=dict)
-    """Each run's embedding requests in flight, by run id."""
-    readers: dict[str, tuple[str, Iterator[Document]]] = field(default_factory=dict)
-    """Each run's record file being read in slices: (source, its documents not yet taken)."""
-    workers: dict[str, worker.WorkerRun] = field(default_factory=dict)
-    """Each run's helper process (splitting, sparse vectors), by run id."""
-    held: dict[str, set[str]] = field(default_factory=dict)
-    """The sources the store held chunks of when each run began, by run id: only theirs can
-    have older versions to remove (unknown for a run resumed in another process: then any)."""
+    runs: dict[str, RunResources] = field(default_factory=dict)
+    """Each run's resources, by run id."""
 
-    def on_retry(self, error: BaseException, attempt: int, wait_s: float) -> None:
-        """Report an embedding request that is tried again."""
-        self.notify("retry", {"error": str(error), "attempt": attempt, "wait": wait_s})
+    def resources(self, run: str) -> RunResources:
+        """The run's resources, made on first use."""
+        found = self.runs.get(run)
+        if found is None:
+            found = self.runs[run] = RunResources()
+        return found
 
     def prepare(self, state: IngestState) -> dict[str, Any]:
         """Create or check the store, discover the files, and note what the store holds."""
+        request = state["request"]
         store = self.store
         if store.exists():
             dimension = store.fingerprint.get("dimension")
         else:
-            probe = embed_with_retry(self.embeddings, [DIMENSION_PROBE], self.embed, self.on_retry)
+            probe = embed_with_retry(self.embeddings, [DIMENSION_PROBE], request.embed, self.notify)
             dimension = len(probe[0])
         store.ensure(
-            {**self.embeddings.fingerprint(dimension), "splitter": self.splitter.as_dict()},
-            state.get("description"),
+            {**self.embeddings.fingerprint(dimension), "splitter": request.splitter.as_dict()},
+            request.description,
         )
-        shard = _shard(state)
+        shard = request.shard
         files, failed, skipped = discover(
-            [Path(p) for p in state["paths"]], self.loader_options, self.folder_rules
+            [Path(p) for p in request.paths], request.loader, request.folder_rules
         )
         # A run that stopped between storing a document's new version and removing its old
         # one left both: finish that now, since the file now looks unchanged.
@@ -160,11 +190,11 @@ class IngestSteps:
             files = [f for f in files if f.has_records or shard.owns(f.source)]
             skipped = [f for f in skipped if shard.owns(f.source)]
             known = {s: h for s, h in known.items() if shard.owns(s)}
-        self.notify("discovered", {"files": len(files)})
+        self.notify(Discovered(len(files)))
         for failure in failed:
-            self.notify("failed", failure.to_dict())
+            self.notify(Failed(**failure.to_dict()))
         run = uuid.uuid4().hex
-        self.held[run] = set(held)
+        self.resources(run).held = set(held)
         return {
             "run": run,
             "files": files,
@@ -184,10 +214,10 @@ class IngestSteps:
         # a step passes over up to UNCHANGED_PER_LOADED times as many.
         batch = state["files"][start : start + self.batch_files * UNCHANGED_PER_LOADED]
         known = state["known"]
-        shard = _shard(state)
+        request = state["request"]
         read = _Batch()
-        run = state.get("run", "")
-        helper = self._worker(run)
+        run = self.resources(state.get("run", ""))
+        helper = self._helper(run)
         # With the helper running, files without records are loaded here and split there, all
         # of the step's in one request (`_split_loaded`, in their order among the others).
         loaded_files: list[_Loaded] | None = [] if helper.splitting else None
@@ -197,28 +227,22 @@ class IngestSteps:
                 batch = batch[: count - 1]
                 break
             if file.has_records and loaded_files:
-                self._split_loaded(loaded_files, helper, known, shard, read, run)
+                self._split_loaded(loaded_files, request, helper, known, read, run)
             was_loaded, offset = self._load_file(
-                file, known, shard, read, run, offset, loaded_files
+                file, request, known, read, run, offset, loaded_files
             )
             loaded += was_loaded
             if offset:
                 batch = batch[: count - 1]  # the rest of this file comes in the next step
                 break
         if loaded_files:
-            self._split_loaded(loaded_files, helper, known, shard, read, run)
+            self._split_loaded(loaded_files, request, helper, known, read, run)
         if read.pending:
-            docs = [(d["source"], d["doc_hash"]) for d in read.pending]
-            texts = [[c.text for c in d["chunks"]] for d in read.pending]
+            docs = [(d.source, d.doc_hash) for d in read.pending]
+            texts = [[c.text for c in d.chunks] for d in read.pending]
             helper.add(list(zip(docs, texts, strict=True)))
-        self.notify(
-            "loaded",
-            {
-                "files": len(batch),
-                "unchanged": len(read.unchanged),
-                "chunks": sum(len(d["chunks"]) for d in read.pending),
-            },
-        )
+        chunks = sum(len(d.chunks) for d in read.pending)
+        self.notify(Loaded(len(batch), len(read.unchanged), chunks))
         return {
             "position": start + len(batch),
             "offset": offset,
@@ -234,10 +258,10 @@ class IngestSteps:
     def _load_file(
         self,
         file: SourceFile,
+        request: IngestRequest,
         known: dict[str, str],
-        shard: Shard | None,
         read: "_Batch",
-        run: str,
+        run: RunResources,
         offset: int = 0,
         loaded_files: "list[_Loaded] | None" = None,
     ) -> tuple[bool, int]:
@@ -245,11 +269,11 @@ class IngestSteps:
         read in slices; return whether it counts as loaded (read, not only hashed) and the
         offset to go on from in the next step (0: the file is done). A file without records
         that has text is only loaded, into `loaded_files` if given, to be split with others."""
-        file_options = self.loader_options if file.has_records else None
+        file_options = request.loader if file.has_records else None
         file_hash = None
         try:
-            if offset == 0 or run not in self.readers:
-                file_hash = content_hash(file.path, self.splitter, file_options)
+            if offset == 0 or run.reader is None:
+                file_hash = content_hash(file.path, request.splitter, file_options)
         except (LoadError, OSError) as exc:
             self._failed(file, exc, read, run)
             return False, 0
@@ -263,45 +287,47 @@ class IngestSteps:
         done = True
         try:
             if file.has_records:
-                documents, done = self._take(run, file, file_hash, offset)
+                documents, done = self._take(run, request, file, file_hash, offset)
             elif loaded_files is not None and file_hash is not None:
                 # Loading refuses a file without text, so what is loaded has some to split.
-                sections = load_sections(file, self.loader_options)
+                sections = load_sections(file, request.loader)
                 loaded_files.append(_Loaded(file, file_hash, sections))
                 return True, 0
             else:
-                documents = make_documents(file, self.splitter, self.loader_options, file_hash)
+                documents = make_documents(file, request.splitter, request.loader, file_hash)
         except (LoadError, OSError) as exc:
             # A record file failing in a later slice keeps the records already taken.
             self._failed(file, exc, read, run)
             return True, 0
-        self._add_documents(file, documents, done, known, shard, read)
+        self._add_documents(file, documents, done, known, request.shard, read)
         return True, 0 if done else offset + len(documents)
 
     def _split_loaded(
         self,
         loaded_files: "list[_Loaded]",
+        request: IngestRequest,
         helper: worker.WorkerRun,
         known: dict[str, str],
-        shard: Shard | None,
         read: "_Batch",
-        run: str,
+        run: RunResources,
     ) -> None:
         """Split the loaded files' sections in the helper (here, if it fails), in one request;
         add their documents to `read`, in order."""
         texts = [section.text for item in loaded_files for section in item.sections]
-        pieces = helper.split(texts, self.splitter)
+        pieces = helper.split(texts, request.splitter)
         start = 0
         for item in loaded_files:
             end = start + len(item.sections)
             mine = None if pieces is None else pieces[start:end]
             start = end
             try:
-                document = file_document(item.file, item.sections, self.splitter, item.hash, mine)
+                document = file_document(
+                    item.file, item.sections, request.splitter, item.hash, mine
+                )
             except LoadError as exc:
                 self._failed(item.file, exc, read, run)
                 continue
-            self._add_documents(item.file, [document], True, known, shard, read)
+            self._add_documents(item.file, [document], True, known, request.shard, read)
         loaded_files.clear()
 
     def _add_documents(
@@ -329,42 +355,43 @@ class IngestSteps:
                     doc_hash=doc.doc_hash,
                     chunks=doc.chunks,
                     status="updated" if doc.source in known else "new",
-                    sent=0,
-                    stored=0,
-                    failed=False,
                     loaded_at=time.time(),
                 )
             )
 
-    def _worker(self, run: str) -> worker.WorkerRun:
-        found = self.workers.get(run)
-        if found is None:
-            found = self.workers[run] = worker.WorkerRun(
+    def _helper(self, run: RunResources) -> worker.WorkerRun:
+        if run.helper is None:
+            run.helper = worker.WorkerRun(
                 lambda: self.store.sparse_scheme or SPARSE_SCHEME, worker.MIN_CHARS
             )
-        return found
+        return run.helper
 
     def _take(
-        self, run: str, file: SourceFile, file_hash: str | None, offset: int
+        self,
+        run: RunResources,
+        request: IngestRequest,
+        file: SourceFile,
+        file_hash: str | None,
+        offset: int,
     ) -> tuple[list[Document], bool]:
         """The next slice of a record file's documents from `offset`, and whether it is the
         last (a run resumed in another process opens the file again and skips `offset`)."""
-        reader = self.readers.get(run)
+        reader = run.reader
         if reader is None or reader[0] != file.source:
-            documents = iter_documents(file, self.splitter, self.loader_options, file_hash)
+            documents = iter_documents(file, request.splitter, request.loader, file_hash)
             for _ in itertools.islice(documents, offset):
                 pass
-            reader = self.readers[run] = (file.source, documents)
+            reader = run.reader = (file.source, documents)
         taken = list(itertools.islice(reader[1], RECORDS_PER_STEP))
         done = len(taken) < RECORDS_PER_STEP
         if done:
-            self.readers.pop(run, None)
+            run.reader = None
         return taken, done
 
-    def _failed(self, file: SourceFile, exc: Exception, read: "_Batch", run: str) -> None:
+    def _failed(self, file: SourceFile, exc: Exception, read: "_Batch", run: RunResources) -> None:
         """Record a file that could not be read: skipped if it is not a document (reported
         in the summary), failed (and reported now) otherwise."""
-        self.readers.pop(run, None)
+        run.reader = None
         reason = str(exc)
         if isinstance(exc, OSError):
             reason = exc.strerror or reason
@@ -372,37 +399,36 @@ class IngestSteps:
             read.skipped.append({"source": file.source, "reason": reason})
             return
         read.failed.append({"source": file.source, "reason": reason})
-        self.notify("failed", read.failed[-1])
+        self.notify(Failed(**read.failed[-1]))
 
     def embed_and_store(self, state: IngestState) -> dict[str, Any]:
         """Send the loaded chunks to the embedder; store the answers that are back."""
-        docs = [PendingDoc(**d) for d in state["pending"]]
-        queue = self.queues.get(state["run"])
+        embed = state["request"].embed
+        run = self.resources(state["run"])
+        queue = run.queue
         if queue is None:
             # A new run, or one resumed in another process: what was in flight is sent again.
-            queue = self.queues[state["run"]] = EmbedQueue(
-                self.embeddings, self.embed, self.on_retry
-            )
-            for doc in docs:
-                doc["sent"] = doc["stored"] = 0
-        by_source = {doc["source"]: doc for doc in docs}
+            queue = run.queue = EmbedQueue(self.embeddings, embed, self.notify)
+            docs = [replace(d, sent=0, stored=0) for d in state["pending"]]
+        else:
+            docs = [replace(d) for d in state["pending"]]
+        by_source = {doc.source: doc for doc in docs}
         last = state["position"] >= len(state["files"])
-        for job in _pack_batches(docs, self.embed.batch_size, flush=last):
+        for job in _pack_batches(docs, embed.batch_size, flush=last):
             queue.submit(*job)
         stored: list[dict[str, Any]] = []
         failed: list[dict[str, str]] = []
-        prefetch = self.workers.get(state["run"])
-        held = self.held.get(state["run"])
-        keep = 0 if last else LOOKAHEAD * max(1, self.embed.concurrency)
+        prefetch, held = run.helper, run.held
+        keep = 0 if last else LOOKAHEAD * max(1, embed.concurrency)
         for segments, result in queue.results(keep):
             if isinstance(result, BaseException):
                 self._refused(queue, segments, result, by_source, failed, prefetch)
             else:
-                self._store_vectors(segments, result, by_source, stored, prefetch, held)
+                self.store_vectors(segments, result, by_source, stored, prefetch, held)
         if last:
             self.close_queue(state)
-        self.notify("batch_stored", {"documents": len(stored)})
-        pending = [d for d in docs if not d["failed"] and d["stored"] < len(d["chunks"])]
+        self.notify(BatchStored(len(stored)))
+        pending = [d for d in docs if not d.failed and d.stored < len(d.chunks)]
         return {"pending": pending, "stored": stored, "failed": failed}
 
     def _refused(
@@ -419,18 +445,18 @@ class IngestSteps:
         if len(segments) > 1:
             for source, i, j in segments:
                 if source in by_source:
-                    chunks = by_source[source]["chunks"][i:j]
+                    chunks = by_source[source].chunks[i:j]
                     queue.submit([(source, i, j)], [c.text for c in chunks])
             return
         doc = by_source.get(segments[0][0])
-        if doc is not None and not doc["failed"]:
-            doc["failed"] = True
+        if doc is not None and not doc.failed:
+            doc.failed = True
             if prefetch is not None:
-                prefetch.forget((doc["source"], doc["doc_hash"]))
-            failed.append({"source": doc["source"], "reason": f"embedding refused: {error}"})
-            self.notify("failed", failed[-1])
+                prefetch.forget((doc.source, doc.doc_hash))
+            failed.append({"source": doc.source, "reason": f"embedding refused: {error}"})
+            self.notify(Failed(**failed[-1]))
 
-    def _store_vectors(
+    def store_vectors(
         self,
         segments: list["Segment"],
         vectors: list[list[float]],
@@ -444,39 +470,34 @@ class IngestSteps:
         (if the store held any of its chunks: `held`, None when not known)."""
         offset = 0
         parts: list[tuple[PendingDoc, list[Chunk]]] = []
-        chunks: list[Chunk] = []
-        kept: list[list[float]] = []
-        hashes: list[str] = []
-        totals: list[int] = []
-        times: list[float] = []
-        made: list[tuple[list[int], list[float]] | None] = []
+        writes: list[ChunkWrite] = []
         for source, i, j in segments:
             part, offset = vectors[offset : offset + j - i], offset + j - i
             doc = by_source.get(source)
-            if doc is None or doc["failed"]:
+            if doc is None or doc.failed:
                 continue  # a document another request failed
-            piece, total = doc["chunks"][i:j], len(doc["chunks"])
+            piece, total = doc.chunks[i:j], len(doc.chunks)
             parts.append((doc, piece))
-            chunks += piece
-            kept += part
-            hashes += [doc["doc_hash"]] * len(piece)
-            totals += [total] * len(piece)
-            times += [doc["loaded_at"]] * len(piece)
-            ahead = prefetch.take((source, doc["doc_hash"]), i, j) if prefetch else None
-            made += ahead or [None] * len(piece)
-        if chunks:
-            self.store.upsert(chunks, kept, hashes, totals, times, made)
+            ahead = prefetch.take((source, doc.doc_hash), i, j) if prefetch else None
+            writes += [
+                ChunkWrite(chunk, vector, doc.doc_hash, total, doc.loaded_at, sparse)
+                for chunk, vector, sparse in zip(
+                    piece, part, ahead or [None] * len(piece), strict=True
+                )
+            ]
+        if writes:
+            self.store.upsert(writes)
         for doc, piece in parts:
-            source, total = doc["source"], len(doc["chunks"])
-            self.notify("embedded", {"source": source, "chunks": len(piece)})
-            doc["stored"] += len(piece)
-            if doc["stored"] == total:
+            source, total = doc.source, len(doc.chunks)
+            self.notify(Embedded(source, len(piece)))
+            doc.stored += len(piece)
+            if doc.stored == total:
                 if prefetch is not None:
-                    prefetch.forget((source, doc["doc_hash"]))
+                    prefetch.forget((source, doc.doc_hash))
                 if held is None or source in held:
-                    self.store.delete_stale(source, doc["doc_hash"])
-                stored.append({"source": source, "status": doc["status"], "chunks": total})
-                self.notify("stored", {"source": source, "chunks": total})
+                    self.store.delete_stale(source, doc.doc_hash)
+                stored.append({"source": source, "status": doc.status, "chunks": total})
+                self.notify(Stored(source, total))
 
     def prune(self, state: IngestState) -> dict[str, Any]:
         """Remove the sources no longer among the files (a file that failed to load keeps
@@ -485,7 +506,7 @@ class IngestSteps:
         settled = set(state.get("settled", []))
         whole = set(state.get("whole", []))
         unread = [f for f in state["files"] if f.source not in settled]
-        shard = _shard(state)
+        shard = state["request"].shard
         removed = [
             s
             for s in self.store.sources()
@@ -501,7 +522,8 @@ class IngestSteps:
     def after_load(self, state: IngestState) -> str:
         """Route to storing while documents wait or requests are in flight."""
         # The last store step closes the queue, so an open queue means requests in flight.
-        if state["pending"] or state.get("run") in self.queues:
+        run = self.runs.get(state.get("run", ""))
+        if state["pending"] or (run is not None and run.queue is not None):
             return "embed_and_store"
         return self.after_store(state)
 
@@ -509,19 +531,14 @@ class IngestSteps:
         """Route to the next batch, then to pruning (if asked) or the end."""
         if state["position"] < len(state["files"]):
             return "load_batch"
-        return "prune" if state.get("prune") else END
+        return "prune" if state["request"].prune else END
 
     def close_queue(self, state: IngestState) -> None:
-        """Stop and forget the run's requests in flight, its record file being read, its
-        helper process and what the store held when it began."""
-        self.readers.pop(state.get("run", ""), None)
-        self.held.pop(state.get("run", ""), None)
-        queue = self.queues.pop(state.get("run", ""), None)
-        if queue is not None:
-            queue.close()
-        prefetch = self.workers.pop(state.get("run", ""), None)
-        if prefetch is not None:
-            prefetch.close()
+        """Release the run's resources: its requests in flight, its record file being read,
+        its helper process and what the store held when it began."""
+        run = self.runs.pop(state.get("run", ""), None)
+        if run is not None:
+            run.close()
 
     def closing_on_error(self, step: Callable[[IngestState], dict[str, Any]]):
         """Wrap a step so that its failure or interruption stops the run's requests in flight."""
@@ -569,10 +586,6 @@ def _record_of(source: str, files: set[str]) -> bool:
     return False
 
 
-def _shard(state: IngestState) -> Shard | None:
-    return Shard.parse(state["shard"]) if state.get("shard") else None
-
-
 Segment = tuple[str, int, int]
 
 
@@ -592,17 +605,17 @@ def _pack_batches(
         nonlocal segments, texts, parts
         jobs.append((segments, texts))
         for doc, end in parts:
-            doc["sent"] = end
+            doc.sent = end
         segments, texts, parts = [], [], []
 
     for doc in docs:
-        if doc["failed"]:
+        if doc.failed:
             continue
-        i, n = doc["sent"], len(doc["chunks"])
+        i, n = doc.sent, len(doc.chunks)
         while i < n:
             j = min(n, i + batch_size - len(texts))
-            segments.append((doc["source"], i, j))
-            texts.extend(c.text for c in doc["chunks"][i:j])
+            segments.append((doc.source, i, j))
+            texts.extend(c.text for c in doc.chunks[i:j])
             parts.append((doc, j))
             i = j
             if len(texts) == batch_size:
@@ -612,50 +625,68 @@ def _pack_batches(
     return jobs
 
 
-def run_ingest(
-    graph,
-    paths: list[str],
-    prune: bool = False,
-    description: str | None = None,
-    shard: str | None = None,
-) -> dict[str, Any]:
-    """Run the ingest graph to the end and return its report."""
-    state = graph.invoke(
-        {"paths": paths, "prune": prune, "description": description, "shard": shard},
-        {"recursion_limit": 1_000_000},
+@dataclass(frozen=True)
+class IngestOutcome:
+    """What one run of the graph did, source by source."""
+
+    files: int
+    """Files discovered."""
+    stored: list[dict[str, Any]]
+    """Sources stored: `source`, `status` ("new" or "updated"), `chunks`."""
+    unchanged: list[str]
+    failed: list[dict[str, str]]
+    """Files or documents that could not be read or embedded: `source`, `reason`."""
+    skipped: list[dict[str, str]]
+    """Files that are not documents: `source`, `reason`."""
+    removed: list[str]
+
+    @property
+    def chunks_embedded(self) -> int:
+        """Chunks embedded and stored by this run."""
+        return sum(s["chunks"] for s in self.stored)
+
+
+def store_documents(
+    store: KnowledgeStore,
+    embeddings: PrefixedEmbeddings,
+    docs: list[PendingDoc],
+    embed: EmbedSettings,
+) -> list[dict[str, Any]]:
+    """Embed whole documents and store them now, in requests of `embed.batch_size` chunks,
+    through the graph's own storing step (`IngestSteps.store_vectors`); return the sources
+    stored. For documents already split, such as a store's chunks copied under another
+    embedding model."""
+    steps = IngestSteps(store, embeddings)
+    by_source = {doc.source: doc for doc in docs}
+    stored: list[dict[str, Any]] = []
+    for segments, texts in _pack_batches(docs, embed.batch_size):
+        vectors = embed_with_retry(embeddings, texts, embed, steps.notify)
+        steps.store_vectors(segments, vectors, by_source, stored, held=set())
+    return stored
+
+
+def run_ingest(graph, request: IngestRequest) -> IngestOutcome:
+    """Run the ingest graph to the end and return what it did."""
+    state = graph.invoke({"request": request}, {"recursion_limit": 1_000_000})
+    return IngestOutcome(
+        files=len(state.get("files", [])),
+        stored=state.get("stored", []),
+        unchanged=state.get("unchanged", []),
+        failed=state.get("failed", []),
+        skipped=state.get("skipped", []),
+        removed=state.get("removed", []),
     )
-    return {
-        "files": len(state.get("files", [])),
-        "stored": state.get("stored", []),
-        "unchanged": state.get("unchanged", []),
-        "failed": state.get("failed", []),
-        "skipped": state.get("skipped", []),
-        "removed": state.get("removed", []),
-        "chunks_embedded": sum(s["chunks"] for s in state.get("stored", [])),
-    }
 
 
 def build_ingest_graph(
     store: KnowledgeStore,
     embeddings: PrefixedEmbeddings,
-    splitter: SplitterSettings | None = None,
-    batch_files: int = 16,
-    embed: EmbedSettings | None = None,
-    loader_options: LoaderOptions | None = None,
     on_progress: ProgressFn | None = None,
-    folder_rules: FolderRules | None = None,
+    batch_files: int = 16,
 ):
-    """Build the graph that keeps `store` in sync with a set of files and folders."""
-    steps = IngestSteps(
-        store,
-        embeddings,
-        splitter or SplitterSettings(),
-        batch_files,
-        embed or EmbedSettings(),
-        loader_options or LoaderOptions(),
-        on_progress or ignore,
-        folder_rules or FolderRules(),
-    )
+    """Build the graph that keeps `store` in sync with the files and folders a run's
+    request names (`run_ingest`)."""
+    steps = IngestSteps(store, embeddings, on_progress or ignore, batch_files)
     builder = StateGraph(IngestState, input_schema=IngestInput)
     builder.add_node(steps.prepare)
     builder.add_node("load_batch", steps.closing_on_error(steps.load_batch))

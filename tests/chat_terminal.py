@@ -10,7 +10,8 @@ from conftest import ROOT
 
 from archivist.chat import PROMPT
 
-TIMEOUT = 90  # generous: a loaded 2-core machine imports LangChain slowly
+TIMEOUT = 240  # generous: a loaded 2-core machine imports LangChain slowly; waits end on
+# what the terminal shows, so a long one costs nothing when the machine is quick
 # The prompt at the start of a line (after any terminal control codes), not a `›` in a passage.
 PROMPT_LINE = re.compile(r"\r\n(?:\x1b\[[0-9;?]*[A-Za-z])*" + re.escape(PROMPT))
 # The banner the chat prints once its agent is built (the prompt may come before it).

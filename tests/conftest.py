@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fake_models import FakeModels, install
 from fake_ollama import FakeOllama
 from typer.testing import CliRunner
 
@@ -74,6 +75,18 @@ def ollama() -> Iterator[FakeOllama]:
     """A fake Ollama speaking the real HTTP API."""
     with FakeOllama() as fake:
         yield fake
+
+
+@pytest.fixture
+def fake_models(monkeypatch: pytest.MonkeyPatch) -> FakeModels:
+    """The fake Ollama's models in this process, installed in the model factory: chat models,
+    embedders and `show` answers as the HTTP fake gives them, with no server and no HTTP.
+
+    For tests of what Archivist does with the models' answers (the agent, ingest, search, the
+    CLI in this process); the `ollama` fixture stays for the wire itself (streaming, status
+    codes, retries, a server that dies) and for the tests that start processes.
+    """
+    return install(FakeModels(), monkeypatch)
 
 
 @pytest.fixture

@@ -1,7 +1,6 @@
 """Conversations kept in SQLite: `chat --resume` and `chat --thread ID`."""
 
 import pytest
-from chat_terminal import ask, leave, spawn_chat
 from conftest import run_cli
 
 REFUND_Q = "How many days do I have to ask for a refund?"
@@ -17,10 +16,17 @@ def test_a_resumed_conversation_remembers_the_earlier_turn(ollama, home, store):
     )
     assert first.returncode == 0, first.stderr
     earlier_answer = first.stdout.splitlines()[1]
-    child = spawn_chat("--store", store, "--resume", ollama_url=ollama.url, home=home)
-    assert "1 earlier question." in child.before
-    ask(child, "And what about shipping costs?")
-    assert leave(child) == 0
+    resumed = run_cli(
+        "chat",
+        "--store",
+        store,
+        "--resume",
+        stdin="And what about shipping costs?\n",
+        ollama_url=ollama.url,
+        home=home,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert "1 earlier question." in resumed.stdout + resumed.stderr
     last = ollama.requests_to("/api/chat")[-1]
     assert user_turns(last) == [REFUND_Q, "And what about shipping costs?"]
     assert any(

@@ -61,10 +61,11 @@ def test_a_writer_killed_mid_document_leaves_an_open_chat_answering(home, tmp_pa
             )
         },
     )
-    with FakeOllama(embed_delay_per_text=0.1, embed_concurrency=1) as ollama:
+    with FakeOllama(embed_concurrency=1) as ollama:
         assert (
             run_cli("ingest", str(SHOP), "--store", "kb", ollama_url=ollama.url, home=home)
         ).returncode == 0
+        ollama.embed_delay_per_text = 0.1  # from now on: the manual's ingest is the slow one
         child = spawn_chat("--store", "kb", ollama_url=ollama.url, home=home)
         try:
             assert "Sources: [1]" in ask(child, "How many days do I have to ask for a refund?")
@@ -101,6 +102,7 @@ def test_a_writer_killed_mid_document_leaves_an_open_chat_answering(home, tmp_pa
         found = _search("prime the stove burner", ollama, home, "kb")
         assert found and "manual.md" not in {r["source"] for r in found}
         # The next ingest completes it, and then it is found.
+        ollama.embed_delay_per_text = 0.0
         rerun = run_cli(
             "ingest", str(big), "--store", "kb", *INGEST, ollama_url=ollama.url, home=home
         )

@@ -18,12 +18,14 @@ from conftest import SHOP, stored_sparse_vectors, write_files
 from fake_ollama import embed_text
 
 from archivist.ingest.graph import DIMENSION_PROBE, build_ingest_graph, run_ingest
+from archivist.ingest.request import IngestRequest
 from archivist.tools import sparse
 from archivist.tools.errors import StoreMismatch
 from archivist.tools.migrate import copy_store
 from archivist.tools.store import (
     PAYLOAD_INDEXES,
     Chunk,
+    ChunkWrite,
     KnowledgeStore,
     ServerLayout,
     connect,
@@ -91,7 +93,7 @@ def engine(request, tmp_path) -> Iterator[Engine]:
 def add(store: KnowledgeStore, source: str, texts: list[str], doc_hash: str = "h1", total=None):
     chunks = [Chunk(t, source, i) for i, t in enumerate(texts)]
     total = len(chunks) if total is None else total
-    store.upsert(chunks, [vec(t) for t in texts], [doc_hash] * len(chunks), [total] * len(chunks))
+    store.upsert([ChunkWrite(c, vec(c.text), doc_hash, total) for c in chunks])
     return chunks
 
 
@@ -362,20 +364,20 @@ def test_incremental_ingest_through_the_ingest_graph(engine, archivist, ollama, 
     def ingest(prune=False):
         ollama.clear_requests()
         graph = build_ingest_graph(store, archivist.embeddings, batch_files=4)
-        report = run_ingest(graph, [str(root)], prune=prune)
+        report = run_ingest(graph, IngestRequest((str(root),), prune=prune))
         texts = [t for b in ollama.requests_to("/api/embed") for t in b["input"]]
         return report, [t for t in texts if not t.endswith(DIMENSION_PROBE)]
 
     first, texts = ingest()
-    assert len(first["stored"]) == 10 and store.count() == len(texts)
+    assert len(first.stored) == 10 and store.count() == len(texts)
     again, texts = ingest()
-    assert again["stored"] == [] and len(again["unchanged"]) == 10 and texts == []
+    assert again.stored == [] and len(again.unchanged) == 10 and texts == []
 
     write_files(root, {"refund.md": "# Refunds\n\nRefunds are now paid within 14 days."})
     (root / "privacy.md").unlink()
     changed, texts = ingest(prune=True)
-    assert changed["stored"] == [{"source": "refund.md", "status": "updated", "chunks": 1}]
-    assert changed["removed"] == ["privacy.md"]
+    assert changed.stored == [{"source": "refund.md", "status": "updated", "chunks": 1}]
+    assert changed.removed == ["privacy.md"]
     assert texts == ["search_document: # Refunds\n\nRefunds are now paid within 14 days."]
     held = store.sources()
     assert "privacy.md" not in held and held["refund.md"].chunks == 1

@@ -262,14 +262,14 @@ def test_prune_keeps_unchanged_sources_of_every_shape(archivist, tmp_path):
     first = archivist.ingest([str(root)], "kb")
     before = set(archivist.store("kb").sources())
     assert {"mixed.json", "mixed.json#p1", "mixed.json#p2", "odd#name.json#x"} <= before
-    assert len(before) == len(first["stored"]) == 13
+    assert len(before) == len(first.stored) == 13
 
     (root / "gone.md").unlink()
     (root / "later-broken.md").write_bytes(b"\x89PNG\r\n\x1a\n\0\0\0binary now")
     report = archivist.ingest([str(root)], "kb", prune=True)
-    assert report["removed"] == ["gone.md"]
+    assert report.removed == ["gone.md"]
     assert set(archivist.store("kb").sources()) == before - {"gone.md"}
-    assert [f["source"] for f in report["failed"]] == ["later-broken.md"]
+    assert [f["source"] for f in report.failed] == ["later-broken.md"]
 
 
 def test_a_chat_model_is_refused_as_the_embedder(ollama, home, tmp_path):

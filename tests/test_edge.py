@@ -17,7 +17,7 @@ from archivist.tools.edge import COLLECTION_FILE, MIGRATING_FILE, EdgeClient
 from archivist.tools.errors import StoreLocked
 from archivist.tools.migrate import migrate_legacy, migrate_local
 from archivist.tools.sparse import document_vector, query_vector
-from archivist.tools.store import DENSE, SPARSE, Chunk, KnowledgeStore
+from archivist.tools.store import DENSE, SPARSE, Chunk, ChunkWrite, KnowledgeStore
 
 # qdrant-client's local mode warns that it ignores the payload index the stores create.
 pytestmark = pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning")
@@ -288,7 +288,13 @@ def _legacy_store(home) -> list[str]:
     store = KnowledgeStore(legacy, "old_docs")
     store.ensure(FINGERPRINT, "from the last release")
     chunks = [Chunk(text, source, n) for source, text, n in DOCS]
-    store.upsert(chunks, [embed_text(c.text, 64) for c in chunks], ["h1"] * 6, [2, 2, 2, 2, 1, 1])
+    totals = [2, 2, 2, 2, 1, 1]
+    store.upsert(
+        [
+            ChunkWrite(c, embed_text(c.text, 64), "h1", n)
+            for c, n in zip(chunks, totals, strict=True)
+        ]
+    )
     legacy.close()
     return [c.id for c in chunks]
 
@@ -390,7 +396,7 @@ def test_a_move_killed_at_any_step_is_done_again_whole(tmp_path):
 
 def test_the_sample_store_ingests_into_edge_and_searches(archivist):
     report = archivist.ingest([str(SHOP)], "shop_docs")
-    assert report["points"] > 0 and not report["failed"]
+    assert report.points > 0 and not report.failed
     assert (archivist.settings.home / "edge" / "shop_docs" / COLLECTION_FILE).is_file()
     assert archivist.search("refund days", "shop_docs")[0]["source"].startswith("refund")
 
@@ -609,7 +615,7 @@ def test_an_ingest_has_its_segments_indexed_by_a_child(archivist, tmp_path, monk
     program = f"open({str(marker)!r}, 'w').close()\n" + edge.INDEX_PROGRAM
     monkeypatch.setattr(edge, "INDEX_PROGRAM", program)
     report = archivist.ingest([str(SHOP)], "shop_docs")
-    assert report["points"] >= 20 and marker.exists()
+    assert report.points >= 20 and marker.exists()
     assert archivist.search("refund days", "shop_docs")[0]["source"].startswith("refund")
 
 

@@ -361,7 +361,7 @@ def test_office_packages_are_bounded_unpacked_before_parsing(tmp_path):
 
 
 def test_a_named_loader_that_cannot_be_imported_is_refused_before_the_ingest():
-    from archivist.ingest.pipeline import _named_loaders
+    from archivist.ingest.request import _named_loaders
     from archivist.tools.errors import ArchivistError
 
     with pytest.raises(ArchivistError, match=r"Cannot use --loader \*\.xml=no_such_pkg:Loader"):

@@ -12,10 +12,12 @@ from archivist.app import Archivist
 from archivist.ingest.embedder import EmbedSettings
 from archivist.ingest.graph import IngestSteps, PendingDoc, build_ingest_graph, run_ingest
 from archivist.ingest.loaders import load
+from archivist.ingest.request import IngestRequest
 from archivist.ingest.splitter import SplitterSettings
 from archivist.ingest.sync import content_hash, discover
 from archivist.tools.embedding import PrefixedEmbeddings
 from archivist.tools.errors import StoreMismatch
+from archivist.tools.progress import Failed, Loaded
 from archivist.tools.store import Chunk, KnowledgeStore
 
 DOCS = {
@@ -26,11 +28,12 @@ DOCS = {
 }
 
 
-def ingest(archivist, paths, store="docs", prune=False, **options):
+def ingest(archivist, paths, store="docs", prune=False, on_progress=None, **options):
     graph = build_ingest_graph(
-        KnowledgeStore(archivist.client, store), archivist.embeddings, batch_files=2, **options
+        KnowledgeStore(archivist.client, store), archivist.embeddings, on_progress, batch_files=2
     )
-    return run_ingest(graph, [str(p) for p in paths], prune=prune)
+    request = IngestRequest(tuple(str(p) for p in paths), store, prune=prune, **options)
+    return run_ingest(graph, request)
 
 
 def points(archivist, store="docs"):
@@ -56,15 +59,15 @@ def test_the_graph_is_compiled_under_its_name(archivist):
 def test_files_are_stored_with_relative_sources_and_metadata(archivist, tmp_path):
     root = write_files(tmp_path / "kb", DOCS)
     report = ingest(archivist, [root])
-    assert sorted(s["source"] for s in report["stored"]) == [
+    assert sorted(s["source"] for s in report.stored) == [
         "guide/refunds.md",
         "guide/shipping.md",
         "notes.txt",
     ]
-    assert report["skipped"] == [
+    assert report.skipped == [
         {"source": "image.png", "reason": "binary file of unsupported type '.png'"}
     ]
-    assert report["failed"] == []
+    assert report.failed == []
     store = KnowledgeStore(archivist.client, "docs")
     results = store.search(archivist.embeddings.embed_query("refunds paid"), "refunds paid", k=1)
     top = results[0]
@@ -78,7 +81,7 @@ def test_files_are_stored_with_relative_sources_and_metadata(archivist, tmp_path
 def test_a_file_given_directly_is_named_by_its_file_name(archivist, tmp_path):
     root = write_files(tmp_path / "kb", DOCS)
     report = ingest(archivist, [root / "guide" / "shipping.md"])
-    assert [s["source"] for s in report["stored"]] == ["shipping.md"]
+    assert [s["source"] for s in report.stored] == ["shipping.md"]
 
 
 def test_documents_and_queries_get_nomic_task_prefixes_on_the_wire(archivist, ollama, tmp_path):
@@ -98,7 +101,7 @@ def test_a_rerun_embeds_nothing_and_keeps_the_point_count(archivist, ollama, tmp
     ollama.clear_requests()
     report = ingest(archivist, [root])
     assert ollama.requests_to("/api/embed") == []
-    assert len(report["unchanged"]) == 3 and report["stored"] == []
+    assert len(report.unchanged) == 3 and report.stored == []
     assert KnowledgeStore(archivist.client, "docs").count() == count
 
 
@@ -110,7 +113,7 @@ def test_only_a_changed_file_is_re_embedded_and_its_old_chunks_go(archivist, oll
     report = ingest(archivist, [root])
     embedded = [t for body in ollama.requests_to("/api/embed") for t in body["input"]]
     assert embedded == ["search_document: The warranty now lasts three years."]
-    assert report["stored"] == [{"source": "notes.txt", "status": "updated", "chunks": 1}]
+    assert report.stored == [{"source": "notes.txt", "status": "updated", "chunks": 1}]
     store = KnowledgeStore(archivist.client, "docs")
     texts = [p.payload["text"] for p in store.client.scroll("docs", limit=100)[0]]
     assert "The warranty now lasts three years." in texts
@@ -122,9 +125,9 @@ def test_prune_removes_sources_that_no_longer_exist(archivist, tmp_path):
     ingest(archivist, [root])
     (root / "notes.txt").unlink()
     report = ingest(archivist, [root])
-    assert report["removed"] == []
+    assert report.removed == []
     report = ingest(archivist, [root], prune=True)
-    assert report["removed"] == ["notes.txt"]
+    assert report.removed == ["notes.txt"]
     assert "notes.txt" not in KnowledgeStore(archivist.client, "docs").sources()
 
 
@@ -169,8 +172,8 @@ def test_every_format_is_stored_with_metadata_and_offsets_into_its_text(archivis
     )
     make_docx(root / "warranty.docx")
     report = ingest(archivist, [root])
-    assert report["failed"] == [] and report["skipped"] == []
-    assert sorted(s["source"] for s in report["stored"]) == [
+    assert report.failed == [] and report.skipped == []
+    assert sorted(s["source"] for s in report.stored) == [
         "catalogue.json",
         "guide.md",
         "handbook.pdf",
@@ -222,9 +225,9 @@ def test_records_with_ids_are_synced_one_by_one(archivist, ollama, tmp_path):
     ollama.clear_requests()
     report = ingest(archivist, [path.parent], prune=True)
     assert embedded_texts(ollama) == ["search_document: Record number 2 is now about boots."]
-    assert report["stored"] == [{"source": "data.jsonl#2", "status": "updated", "chunks": 1}]
-    assert report["unchanged"] == ["data.jsonl#1"]
-    assert report["removed"] == ["data.jsonl#3"]
+    assert report.stored == [{"source": "data.jsonl#2", "status": "updated", "chunks": 1}]
+    assert report.unchanged == ["data.jsonl#1"]
+    assert report.removed == ["data.jsonl#3"]
     assert sorted(KnowledgeStore(archivist.client, "docs").sources()) == [
         "data.jsonl#1",
         "data.jsonl#2",
@@ -239,8 +242,8 @@ def test_a_file_that_breaks_keeps_its_stored_version_even_when_pruning(archivist
     (root / "a.md").write_bytes(b"\0\0 broken")
     (root / "b.jsonl").write_text("{not json", encoding="utf-8")
     report = ingest(archivist, [root], prune=True)
-    assert [f["source"] for f in report["failed"]] == ["a.md", "b.jsonl"]
-    assert report["removed"] == []
+    assert [f["source"] for f in report.failed] == ["a.md", "b.jsonl"]
+    assert report.removed == []
     assert sorted(KnowledgeStore(archivist.client, "docs").sources()) == ["a.md", "b.jsonl#1"]
 
 
@@ -266,7 +269,7 @@ def test_chunks_are_sent_in_batches_asking_ollama_not_to_truncate(tmp_path, home
             app, [root], splitter=splitter, embed=EmbedSettings(batch_size=3, concurrency=2)
         )
         app.close()
-    chunks = report["chunks_embedded"]
+    chunks = report.chunks_embedded
     bodies = fake.requests_to("/api/embed")[1:]  # after the dimension probe
     assert chunks == 13
     # Two requests are in flight at once, so they may arrive in either order.
@@ -281,9 +284,9 @@ def test_input_the_embedder_refuses_fails_only_its_own_document(archivist, ollam
     root = write_files(tmp_path / "kb", docs)
     ollama.refuse_inputs_containing("UNEMBEDDABLE")
     report = ingest(archivist, [root], embed=EmbedSettings(batch_size=4, concurrency=1))
-    assert [f["source"] for f in report["failed"]] == ["c.md"]
-    assert report["failed"][0]["reason"].startswith("embedding refused: failed to process inputs")
-    assert sorted(s["source"] for s in report["stored"]) == ["a.md", "b.md", "d.md"]
+    assert [f["source"] for f in report.failed] == ["c.md"]
+    assert report.failed[0]["reason"].startswith("embedding refused: failed to process inputs")
+    assert sorted(s["source"] for s in report.stored) == ["a.md", "b.md", "d.md"]
     # One request held all four; refused, each document was sent again on its own.
     inputs = [len(b["input"]) for b in ollama.requests_to("/api/embed")[1:]]
     assert inputs == [4, 1, 1, 1, 1]
@@ -296,16 +299,7 @@ def test_small_documents_share_embedding_requests():
 
     def docs(sizes):
         return [
-            {
-                "source": f"d{d}",
-                "doc_hash": "h",
-                "status": "new",
-                "chunks": [Chunk(f"d{d}c{i}", f"d{d}", i) for i in range(n)],
-                "sent": 0,
-                "stored": 0,
-                "failed": False,
-                "loaded_at": 0.0,
-            }
+            PendingDoc(f"d{d}", "h", [Chunk(f"d{d}c{i}", f"d{d}", i) for i in range(n)], "new", 0.0)
             for d, n in enumerate(sizes)
         ]
 
@@ -325,9 +319,9 @@ def test_small_documents_share_embedding_requests():
     pending = docs([2, 2])
     jobs = _pack_batches(pending, 3, flush=False)
     assert [texts for _, texts in jobs] == [["d0c0", "d0c1", "d1c0"]]
-    assert [d["sent"] for d in pending] == [2, 1]
+    assert [d.sent for d in pending] == [2, 1]
     assert [texts for _, texts in _pack_batches(pending, 3)] == [["d1c1"]]
-    assert [d["sent"] for d in pending] == [2, 2]
+    assert [d.sent for d in pending] == [2, 2]
 
 
 def test_a_large_record_file_is_read_in_slices_never_whole(archivist, monkeypatch, tmp_path):
@@ -341,17 +335,17 @@ def test_a_large_record_file_is_read_in_slices_never_whole(archivist, monkeypatc
     report = ingest(
         archivist,
         [tmp_path / "kb"],
-        on_progress=lambda e, d: loaded.append(d) if e == "loaded" else None,
+        on_progress=lambda e: loaded.append(e) if isinstance(e, Loaded) else None,
     )
-    assert len(report["stored"]) == 12 and report["failed"] == []
+    assert len(report.stored) == 12 and report.failed == []
     # No step held more than one slice of the records (plus the one-chunk Markdown files).
-    assert max(step["chunks"] for step in loaded) <= 5
+    assert max(step.chunks for step in loaded) <= 5
     assert sorted(archivist.store("docs").sources()) == sorted(
         ["a.md", "z.md", *(f"records.jsonl#r{i}" for i in range(10))]
     )
     again = ingest(archivist, [tmp_path / "kb"], prune=True)
-    assert again["stored"] == [] and again["removed"] == []
-    assert len(again["unchanged"]) == 12
+    assert again.stored == [] and again.removed == []
+    assert len(again.unchanged) == 12
 
 
 def test_a_bad_line_late_in_a_record_file_fails_it_and_the_rest_goes_on(
@@ -363,13 +357,13 @@ def test_a_bad_line_late_in_a_record_file_fails_it_and_the_rest_goes_on(
     lines = [json.dumps({"id": f"r{i}", "text": f"Record {i}."}) for i in range(5)] + ["{bad"]
     write_files(tmp_path / "kb", {"records.jsonl": "\n".join(lines), "z.md": "# Z\n\nLast."})
     report = ingest(archivist, [tmp_path / "kb"])
-    assert report["failed"] == [
+    assert report.failed == [
         {
             "source": "records.jsonl",
             "reason": "invalid JSON on line 6: Expecting property name enclosed in double quotes",
         }
     ]
-    assert "z.md" in {s["source"] for s in report["stored"]}
+    assert "z.md" in {s["source"] for s in report.stored}
 
 
 class RecordingStore:
@@ -378,9 +372,10 @@ class RecordingStore:
     def __init__(self) -> None:
         self.calls: list[tuple] = []
 
-    def upsert(self, chunks, vectors, doc_hashes, doc_chunks, ingested_at, sparse_vectors) -> None:
-        assert sparse_vectors == [None] * len(chunks)  # a small run: the store makes them
-        self.calls.append(("upsert", [c.chunk_index for c in chunks], len(vectors), doc_hashes))
+    def upsert(self, writes) -> None:
+        assert all(w.sparse is None for w in writes)  # a small run: the store makes them
+        indices = [w.chunk.chunk_index for w in writes]
+        self.calls.append(("upsert", indices, len(writes), [w.doc_hash for w in writes]))
 
     def delete_stale(self, source: str, doc_hash: str) -> None:
         self.calls.append(("delete_stale", source, doc_hash))
@@ -425,33 +420,38 @@ def test_load_batch_alone_queues_changed_documents_and_passes_over_unchanged_one
     root = write_files(tmp_path / "kb", {"a.md": "# A\n\nalpha", "b.md": "# B\n\nbeta"})
     steps = IngestSteps(store=None, embeddings=None, batch_files=1)
     files = sorted(discover([root])[0], key=lambda f: f.source)
-    unchanged = content_hash(files[0].path, steps.splitter)
-    update = steps.load_batch({"files": files, "known": {"a.md": unchanged}, "position": 0})
+    request = IngestRequest()
+    unchanged = content_hash(files[0].path, request.splitter)
+    state = {"request": request, "files": files, "known": {"a.md": unchanged}, "position": 0}
+    update = steps.load_batch(state)
     assert update["position"] == 2  # one file loaded; the unchanged one cost only its hash
     assert update["unchanged"] == ["a.md"] and update["present"] == ["a.md", "b.md"]
     [doc] = update["pending"]
-    assert (doc["source"], doc["status"], doc["sent"]) == ("b.md", "new", 0)
-    assert [c.text for c in doc["chunks"]] == ["# B\n\nbeta"]
+    assert (doc.source, doc.status, doc.sent) == ("b.md", "new", 0)
+    assert [c.text for c in doc.chunks] == ["# B\n\nbeta"]
 
 
 def test_load_batch_alone_reports_a_file_it_cannot_read_and_goes_on(tmp_path):
     root = write_files(tmp_path / "kb", {"bad.pdf": b"not a pdf", "ok.md": "fine"})
     events = []
-    steps = IngestSteps(store=None, embeddings=None, notify=lambda e, d: events.append((e, d)))
+    steps = IngestSteps(store=None, embeddings=None, notify=events.append)
     files = sorted(discover([root])[0], key=lambda f: f.source)
-    update = steps.load_batch({"files": files, "known": {}, "position": 0})
+    update = steps.load_batch(
+        {"request": IngestRequest(), "files": files, "known": {}, "position": 0}
+    )
     assert [f["source"] for f in update["failed"]] == ["bad.pdf"]
     assert update["settled"] == ["ok.md"]
-    assert events[0] == ("failed", update["failed"][0])
-    assert events[-1] == ("loaded", {"files": 2, "unchanged": 0, "chunks": 1})
+    assert events[0] == Failed(**update["failed"][0])
+    assert events[-1] == Loaded(files=2, unchanged=0, chunks=1)
 
 
 def test_embed_and_store_alone_stores_every_chunk_before_removing_the_old_version():
     store = RecordingStore()
     embeddings = LengthEmbeddings()
-    steps = IngestSteps(store, embeddings, embed=EmbedSettings(batch_size=2, concurrency=1))
+    steps = IngestSteps(store, embeddings)
     docs = [_pending("a.md", ["one", "two", "three"], "ha"), _pending("b.md", ["four"], "hb")]
-    state = {"run": "r1", "files": [], "position": 0, "pending": docs}
+    request = IngestRequest(embed=EmbedSettings(batch_size=2, concurrency=1))
+    state = {"request": request, "run": "r1", "files": [], "position": 0, "pending": docs}
     update = steps.embed_and_store(state)
     # Requests are packed across documents: [one, two], [three, four].
     assert embeddings.requests == [["one", "two"], ["three", "four"]]
@@ -466,17 +466,19 @@ def test_embed_and_store_alone_stores_every_chunk_before_removing_the_old_versio
         {"source": "a.md", "status": "new", "chunks": 3},
         {"source": "b.md", "status": "new", "chunks": 1},
     ]
-    assert update["pending"] == [] and "r1" not in steps.queues  # the last step closes
+    assert update["pending"] == [] and "r1" not in steps.runs  # the last step closes
 
 
 def test_only_sources_the_store_held_when_the_run_began_have_old_versions_removed():
     store = RecordingStore()
-    steps = IngestSteps(store, LengthEmbeddings(), embed=EmbedSettings(batch_size=4))
-    steps.held["r1"] = {"a.md"}  # b.md is new to the store: it has nothing older to remove
+    steps = IngestSteps(store, LengthEmbeddings())
+    steps.resources("r1").held = {"a.md"}  # b.md is new to the store: nothing older to remove
     docs = [_pending("a.md", ["one"], "ha"), _pending("b.md", ["two"], "hb")]
-    steps.embed_and_store({"run": "r1", "files": [], "position": 0, "pending": docs})
+    request = IngestRequest(embed=EmbedSettings(batch_size=4))
+    state = {"request": request, "run": "r1", "files": [], "position": 0, "pending": docs}
+    steps.embed_and_store(state)
     assert [c for c in store.calls if c[0] == "delete_stale"] == [("delete_stale", "a.md", "ha")]
-    assert "r1" not in steps.held  # forgotten with the run
+    assert "r1" not in steps.runs  # forgotten with the run
 
 
 def test_a_first_ingest_removes_nothing_and_a_second_removes_only_a_changed_files_old_version(
@@ -502,9 +504,11 @@ def test_a_first_ingest_removes_nothing_and_a_second_removes_only_a_changed_file
 def test_embed_and_store_alone_fails_only_the_document_whose_input_is_refused():
     store = RecordingStore()
     embeddings = LengthEmbeddings(refuse="poison")
-    steps = IngestSteps(store, embeddings, embed=EmbedSettings(batch_size=4, concurrency=1))
+    steps = IngestSteps(store, embeddings)
     docs = [_pending("bad.md", ["poison"]), _pending("good.md", ["fine"])]
-    update = steps.embed_and_store({"run": "r", "files": [], "position": 0, "pending": docs})
+    request = IngestRequest(embed=EmbedSettings(batch_size=4, concurrency=1))
+    state = {"request": request, "run": "r", "files": [], "position": 0, "pending": docs}
+    update = steps.embed_and_store(state)
     assert embeddings.requests == [["poison", "fine"], ["poison"], ["fine"]]
     assert [f["source"] for f in update["failed"]] == ["bad.md"]
     assert update["stored"] == [{"source": "good.md", "status": "new", "chunks": 1}]
@@ -513,15 +517,14 @@ def test_embed_and_store_alone_fails_only_the_document_whose_input_is_refused():
 
 def test_the_routes_follow_the_files_the_pending_documents_and_prune():
     steps = IngestSteps(store=None, embeddings=None)
-    files = ["f1", "f2"]
-    assert steps.after_store({"files": files, "position": 1}) == "load_batch"
-    assert steps.after_store({"files": files, "position": 2}) == END
-    assert steps.after_store({"files": files, "position": 2, "prune": True}) == "prune"
+    files, asked, pruning = ["f1", "f2"], IngestRequest(), IngestRequest(prune=True)
+    assert steps.after_store({"request": asked, "files": files, "position": 1}) == "load_batch"
+    assert steps.after_store({"request": asked, "files": files, "position": 2}) == END
+    assert steps.after_store({"request": pruning, "files": files, "position": 2}) == "prune"
     assert steps.after_load({"files": files, "position": 2, "pending": [{}]}) == "embed_and_store"
-    steps.queues["r"] = None  # requests still in flight for run r
-    assert steps.after_load({"run": "r", "files": files, "position": 2, "pending": []}) == (
-        "embed_and_store"
-    )
+    steps.resources("r").queue = object()  # requests still in flight for run r
+    state = {"request": asked, "run": "r", "files": files, "position": 2, "pending": []}
+    assert steps.after_load(state) == "embed_and_store"
 
 
 def test_a_failing_step_stops_the_runs_requests_in_flight():
@@ -533,11 +536,11 @@ def test_a_failing_step_stops_the_runs_requests_in_flight():
         def close(self) -> None:
             self.closed = True
 
-    queue = steps.queues["r"] = Queue()
+    queue = steps.resources("r").queue = Queue()
 
     def broken(state):
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
         steps.closing_on_error(broken)({"run": "r"})
-    assert queue.closed and steps.queues == {}
+    assert queue.closed and steps.runs == {}

@@ -4,12 +4,13 @@ from typer.testing import CliRunner
 
 from archivist import cli
 from archivist.app import Archivist
+from archivist.tools.progress import Stored
 
 
 def test_ctrl_c_during_an_ingest_says_what_is_kept(monkeypatch, tmp_path):
-    def interrupted_ingest(self, paths, store, prune, description, on_progress, **options):
+    def interrupted_ingest(self, request, *, on_progress, release=False):
         for source in ("a.md", "b.md"):
-            on_progress("stored", {"source": source, "chunks": 1})
+            on_progress(Stored(source, 1))
         raise KeyboardInterrupt
 
     monkeypatch.setattr(Archivist, "ingest", interrupted_ingest)

@@ -5,9 +5,11 @@ from conftest import write_files
 
 from archivist.app import Archivist
 from archivist.ingest.embedder import EmbedSettings
+from archivist.ingest.request import IngestRequest
 from archivist.ingest.splitter import SplitterSettings
 from archivist.tools.errors import ArchivistError
 from archivist.tools.migrate import copy_stores
+from archivist.tools.progress import Retried
 from archivist.tools.store import KnowledgeStore, connect, list_stores
 
 FAST = EmbedSettings(batch_size=2, concurrency=1, attempts=3, backoff=0.01, max_backoff=0.02)
@@ -32,16 +34,14 @@ def test_server_errors_are_retried_with_backoff(archivist, ollama, tmp_path):
     root = write_files(tmp_path / "kb", {"a.md": "# A\n\nAlpha."})
     events = []
     ollama.fail("/api/embed", 503, "server busy, please try again", times=2)
-    report = archivist.ingest(
-        [str(root)], "docs", on_progress=lambda e, d: events.append((e, d)), embed=FAST
-    )
-    assert report["stored"] == [{"source": "a.md", "status": "new", "chunks": 1}]
-    retries = [d for e, d in events if e == "retry"]
-    assert [(r["attempt"], r["error"]) for r in retries] == [
+    report = archivist.ingest([str(root)], "docs", on_progress=events.append, embed=FAST)
+    assert report.stored == [{"source": "a.md", "status": "new", "chunks": 1}]
+    retries = [e for e in events if isinstance(e, Retried)]
+    assert [(r.attempt, r.error) for r in retries] == [
         (1, "server busy, please try again (status code: 503)"),
         (2, "server busy, please try again (status code: 503)"),
     ]
-    assert retries[1]["wait"] > retries[0]["wait"]  # exponential backoff
+    assert retries[1].wait > retries[0].wait  # exponential backoff
     assert len(ollama.requests_to("/api/embed")) == 4  # 2 failures, the probe, the chunk
 
 
@@ -84,8 +84,8 @@ def test_an_interrupted_ingest_leaves_no_duplicates_and_a_rerun_finishes(
     assert "c.md" not in sources
     ollama.clear_requests()
     report = archivist.ingest([str(root)], "docs", embed=FAST, chunk_size=200, chunk_overlap=0)
-    assert report["unchanged"] == ["a.md"]
-    assert [s["source"] for s in report["stored"]] == ["b.md", "c.md"]
+    assert report.unchanged == ["a.md"]
+    assert [s["source"] for s in report.stored] == ["b.md", "c.md"]
     assert all(info.complete for info in store.sources().values())
     archivist.ingest([str(root)], "clean", embed=FAST, chunk_size=200, chunk_overlap=0)
     assert point_ids(archivist, "docs") == point_ids(archivist, "clean")
@@ -119,8 +119,8 @@ def test_reindex_rebuilds_for_a_new_model_and_keeps_the_old_store_until_done(
 
     ollama.clear_requests()
     report = other.ingest([str(root)], "docs", reindex=True, embed=FAST)
-    assert report["reindexed"] is True
-    assert report["unchanged"] == ["a.md"]  # the interrupted rebuild was resumed
+    assert report.reindexed is True
+    assert report.unchanged == ["a.md"]  # the interrupted rebuild was resumed
     assert store.fingerprint["embed_model"] == "all-minilm"
     assert store.fingerprint["dimension"] == 384
     assert store.description == "three files"
@@ -131,7 +131,7 @@ def test_reindex_rebuilds_for_a_new_model_and_keeps_the_old_store_until_done(
 
     # Once rebuilt, --reindex with the same model is an ordinary incremental run.
     report = other.ingest([str(root)], "docs", reindex=True, embed=FAST)
-    assert report["reindexed"] is False and report["chunks_embedded"] == 0
+    assert report.reindexed is False and report.chunks_embedded == 0
 
 
 class Killed(BaseException):
@@ -159,7 +159,7 @@ def test_an_update_killed_before_removing_the_old_version_is_finished_by_the_nex
 
     ollama.clear_requests()
     report = archivist.ingest([str(root)], "docs", embed=FAST)
-    assert report["unchanged"] == ["a.md", "b.md", "c.md"] and report["chunks_embedded"] == 0
+    assert report.unchanged == ["a.md", "b.md", "c.md"] and report.chunks_embedded == 0
     assert [c["text"] for c in store.chunks(["b.md"])] == ["# B\n\nBeta was rewritten."]
     archivist.ingest([str(root)], "clean", embed=FAST)
     assert point_ids(archivist, "docs") == point_ids(archivist, "clean")
@@ -180,7 +180,7 @@ def test_a_newer_partly_stored_version_is_kept_for_the_next_run_to_finish(
     texts = [c["text"] for c in store.chunks(["b.md"])]
     assert any("Stoves" in t for t in texts) and any("Tents" in t for t in texts)
     report = archivist.ingest([str(root)], "docs", embed=FAST, chunk_size=200, chunk_overlap=0)
-    assert [s["source"] for s in report["stored"]] == ["b.md"]
+    assert [s["source"] for s in report.stored] == ["b.md"]
     assert not any("Tents" in c["text"] for c in store.chunks(["b.md"]))
 
 
@@ -192,7 +192,7 @@ def test_a_rebuild_swap_killed_after_dropping_the_store_is_finished_by_the_next_
     archivist.ingest([str(root)], "docs", embed=FAST)
     store = KnowledgeStore(archivist.client, "docs")
     other = _minilm(archivist, settings)
-    clean = other.ingest([str(root)], "clean", embed=FAST)["points"]
+    clean = other.ingest([str(root)], "clean", embed=FAST).points
 
     def dies(*args, **kwargs):
         raise Killed
@@ -213,7 +213,7 @@ def test_a_rebuild_swap_killed_after_dropping_the_store_is_finished_by_the_next_
         assert other.search("gamma last", "docs")[0]["source"] == "c.md"
     else:
         report = other.ingest([str(root)], "docs", reindex=True, embed=FAST)
-        assert report["chunks_embedded"] == 0 and report["reindexed"] is False
+        assert report.chunks_embedded == 0 and report.reindexed is False
     assert point_ids(archivist, "docs") == point_ids(archivist, "clean")
     assert not store.rebuild_store().exists()
     # The swap re-embedded nothing: only the search's own query, if any, reached Ollama.
@@ -248,13 +248,13 @@ def test_default_chunk_sizes_shrink_to_fit_a_small_embedding_context(archivist, 
     other = _minilm(archivist, settings)
     # The fake all-minilm reads 512 tokens: (512 - 16) × 3 characters ÷ 2 for whole blocks.
     report = other.ingest([str(root)], "small", embed=FAST)
-    assert report["splitter"] == {"chunk_size": 744, "chunk_overlap": 111}
+    assert report.to_dict()["splitter"] == {"chunk_size": 744, "chunk_overlap": 111}
     with pytest.raises(ArchivistError) as refused:
         other.ingest([str(root)], "small", chunk_size=2000)
     assert "--chunk-size 2000 is too large for all-minilm" in str(refused.value)
     assert "Use --chunk-size 744 or less" in str(refused.value)
     report = archivist.ingest([str(root)], "docs", embed=FAST)
-    assert report["splitter"] == {"chunk_size": 1000, "chunk_overlap": 150}
+    assert report.to_dict()["splitter"] == {"chunk_size": 1000, "chunk_overlap": 150}
 
 
 def test_splitter_limits_follow_the_context():
@@ -268,3 +268,26 @@ def test_splitter_limits_follow_the_context():
     assert (resized.chunk_size, resized.cjk_chunk_size, resized.cjk_chunk_overlap) == (400, 200, 20)
     with pytest.raises(ValueError, match="larger than the overlap"):
         settings.resized(100, 100)
+
+
+def test_the_report_prints_the_keys_ingest_json_always_had(archivist, tmp_path):
+    root = write_files(tmp_path / "kb", {"a.md": "# A\n\nalpha"})
+    report = archivist.ingest([str(root)], "docs", embed=FAST, shard="1/1")
+    assert list(report.to_dict()) == [
+        "store",
+        "files",
+        "stored",
+        "unchanged",
+        "failed",
+        "skipped",
+        "removed",
+        "chunks_embedded",
+        "shard",
+        "reindexed",
+        "points",
+        "splitter",
+        "seconds",
+    ]
+    assert report.to_dict()["shard"] == "1/1" and report.seconds >= 0
+    with pytest.raises(TypeError):
+        archivist.ingest(IngestRequest.build([str(root)], "docs"), "docs")

@@ -90,6 +90,7 @@ def test_while_an_ingest_runs_readers_get_through_and_a_second_writer_waits(tmp_
             try:
                 wait_for(lambda: "Waiting for the store" in second_err.read_text(), "a notice")
                 assert ingest.poll() is None and second.poll() is None
+                ollama.embed_delay_per_text = 0.0  # what is left need not be slow
                 ollama._embed_slots.release()
                 out, err = ingest.communicate(timeout=120)
                 second_out, _ = second.communicate(timeout=120)

@@ -22,7 +22,7 @@ from archivist.app import Archivist
 from archivist.settings import load_settings
 from archivist.tools import sparse
 from archivist.tools.errors import ArchivistError
-from archivist.tools.store import Chunk, KnowledgeStore, connect
+from archivist.tools.store import Chunk, ChunkWrite, KnowledgeStore, connect
 
 DIM = 64
 FINGERPRINT = {"embed_model": "hash", "dimension": DIM, "document_prefix": "", "query_prefix": ""}
@@ -53,11 +53,9 @@ def add(store: KnowledgeStore, source: str, texts: list[str], spans=None, doc_ha
         Chunk(t, source, i, {"start": spans[i][0], "end": spans[i][1]} if spans else {})
         for i, t in enumerate(texts)
     ]
+    vectors = HashEmbeddings().embed_documents(texts)
     store.upsert(
-        chunks,
-        HashEmbeddings().embed_documents(texts),
-        [doc_hash] * len(chunks),
-        [len(chunks)] * len(chunks),
+        [ChunkWrite(c, v, doc_hash, len(chunks)) for c, v in zip(chunks, vectors, strict=True)]
     )
 
 

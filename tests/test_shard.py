@@ -54,14 +54,14 @@ def test_the_union_of_the_shards_is_a_full_ingest_with_no_overlap(archivist, oll
         archivist.ingest([str(root)], "sharded", description="everything", shard=f"{i}/3")
         for i in (1, 2, 3)
     ]
-    parts = [{s["source"] for s in r["stored"]} for r in reports]
+    parts = [{s["source"] for s in r.stored} for r in reports]
     assert all(parts), "every shard of this corpus gets some sources"
     assert sum(len(p) for p in parts) == len(set().union(*parts)), "no source in two shards"
-    assert set().union(*parts) == {s["source"] for s in full["stored"]}
+    assert set().union(*parts) == {s["source"] for s in full.stored}
     # A record file is read by every shard, and its records are spread over them.
     records = [{s for s in p if s.startswith("catalogue/products.jsonl#")} for p in parts]
     assert sum(1 for r in records if r) >= 2
-    assert [r["shard"] for r in reports] == ["1/3", "2/3", "3/3"]
+    assert [str(r.shard) for r in reports] == ["1/3", "2/3", "3/3"]
 
     assert points(archivist, "sharded") == points(archivist, "full")
     assert embedded_texts(ollama) == full_texts, "each chunk embedded once, by one shard"
@@ -73,8 +73,8 @@ def test_a_shard_run_again_embeds_nothing(archivist, ollama, tmp_path):
     first = archivist.ingest([str(root)], "docs", shard="2/3")
     ollama.clear_requests()
     again = archivist.ingest([str(root)], "docs", shard="2/3")
-    assert again["stored"] == [] and again["chunks_embedded"] == 0
-    assert sorted(again["unchanged"]) == sorted(s["source"] for s in first["stored"])
+    assert again.stored == [] and again.chunks_embedded == 0
+    assert sorted(again.unchanged) == sorted(s["source"] for s in first.stored)
     assert embedded_texts(ollama) == Counter()
 
 
@@ -89,12 +89,12 @@ def test_prune_with_a_shard_removes_only_that_shards_sources(archivist, tmp_path
     (root / gone_second).unlink()
 
     report = archivist.ingest([str(root)], "docs", prune=True, shard="1/2")
-    assert report["removed"] == [gone_first]
+    assert report.removed == [gone_first]
     held = archivist.store("docs").sources()
     assert gone_first not in held and gone_second in held
 
     report = archivist.ingest([str(root)], "docs", prune=True, shard="2/2")
-    assert report["removed"] == [gone_second]
+    assert report.removed == [gone_second]
     assert gone_second not in archivist.store("docs").sources()
 
 

@@ -6,7 +6,7 @@ from test_sparse import edge_bm25
 
 from archivist.tools import sparse
 from archivist.tools.errors import ArchivistError, StoreMismatch, StoreNotFound
-from archivist.tools.store import SPARSE_SCHEME, Chunk, KnowledgeStore, connect
+from archivist.tools.store import SPARSE_SCHEME, Chunk, ChunkWrite, KnowledgeStore, connect
 
 FINGERPRINT = {"embed_model": "hash", "dimension": 64, "document_prefix": "", "query_prefix": ""}
 
@@ -25,9 +25,7 @@ def client(request, tmp_path) -> QdrantClient:
 
 def add(store: KnowledgeStore, source: str, texts: list[str], doc_hash: str = "h1") -> list[Chunk]:
     chunks = [Chunk(t, source, i) for i, t in enumerate(texts)]
-    store.upsert(
-        chunks, [vec(t) for t in texts], [doc_hash] * len(chunks), [len(chunks)] * len(chunks)
-    )
+    store.upsert([ChunkWrite(c, vec(c.text), doc_hash, len(chunks)) for c in chunks])
     return chunks
 
 
@@ -92,7 +90,12 @@ def test_sparse_vectors_made_ahead_are_stored_as_given_and_missing_ones_made(cli
     texts = ["refunds are paid within 30 days", "keep the receipt"]
     chunks = [Chunk(t, "a.md", i) for i, t in enumerate(texts)]
     ahead = ([3, 5], [0.5, 0.25])
-    store.upsert(chunks, [vec(t) for t in texts], ["h"] * 2, [2] * 2, 1.0, [ahead, None])
+    store.upsert(
+        [
+            ChunkWrite(c, vec(c.text), "h", 2, 1.0, s)
+            for c, s in zip(chunks, [ahead, None], strict=True)
+        ]
+    )
     points, _ = client.scroll("docs", limit=10, with_vectors=True)
     stored = {p.payload["text"]: p.vector["bm25"] for p in points}
     assert (stored[texts[0]].indices, stored[texts[0]].values) == ahead
@@ -136,7 +139,7 @@ def test_an_incomplete_version_is_not_reported_as_complete(client):
     store.ensure(FINGERPRINT)
     chunks = [Chunk(f"part {i}", "big.md", i) for i in range(3)]
     # Only two of the document's three chunks arrived (an interrupted ingest).
-    store.upsert(chunks[:2], [vec(c.text) for c in chunks[:2]], ["v1"] * 2, [3] * 2)
+    store.upsert([ChunkWrite(c, vec(c.text), "v1", 3) for c in chunks[:2]])
     info = store.sources()["big.md"]
     assert (info.chunks, info.expected_chunks, info.complete) == (2, 3, False)
 
@@ -150,10 +153,10 @@ def test_sources_are_counted_right_when_counts_alone_cannot_tell(client):
     # A complete version, and a newer one whose first chunk has not arrived.
     add(store, "a.md", ["a one", "a two"], "v1")
     newer = [Chunk(f"new a {i}", "a.md", i) for i in range(3)]
-    store.upsert(newer[1:], [vec(c.text) for c in newer[1:]], ["v2"] * 2, [3] * 2)
+    store.upsert([ChunkWrite(c, vec(c.text), "v2", 3) for c in newer[1:]])
     # Only chunks after the first, of the only version.
     part = [Chunk(f"p {i}", "p.md", i) for i in range(4)]
-    store.upsert(part[2:], [vec(c.text) for c in part[2:]], ["v1"] * 2, [4] * 2)
+    store.upsert([ChunkWrite(c, vec(c.text), "v1", 4) for c in part[2:]])
     add(store, "b.md", ["b"], "v1")
     found = {s: (i.doc_hash, i.chunks, i.complete) for s, i in store.sources().items()}
     assert found == {
@@ -175,9 +178,9 @@ def test_searches_leave_out_documents_stored_in_part(tmp_path):
         # chunks each, the newer a.md's chunks with new texts (new ids).
         big = [Chunk(f"tent pegs part {i}", "big.md", i) for i in range(3)]
         # One version: the same hash, count and time (the ingest's `loaded_at`) in each part.
-        store.upsert(big[:2], [vec(c.text) for c in big[:2]], ["b1"] * 2, [3] * 2, 1.0)
+        store.upsert([ChunkWrite(c, vec(c.text), "b1", 3, 1.0) for c in big[:2]])
         newer = [Chunk(f"lantern wicks v2 part {i}", "a.md", i) for i in range(3)]
-        store.upsert(newer[:2], [vec(c.text) for c in newer[:2]], ["v2"] * 2, [3] * 2, 1.0)
+        store.upsert([ChunkWrite(c, vec(c.text), "v2", 3, 1.0) for c in newer[:2]])
 
         def found(query: str) -> set[tuple[str, str]]:
             results = store.search(vec(query), query, k=10)
@@ -188,7 +191,7 @@ def test_searches_leave_out_documents_stored_in_part(tmp_path):
             "lantern wicks burn for ten hours",
             "lantern glass is tempered",
         }  # the complete v1, nothing of v2
-        store.upsert(big[2:], [vec(big[2].text)], ["b1"], [3], 1.0)
+        store.upsert([ChunkWrite(big[2], vec(big[2].text), "b1", 3, 1.0)])
         assert {t for s, t in found("tent pegs part") if s == "big.md"} == {c.text for c in big}
     finally:
         client.close()
@@ -263,9 +266,8 @@ def test_one_upsert_stores_several_sources_each_with_its_own_time(client):
     store = KnowledgeStore(client, "docs")
     store.ensure(FINGERPRINT)
     chunks = [Chunk("alpha", "a.md", 0), Chunk("beta", "a.md", 1), Chunk("gamma", "b.md", 0)]
-    store.upsert(
-        chunks, [vec(c.text) for c in chunks], ["ha", "ha", "hb"], [2, 2, 1], [1.0, 1.0, 2.0]
-    )
+    versions = [("ha", 2, 1.0), ("ha", 2, 1.0), ("hb", 1, 2.0)]
+    store.upsert([ChunkWrite(c, vec(c.text), *v) for c, v in zip(chunks, versions, strict=True)])
     sources = store.sources()
     assert (sources["a.md"].ingested_at, sources["a.md"].chunks) == (1.0, 2)
     assert (sources["b.md"].ingested_at, sources["b.md"].doc_hash) == (2.0, "hb")

@@ -20,6 +20,7 @@ from archivist.ingest.splitter import SplitterSettings, split_text
 from archivist.ingest.worker import Worker
 from archivist.tools import sparse
 from archivist.tools.errors import ArchivistError
+from archivist.tools.progress import Stored
 from archivist.tools.store import KnowledgeStore
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -118,8 +119,8 @@ def test_an_ingest_with_the_helper_stores_exactly_what_one_without_it_stores(
     archivist, corpus, monkeypatch, in_process_calls, in_process_splits, helpers
 ):
     report = ingest_in_process(archivist, corpus, monkeypatch)
-    assert len(in_process_calls) == report["points"] > 50
-    assert len(in_process_splits) == report["files"] == 25
+    assert len(in_process_calls) == report.points > 50
+    assert len(in_process_splits) == report.files == 25
     assert helpers == []
     in_process_calls.clear()
     in_process_splits.clear()
@@ -129,7 +130,7 @@ def test_an_ingest_with_the_helper_stores_exactly_what_one_without_it_stores(
     assert in_process_calls == []  # every vector came from the helper
     # The helper starts once the first batch (16 files) is loaded; it splits the rest.
     assert len(in_process_splits) == 16
-    assert with_helper["failed"] == report["failed"] == []
+    assert with_helper.failed == report.failed == []
     assert stored(archivist, "helped") == stored(archivist, "plain")
 
 
@@ -137,10 +138,10 @@ def test_a_small_ingest_starts_no_helper(
     archivist, corpus, in_process_calls, in_process_splits, helpers
 ):
     report = archivist.ingest([str(corpus / "part0")], "docs")
-    assert report["points"] > 0
+    assert report.points > 0
     assert helpers == []
-    assert len(in_process_calls) == report["points"]
-    assert len(in_process_splits) == report["files"] == 8
+    assert len(in_process_calls) == report.points
+    assert len(in_process_splits) == report.files == 8
 
 
 @pytest.mark.parametrize(
@@ -164,9 +165,9 @@ def test_a_helper_that_fails_changes_nothing_but_speed(
     monkeypatch.setattr(Worker, "command", command)
     monkeypatch.setattr(ingest_worker, "WAIT_S", 0.2)  # a stuck helper is given up at once
     report = archivist.ingest([str(corpus)], "helped")
-    assert report["failed"] == [] and report["points"] == plain["points"]
-    assert 0 < len(in_process_calls) <= report["points"]
-    assert len(in_process_splits) == report["files"]  # nothing was split by the helper
+    assert report.failed == [] and report.points == plain.points
+    assert 0 < len(in_process_calls) <= report.points
+    assert len(in_process_splits) == report.files  # nothing was split by the helper
     assert stored(archivist, "helped") == stored(archivist, "plain")
 
 
@@ -182,10 +183,10 @@ def test_a_file_that_cannot_be_read_fails_alone_with_the_same_reason(
     in_process_splits.clear()
     monkeypatch.setattr(ingest_worker, "MIN_CHARS", 0)
     report = archivist.ingest([str(corpus)], "helped")
-    assert [f["source"] for f in report["failed"]] == ["zz/broken.pdf", "zz/nul.md"]
-    assert report["failed"] == plain["failed"]
-    assert report["skipped"] == plain["skipped"]
-    assert {"source": "zz/blank.md", "reason": "no text in the file"} in report["skipped"]
+    assert [f["source"] for f in report.failed] == ["zz/broken.pdf", "zz/nul.md"]
+    assert report.failed == plain.failed
+    assert report.skipped == plain.skipped
+    assert {"source": "zz/blank.md", "reason": "no text in the file"} in report.skipped
     assert len(in_process_splits) == 16  # the first batch: the helper splits the rest
     assert stored(archivist, "helped") == stored(archivist, "plain")
 
@@ -194,8 +195,8 @@ def test_ctrl_c_stops_the_helper_with_the_ingest(archivist, corpus, monkeypatch,
     monkeypatch.setattr(ingest_worker, "MIN_CHARS", 0)
     sessions = []
 
-    def interrupt(event, data):
-        if event == "stored":
+    def interrupt(event):
+        if isinstance(event, Stored):
             sessions.append(os.getsid(helpers[0].pid))
             raise KeyboardInterrupt
 
@@ -206,7 +207,7 @@ def test_ctrl_c_stops_the_helper_with_the_ingest(archivist, corpus, monkeypatch,
     # It ran in a session of its own: the terminal's Ctrl-C goes to the ingest alone.
     assert sessions == [helper.pid] != [os.getsid(0)]
     report = archivist.ingest([str(corpus)], "docs")  # the next run finishes the job
-    assert report["failed"] == [] and report["points"] > 50
+    assert report.failed == [] and report.points > 50
 
 
 @pytest.mark.parametrize("scheme", sparse.SCHEMES)

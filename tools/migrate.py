@@ -10,6 +10,7 @@ import shutil
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -90,7 +91,7 @@ def copy_store(
         source,
         target,
         batch,
-        lambda event, fields: notify(event, {"store": source.name, **fields, "total": total}),
+        lambda event: notify(replace(event, store=source.name, total=total)),
     )
     stored = target.count()
     if stored != total:

@@ -24,7 +24,7 @@ from qdrant_client import QdrantClient, models
 from archivist.tools import sparse
 from archivist.tools.engine import Engine, scroll_pages
 from archivist.tools.errors import ArchivistError, StoreMismatch, StoreNotFound
-from archivist.tools.progress import ProgressFn, ignore
+from archivist.tools.progress import Copied, ProgressFn, ignore
 
 DENSE = "dense"
 SPARSE = "bm25"
@@ -74,6 +74,22 @@ class Chunk:
         name = f"{self.source}\0{self.chunk_index}\0{self.text}".encode("utf-8", "surrogatepass")
         digest = hashlib.sha1(_ID_NAMESPACE.bytes + name, usedforsecurity=False).digest()
         return str(uuid.UUID(bytes=digest[:16], version=5))
+
+
+@dataclass(frozen=True)
+class ChunkWrite:
+    """One chunk to store: its vectors and the source version it belongs to."""
+
+    chunk: Chunk
+    vector: Sequence[float]
+    doc_hash: str
+    """The content hash of the chunk's source version."""
+    doc_chunks: int
+    """How many chunks that version has: it is complete when all are stored."""
+    ingested_at: float | None = None
+    """When the version was read (None: now)."""
+    sparse: tuple[list[int], list[float]] | None = None
+    """Its BM25 vector, made ahead in the store's scheme (None: made as it is stored)."""
 
 
 @dataclass
@@ -177,8 +193,8 @@ def copy_points(
 ) -> int:
     """Copy every point of `source` into `target` (vectors and payloads; nothing re-embedded).
 
-    The two stores may live on different Qdrants; reports "copied" events with the chunks
-    copied so far; returns how many points were copied.
+    The two stores may live on different Qdrants; reports `Copied` events with the chunks
+    copied so far (`Copied`); returns how many points were copied.
     """
     copied = 0
     for points in scroll_pages(source.client, source.name, batch, with_vectors=True):
@@ -190,7 +206,7 @@ def copy_points(
             wait=True,
         )
         copied += len(points)
-        on_progress("copied", {"chunks": copied})
+        on_progress(Copied(copied))
     return copied
 
 
@@ -457,44 +473,31 @@ class KnowledgeStore:
         """Return the number of chunks stored."""
         return self.client.count(self.name, exact=True).count
 
-    def upsert(
-        self,
-        chunks: Sequence[Chunk],
-        vectors: Sequence[Sequence[float]],
-        doc_hashes: Sequence[str],
-        doc_chunks: Sequence[int],
-        ingested_at: float | Sequence[float] | None = None,
-        sparse_vectors: Sequence[tuple[list[int], list[float]] | None] | None = None,
-    ) -> None:
+    def upsert(self, writes: Sequence["ChunkWrite"]) -> None:
         """Store chunks with their dense vectors; each records its source version (and, in
         `version`, all of it in one indexed value that `sources` counts). Sparse vectors
         made ahead (of the store's `sparse_scheme`) are taken as given; those missing (None)
         are made here."""
         # Held through: the vectors are made in the scheme the store has when it is written.
         with self._held():
-            self._upsert(chunks, vectors, doc_hashes, doc_chunks, ingested_at, sparse_vectors)
+            self._upsert(writes)
 
-    def _upsert(
-        self,
-        chunks: Sequence[Chunk],
-        vectors: Sequence[Sequence[float]],
-        doc_hashes: Sequence[str],
-        doc_chunks: Sequence[int],
-        ingested_at: float | Sequence[float] | None,
-        sparse_vectors: Sequence[tuple[list[int], list[float]] | None] | None,
-    ) -> None:
-        now = time.time() if ingested_at is None else ingested_at
+    def _upsert(self, writes: Sequence["ChunkWrite"]) -> None:
         encode = self.sparse_encoder().document
-        times = [now] * len(chunks) if isinstance(now, float | int) else now
-        made = sparse_vectors or [None] * len(chunks)
+        now = time.time()
         points = []
         versions: dict[tuple[str, str, int, float], str] = {}  # chunks share a few
         # Built without validation (the fields are ours and well-typed): checking each of a
         # point's 768 floats through pydantic costs more than the engine's whole upsert.
-        for chunk, vector, doc_hash, total, at, given in zip(
-            chunks, vectors, doc_hashes, doc_chunks, times, made, strict=True
-        ):
-            indices, values = given or encode(chunk.text)
+        for write in writes:
+            chunk, vector, doc_hash, total = (
+                write.chunk,
+                write.vector,
+                write.doc_hash,
+                write.doc_chunks,
+            )
+            at = now if write.ingested_at is None else write.ingested_at
+            indices, values = write.sparse or encode(chunk.text)
             version = versions.get((chunk.source, doc_hash, total, at))
             if version is None:
                 version = versions[chunk.source, doc_hash, total, at] = version_key(

@@ -1,0 +1,162 @@
+"""The ingest request: what one run was asked to do, checked once where it is built.
+
+The command line, the server, the chat's sample and notebooks build an `IngestRequest`
+(`IngestRequest.build`); the facade, the plan and the graph pass it on as it is. The plan
+gives the graph a copy with chunk sizes fitted to the embedding model (`fitted`).
+"""
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from archivist.ingest.embedder import EmbedSettings
+from archivist.ingest.loaders import LoaderOptions, LoadError
+from archivist.ingest.loaders.community import loader_class_for
+from archivist.ingest.splitter import SplitterSettings
+from archivist.ingest.sync import FolderRules, Shard
+from archivist.tools.errors import ArchivistError
+
+
+@dataclass(frozen=True)
+class IngestRequest:
+    """One ingest run, as asked and checked."""
+
+    paths: tuple[str, ...] = ()
+    """Files, folders and URLs to ingest."""
+    store: str = ""
+    """The store asked for (a rebuild writes a scratch store first, then swaps it in)."""
+    prune: bool = False
+    """Remove sources that are no longer among the discovered files."""
+    description: str | None = None
+    """What the store holds, in words; shown to the model in the tool's description."""
+    reindex: bool = False
+    """Rebuild a store made with another embedding model or sparse scheme."""
+    shard: Shard | None = None
+    """Only this part of the sources: N runs of parts 1…N together do what one run does."""
+    splitter: SplitterSettings = field(default_factory=SplitterSettings)
+    chunk_size: int | None = None
+    """The chunk size asked for (None: the default, which shrinks to fit the model)."""
+    embed: EmbedSettings = field(default_factory=EmbedSettings)
+    loader: LoaderOptions = field(default_factory=LoaderOptions)
+    folder_rules: FolderRules = field(default_factory=FolderRules)
+    """Which files inside the folders are read (`--include`/`--exclude`)."""
+    allow_chat_embedder: bool = False
+    """Embed with a model Ollama does not list as an embedding model."""
+
+    @classmethod
+    def build(
+        cls,
+        paths: Sequence[str],
+        store: str,
+        *,
+        prune: bool = False,
+        description: str | None = None,
+        reindex: bool = False,
+        chunk_size: int | None = None,
+        chunk_overlap: int | None = None,
+        batch_size: int | None = None,
+        concurrency: int | None = None,
+        text_field: str | None = None,
+        id_field: str | None = None,
+        embed: EmbedSettings | None = None,
+        shard: "str | Shard | None" = None,
+        text_extensions: Sequence[str] = (),
+        loaders: Sequence[str] = (),
+        include: Sequence[str] = (),
+        exclude: Sequence[str] = (),
+        allow_chat_embedder: bool = False,
+    ) -> "IngestRequest":
+        """Check an ingest run's options and gather them; refuse combinations that cannot work.
+
+        `shard` is `i/N`; `text_extensions` are read as plain text (`.py`); `loaders` name
+        LangChain document loaders for file patterns (`*.xml=module:Class`);
+        `include`/`exclude` are globs on paths inside the folders (gitignore syntax).
+        """
+        paths = tuple(str(p) for p in paths)
+        missing = [p for p in paths if not os.path.lexists(p)]
+        if missing and len(missing) == len(paths):
+            raise ArchivistError(
+                f"Nothing to ingest: {', '.join(missing)} does not exist.",
+                "Check the path (relative paths start from the current folder); the store was "
+                "not created.",
+            )
+        if isinstance(shard, str):
+            shard = Shard.parse(shard)
+        if shard is not None and reindex:
+            raise ArchivistError(
+                "--reindex cannot be combined with --shard: a rebuild swaps the whole store "
+                "in at once, which one shard cannot do.",
+                "Rebuild on one machine without --shard, or ingest into a new store with "
+                "--shard on every machine.",
+            )
+        try:
+            splitter = SplitterSettings().resized(chunk_size, chunk_overlap)
+        except ValueError as exc:
+            raise ArchivistError(f"Cannot split with {exc}.", "Choose other sizes.") from None
+        sizes = {"batch_size": batch_size, "concurrency": concurrency}
+        return cls(
+            paths=paths,
+            store=store,
+            prune=prune,
+            description=description,
+            reindex=reindex,
+            shard=shard,
+            splitter=splitter,
+            chunk_size=chunk_size,
+            embed=replace(embed or EmbedSettings(), **{k: v for k, v in sizes.items() if v}),
+            loader=LoaderOptions(
+                text_field or None,
+                id_field or LoaderOptions.id_field,
+                text_extensions=_extensions(text_extensions),
+                extra_loaders=_named_loaders(loaders),
+            ),
+            folder_rules=FolderRules(include=tuple(include), exclude=tuple(exclude)),
+            allow_chat_embedder=allow_chat_embedder,
+        )
+
+    def fitted(self, context: int, model: str) -> "IngestRequest":
+        """This request with chunk sizes that fit an embedding model reading `context` tokens:
+        default sizes shrink to fit, sizes asked for that cannot fit are refused rather than
+        silently truncated."""
+        latin, cjk = self.splitter.limits(context)
+        if self.chunk_size is not None and (
+            self.splitter.chunk_size > latin or self.splitter.cjk_chunk_size > cjk
+        ):
+            raise ArchivistError(
+                f"--chunk-size {self.chunk_size} is too large for {model}: it "
+                f"reads {context} tokens per chunk, which fits chunks of at most {latin} "
+                "characters (code blocks and tables may double a chunk).",
+                f"Use --chunk-size {latin} or less, or raise the model's num_ctx in Ollama.",
+            )
+        return replace(self, splitter=self.splitter.fitted(context))
+
+
+def _extensions(values: Sequence[str]) -> frozenset[str]:
+    """Normalise `--text-ext` values (`py`, `.PY`, `.py,.toml`) to lower-case `.ext`."""
+    found = set()
+    for value in values:
+        for part in value.split(","):
+            part = part.strip().lower()
+            if part:
+                found.add(part if part.startswith(".") else f".{part}")
+    return frozenset(found)
+
+
+def _named_loaders(values: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """Read `--loader PATTERN=module:Class` values, checking each class imports now rather
+    than failing every file it names."""
+    named = []
+    for value in values:
+        pattern, _, spec = value.partition("=")
+        if not pattern.strip() or ":" not in spec:
+            raise ArchivistError(
+                f"'{value}' does not name a loader.",
+                "Write --loader 'PATTERN=module:Class', e.g. "
+                "--loader '*.xml=langchain_community.document_loaders:UnstructuredXMLLoader'.",
+            )
+        try:
+            loader_class_for(spec.strip())
+        except LoadError as exc:
+            raise ArchivistError(f"Cannot use --loader {value}: {exc}.") from None
+        named.append((pattern.strip(), spec.strip()))
+    return tuple(named)
