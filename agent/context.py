@@ -28,6 +28,7 @@ from langchain_core.messages import (
 )
 
 from archivist.tools.errors import ArchivistError
+from archivist.words import count as count_words
 
 MESSAGE_OVERHEAD = 4
 """Tokens the chat template adds around each message (role markers, separators)."""
@@ -135,7 +136,8 @@ def shrink_results(text: str, limit: int) -> tuple[str, int]:
 
 def _stub(message: ToolMessage) -> ToolMessage:
     passages = len(_RESULT.findall(_text(message)))
-    note = f"[{passages} passages from an earlier search, left out to fit the context window]"
+    stubbed = count_words(passages, "passage")
+    note = f"[{stubbed} from an earlier search, left out to fit the context window]"
     return message.model_copy(update={"content": note})
 
 
@@ -229,15 +231,15 @@ def fit_messages(messages: Sequence[BaseMessage], limit: int | None, num_ctx: in
         raise MessageTooLong(
             f"This message does not fit the model's context window (about {total} tokens "
             f"where {limit} are left for it in a {num_ctx}-token window).",
-            "Shorten it, or start a new conversation (/new); --num-ctx raises the window if "
-            "the model reads more.",
+            "Shorten it, or send a part at a time; --num-ctx raises the window if the model "
+            "reads more.",
         )
     parts = []
     if dropped:
-        parts.append(f"left out {dropped} earlier messages")
+        parts.append(f"left out {count_words(dropped, 'earlier message')}")
     if shortened:
-        parts.append(f"shortened {shortened} earlier search results")
+        parts.append(f"shortened {count_words(shortened, 'earlier search result')}")
     if cut:
-        parts.append(f"cut {cut} passages from this turn's search results")
+        parts.append(f"cut {count_words(cut, 'passage')} from this turn's search results")
     notes = [f"To fit the {num_ctx}-token context window: {'; '.join(parts)}."] if parts else []
     return Fitted([*kept, *current], notes)

@@ -10,18 +10,19 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from archivist.agent.records import Passage
 from archivist.tools.errors import ArchivistError
 from archivist.tools.store import KnowledgeStore, SearchMode
+from archivist.words import number
 
 NO_RESULTS = "No matching passages were found."
 # Up to this many sources are named in the tool's description, so a model can filter by one.
 LISTED_SOURCES = 12
 
 
+# The docstring is the JSON schema's description, read by the model that calls the tool
+# (the agent's, an MCP client's): it says what to pass, not how the class works. Unknown
+# arguments (`k`, a filter) are refused, not ignored: the model then reads that its search
+# was not what it asked for, instead of believing it filtered or widened it.
 class SearchArgs(BaseModel):
-    """Arguments a model gives the retrieval tool.
-
-    Unknown arguments (`k`, a filter) are refused, not ignored: the model then reads that
-    its search was not what it asked for, instead of believing it filtered or widened it.
-    """
+    """A search: `query` (required), and `source` to search one document or folder only."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -96,12 +97,30 @@ def describe(store: KnowledgeStore) -> str:
     elif len(names) <= LISTED_SOURCES:
         listing = f" Sources: {', '.join(names)}."
     else:
-        listing = f" {len(names)} sources, e.g. {', '.join(names[:5])}."
+        listing = f" {number(len(names))} sources, e.g. {', '.join(examples(names))}."
     return (
         f"Search the knowledge base '{store.name}': {about}.{listing} Use it before answering "
         "any question about these documents. Returns numbered passages with their source; "
         "cite them as [n]."
     )
+
+
+def examples(names: Sequence[str], n: int = 5) -> list[str]:
+    """Pick `n` source names that show what a store holds: one from each of its largest
+    folders in turn (their first name, leaving out `_` and `.` files, which are rarely
+    content), rather than the alphabetically first, which all sit in one corner."""
+    folders: dict[str, list[str]] = {}
+    for name in names:
+        folders.setdefault(name.rpartition("/")[0], []).append(name)
+    for members in folders.values():
+        members.sort(key=lambda name: (name.rpartition("/")[2][:1] in "_.", name))
+    queues = sorted(folders.values(), key=lambda members: (-len(members), members[0]))
+    picked: list[str] = []
+    while len(picked) < n and any(queues):
+        for members in queues:
+            if members and len(picked) < n:
+                picked.append(members.pop(0))
+    return picked
 
 
 def make_retrieval_tool(

@@ -41,6 +41,7 @@ from archivist.agent.retrieval import format_results
 from archivist.agent.state import AgentState, Ungraded
 from archivist.agent.textcalls import describe_tools, recovered_ids, settle
 from archivist.tools.errors import ArchivistError
+from archivist.words import count
 
 TOOL_EVENT = "archivist_tool"
 """Custom callback event sent as each tool call finishes, with its record."""
@@ -98,8 +99,8 @@ class Prompter:
         if not cut or self.window is None:
             return []
         note = (
-            f"To fit the {self.window.num_ctx}-token context window: left out the {cut} least "
-            "relevant passages of this turn's search results."
+            f"To fit the {self.window.num_ctx}-token context window: left out the "
+            f"{count(cut, 'least relevant passage')} of this turn's search results."
         )
         _emit(NOTE_EVENT, note)
         return [note]

@@ -14,12 +14,7 @@ The installed package is `archivist`; its layers live in folders at the top of t
   the turn log; and `archivist.evaluation`, the tool-calling evaluations.
 """
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("archivist")
-except PackageNotFoundError:  # running from a checkout that was never installed
-    __version__ = "0+unknown"
+from archivist.version import __version__
 
 __all__ = ["Archivist", "IngestRequest", "Settings", "load_settings", "__version__"]
 

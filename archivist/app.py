@@ -248,7 +248,9 @@ class Archivist:
             )
         with self.released_on_failure():
             setup = self.agent(stores, model, think=think, grade=grade)
-            return logged_turn(self.turn_log, "ask", setup, question, on_event=on_event)
+            turn = logged_turn(self.turn_log, "ask", setup, question, on_event=on_event)
+        # What the chat says when it starts (a model without tools), `ask` says with its notes.
+        return {**turn, "notes": [*setup.notices, *turn["notes"]]}
 
     def retriever(
         self,

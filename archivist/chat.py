@@ -59,6 +59,10 @@ class Conversation(Protocol):
         """Return the last turn's search results, numbered."""
         ...
 
+    def scores(self) -> str:
+        """Say what a search result's score means."""
+        ...
+
 
 class View(Protocol):
     """Where the chat loop shows things."""
@@ -141,7 +145,10 @@ def run_command(line: str, conversation: Conversation, view: View) -> bool:
     elif name == "/new":
         view.info(f"Started a new conversation (thread {conversation.new()}).")
     elif name == "/sources":
-        view.sources(conversation.sources())
+        results = conversation.sources()
+        if results:
+            view.info(conversation.scores())
+        view.sources(results)
     elif name == "/stores":
         view.info(stores_text(conversation.stores()))
     elif name == "/model" and not argument:

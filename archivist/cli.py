@@ -13,7 +13,7 @@ from archivist.printable import escape_json_controls, printable, printable_name
 from archivist.settings import DEFAULT_STORE, Settings, load_settings
 from archivist.tools.errors import ArchivistError, StoreNotFound
 from archivist.tools.progress import Copied, Event
-from archivist.words import count
+from archivist.words import count, number
 
 GENERATE = "eval generate"
 
@@ -141,7 +141,7 @@ def _notice(message: str) -> None:
 
 def _show_version(value: bool) -> None:
     if value:
-        from archivist import __version__
+        from archivist.version import __version__
 
         print(f"archivist {__version__}")
         raise typer.Exit()
@@ -337,7 +337,8 @@ def ingest(
     except KeyboardInterrupt:
         archivist.close()
         _notice(
-            f"Interrupted: {progress.stored_count} documents stored in this run are kept. "
+            f"Interrupted: {count(progress.stored_count, 'document')} stored in this run "
+            f"{'is' if progress.stored_count == 1 else 'are'} kept. "
             "Run the same command again to resume; finished files are not embedded again."
         )
         raise typer.Exit(130) from None
@@ -348,12 +349,14 @@ def ingest(
             " (rebuilt for the current embedding model and BM25 scheme)" if report.reindexed else ""
         )
         part = f" (shard {report.shard})" if report.shard else ""
+        removed = len(report.removed)
         print(
-            f"{store}{part}{rebuilt}: {len(report.stored)} stored, "
-            f"{len(report.unchanged)} unchanged, {len(report.failed)} failed, "
-            f"{len(report.skipped)} skipped, {len(report.removed)} removed; "
-            f"{report.chunks_embedded} chunks embedded in {report.seconds:g} s; "
-            f"{report.points} chunks in the store."
+            f"{store}{part}{rebuilt}: {count(len(report.stored), 'file')} stored, "
+            f"{number(len(report.unchanged))} unchanged, {number(len(report.failed))} failed, "
+            f"{number(len(report.skipped))} skipped, {number(removed)} removed"
+            f"{' (no longer present)' if removed else ''}; "
+            f"{count(report.chunks_embedded, 'chunk')} embedded in {report.seconds:g} s; "
+            f"{count(report.points, 'chunk')} in the store."
         )
         for line in skip_summary(report.skipped, verbose):
             print(line)
@@ -371,7 +374,7 @@ def skip_summary(skipped: list[dict[str, str]], verbose: bool = False) -> list[s
         groups.setdefault(item["reason"], []).append(item["source"])
     lines = []
     for reason, sources in sorted(groups.items(), key=lambda g: (-len(g[1]), g[0])):
-        lines.append(f"  {len(sources):,} skipped: {reason}")
+        lines.append(f"  {number(len(sources))} skipped: {reason}")
         if verbose:
             lines += [f"    {source}" for source in sources]
     if groups and not verbose:
@@ -618,7 +621,10 @@ def evaluate(
     ] = 5,
     out: Annotated[
         Path | None,
-        typer.Option(help="Folder for report.json, report.md and chart.png."),
+        typer.Option(
+            help="Folder for report.json, report.md and chart.png. Default: "
+            "eval-reports/DATASET-YYYYMMDD-HHMMSS in the current folder."
+        ),
     ] = None,
     judge: Annotated[
         str | None, typer.Option(help="An Ollama model that judges the answers (LLM-as-judge).")
@@ -632,6 +638,7 @@ def evaluate(
         ),
     ] = None,
     max_rewrites: MaxRewritesOpt = None,
+    retrieve_first: RetrieveFirstOpt = None,
     embed_models: Annotated[
         list[str] | None,
         typer.Option(
@@ -653,6 +660,7 @@ def evaluate(
     from archivist.evaluation.report import (
         CHAT_EMBEDDER_NOTE,
         embedder_table,
+        never_searched_note,
         table,
         text_call_note,
         write_report,
@@ -663,7 +671,7 @@ def evaluate(
     if grade not in (None, "off", "on", "both"):
         raise ArchivistError(f"Unknown --grade '{grade}'.", "Use --grade off, on or both.")
     cases = load_dataset(dataset)
-    archivist = _app(k=k, max_rewrites=max_rewrites)
+    archivist = _app(k=k, max_rewrites=max_rewrites, retrieve_first=retrieve_first)
     embedders = embed_models or []
     # Comparing embedders alone needs no chat model; a --model given too is evaluated as well.
     names = models or ([] if embedders else [archivist.settings.chat_model])
@@ -717,11 +725,17 @@ def evaluate(
     for summary in report["embedders"]:
         if summary["chat_model"]:
             _notice(CHAT_EMBEDDER_NOTE.format(label=summary["embed_model"]).replace("**", ""))
-    for name, mode in dict.fromkeys((s["model"], s["mode"]) for s in report["models"]):
-        if mode != "agent":
+    for name, mode, tools in dict.fromkeys(
+        (s["model"], s["mode"], s.get("tools")) for s in report["models"]
+    ):
+        if mode != "agent" and tools:
+            _notice(f"{name}: evaluated in {mode} mode (--retrieve-first).")
+        elif mode != "agent":
             _notice(f"{name} cannot call tools: evaluated in {mode} mode.")
     for summary in report["models"]:
         if note := text_call_note(summary):
+            _notice(note.replace("**", ""))
+        if note := never_searched_note(summary, report["k"]):
             _notice(note.replace("**", ""))
     _notice("Report: " + ", ".join(str(path) for path in paths.values()))
 
@@ -761,7 +775,8 @@ def eval_generate(
         task = progress.add_task("generating", total=n)
 
         def advance(kept: int, tried: int) -> None:
-            progress.update(task, completed=kept, description=f"generating · {tried} passages")
+            described = f"generating · {count(tried, 'passage')}"
+            progress.update(task, completed=kept, description=described)
 
         try:
             meta = generate_from_store(archivist, store, out, n, model, seed, advance)
@@ -790,6 +805,8 @@ def stores(as_json: JsonOpt = False) -> None:
     if as_json:
         _print_json(listing)
         return
+    if listing:
+        print("store\tchunks\tembedding model\tBM25 scheme\tdescription")
     for s in listing:
         chunks = count(s["chunks"], "chunk")
         description = printable_name(s["description"])
@@ -939,7 +956,7 @@ def migrate(
 
     def progress(event: Event) -> None:
         if isinstance(event, Copied) and event.chunks == event.total:
-            _notice(f"{event.store}: {event.chunks} chunks copied.")
+            _notice(f"{event.store}: {count(event.chunks, 'chunk')} copied.")
 
     source = target = None
     try:
@@ -987,7 +1004,8 @@ def migrate(
         _print_json({"from": origin, "to": destination, "stores": copied})
         return
     for entry in copied:
-        print(f"{entry['store']}: {entry['chunks']} chunks copied in {entry['seconds']:g} s.")
+        copied = count(entry["chunks"], "chunk")
+        print(f"{entry['store']}: {copied} copied in {entry['seconds']:g} s.")
     if not copied:
         print(f"No stores in {origin}.")
     else:
@@ -1136,6 +1154,12 @@ METAVARS = {
 }
 
 
+def _usage_name(param: Any) -> str:
+    """An argument as a usage line shows it: `PATH...`, `QUERY`, `[QUESTION]`."""
+    name = param.metavar if param.required else f"[{param.metavar}]"
+    return name + ("..." if param.nargs != 1 else "")
+
+
 def name_metavars(command: Any) -> Any:
     """Give every value-taking parameter of a command tree a placeholder name."""
     for param in command.params:
@@ -1144,8 +1168,10 @@ def name_metavars(command: Any) -> Any:
         if param.metavar is None and not getattr(param, "is_flag", False):
             param.metavar = METAVARS.get(param.name, param.name.upper())
         if param.param_type_name == "argument":
-            # Newer Typer lists an argument as `PATH <list[Path]>`: the name is enough.
+            # Newer Typer lists an argument as `PATH <list[Path]>`: the name is enough; and
+            # writes a required one `{PATH}` in the usage line, where people read `PATH`.
             param.display_type_rich = lambda ctx: None
+            param.get_usage_pieces = lambda ctx, param=param: [_usage_name(param)]
     for sub in getattr(command, "commands", {}).values():
         name_metavars(sub)
     return command

@@ -15,6 +15,7 @@ from archivist.agent.records import EventFn, Passage, ToolCall, Turn
 from archivist.agent.setup import AgentSetup
 from archivist.app import Archivist
 from archivist.turnlog import logged_turn
+from archivist.words import score_legend
 
 
 def new_thread_id() -> str:
@@ -122,3 +123,7 @@ class Conversation:
     def sources(self) -> list[Passage]:
         """Return the last answered turn's search results, in citation order."""
         return [r for call in self.last_calls for r in call["results"]]
+
+    def scores(self) -> str:
+        """Say what the search results' scores mean in the search mode in use."""
+        return score_legend(self.archivist.settings.search_mode)

@@ -22,12 +22,12 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
-from archivist import __version__
 from archivist.agent.retrieval import SearchArgs, describe, tool_name
 from archivist.app import Archivist
 from archivist.settings import Settings
 from archivist.tools.errors import ArchivistError
 from archivist.tools.store import list_stores
+from archivist.version import __version__
 
 LIST_STORES = "list_stores"
 SERVER_NAME = "archivist"

@@ -135,3 +135,7 @@ class Starting:
     def sources(self) -> list[Passage]:
         """Return the last search results once built."""
         return self.ready().sources()
+
+    def scores(self) -> str:
+        """Say what the scores mean once built."""
+        return self.ready().scores()

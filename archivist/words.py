@@ -1,6 +1,25 @@
-"""Counted nouns for messages: `1 chunk`, `3 chunks`."""
+"""What people read: counted nouns (`1 chunk`, `1,394 chunks`), numbers, and what a score is."""
+
+
+def number(n: int) -> str:
+    """Write a count with thousands separators, as every count shown to a person is: `1,394`."""
+    return f"{n:,}"
 
 
 def count(n: int, noun: str, plural: str | None = None) -> str:
     """Say `n noun` with the noun in the plural unless n is 1 (default plural: noun + s)."""
-    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+    return f"{number(n)} {noun if n == 1 else plural or noun + 's'}"
+
+
+SCORES = {
+    "hybrid": "how far a passage stands out among the search's candidates: its dense and BM25 "
+    "z-scores, weighted and added (0 is the candidates' average, so a score can be negative; "
+    "higher is better)",
+    "dense": "the cosine similarity of the passage's embedding to the query's (higher is better)",
+    "sparse": "the passage's BM25 score for the query's words (0: none of them; higher is better)",
+}
+
+
+def score_legend(mode: str) -> str:
+    """Say what a search result's score means in a search mode (hybrid, dense or sparse)."""
+    return f"Score: {SCORES.get(mode, SCORES['hybrid'])}."

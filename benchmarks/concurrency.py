@@ -5,12 +5,14 @@
 On a synthetic store (benchmarks/perf.py's, built in DIR/edge unless it is there already),
 query embedding left out (cached vectors), it measures side by side:
 
-* `ask`'s start-up: a new process opening the store and answering its first search. Before
-  (one process held the store for its whole life): open the shard, search. After: the same,
-  plus taking the lease and counting the documents stored in part (`partial_versions`).
-* a chat's turn (one search): the store kept since the last turn (nobody else used it), as
-  before; and after another process used it, which an open chat now allows: after a reader
-  (the shard opened again), and after a writer (opened again and partial versions recounted).
+* `ask`'s start-up: a new process opening the store and answering its first search. "before":
+  a bare open of the shard and a search, as a process holding the store for its whole life
+  would do. "after": the same, plus taking the lease and counting the documents stored in
+  part (`partial_versions`), as Archivist does.
+* a chat's turn (one search): the store kept since the last turn (nobody else used it), bare
+  and as Archivist runs it; and after another process used it, which the lease allows: after
+  a reader (the shard opened again), and after a writer (opened again and partial versions
+  recounted).
 * how long that other process waits for the idle chat to give the store up, and what counting
   the documents stored in part costs (done once after each change of the store).
 
@@ -46,7 +48,7 @@ def _store(home: Path, queries: list[str]):
 def _search(store, embeddings, query: str, before: bool = False) -> None:
     vector = embeddings.embed_query(query)
     if before:
-        # What a search did before: no turn taken, nothing left out.
+        # The bare search: no lease taken, no partially stored document left out.
         found = store._search(vector, query, 5, "hybrid", None, None, None, "zscore")
     else:
         found = store.search(vector, query, k=5)

@@ -7,7 +7,7 @@ serves the fake Ollama in another process with a GPU-class embedding cost (10 ms
 plus 1 ms a text, 2 requests at a time) and measures:
 
 * the embedding limit: the stored chunks posted straight to /api/embed, 64 a request, 2 at a
-  time (the issue's definition), and 4 at a time (as many as our ingest keeps in flight, so
+  time (the embedder's own pace), and 4 at a time (as many as our ingest keeps in flight, so
   Ollama always has the next request queued); our ingest is compared with the faster;
 * our ingest (`Archivist.ingest`), a re-ingest of the unchanged corpus (and its embed
   requests), and the plain LangChain pipeline side by side (RecursiveCharacterTextSplitter
@@ -1123,7 +1123,7 @@ def table(r: dict[str, Any]) -> str:
         f"Machine: {m['cpu']}, {m['cores']} cores, {m['system']}, Python {m['python']}; "
         f"load average at start {m['load_average_at_start']}."
     )
-    if "fixed_work_cpu_s_at_start" in m:  # runs before session 6 did not measure it
+    if "fixed_work_cpu_s_at_start" in m:  # a result file may lack it: print what it holds
         end = m.get("fixed_work_cpu_s_at_end")
         lines.append(
             "Its speed: a fixed piece of Python work took "

@@ -1,6 +1,7 @@
 """Retrieval benchmark: hit@5 and MRR@5 of dense, sparse and hybrid search, and a plain baseline.
 
     .venv/bin/python benchmarks/retrieval.py [--questions 1000] [--set cmrc --set english]
+        [--sparse edge|ours] [--sparse-only] [--out benchmarks/out]
 
 Each set is a list of paragraphs (each paragraph one source) and questions with their gold
 paragraph. Paragraphs go through Archivist's own ingest graph into an embedded Qdrant store,
@@ -11,7 +12,9 @@ QdrantVectorStore, dense only). The embedder is the offline all-MiniLM-L6-v2 (Ol
 
     .venv/bin/pip install torch==2.13.0 -e '.[bench]'
 
-It prints a table and writes benchmarks/out/retrieval.json. These are figures, not tests.
+It prints a table and writes it as JSON to `--out` (default benchmarks/out), named for what was
+measured: `retrieval[-ours][-SET][-sparse-only].json` (`-ours` for Archivist's own BM25
+tokenizer, `-SET` when only some sets were asked for). These are figures, not tests.
 
 The stores' BM25 vectors are those of new stores, from the encoder qdrant-edge ships
 (multilingual tokenizer, English stemming and stop words); `--sparse ours` builds them with
@@ -294,6 +297,7 @@ def main() -> None:
         action="store_true",
         help="only the sparse mode, with a constant dense vector (no embedding model needed)",
     )
+    parser.add_argument("--out", type=Path, default=OUT, help="folder for the JSON figures")
     args = parser.parse_args()
     scheme = SPARSE_SCHEMES[args.sparse]
 
@@ -323,12 +327,14 @@ def main() -> None:
         },
         "sets": reports,
     }
-    OUT.mkdir(parents=True, exist_ok=True)
+    args.out.mkdir(parents=True, exist_ok=True)
     name = "retrieval" + ("" if args.sparse == "edge" else f"-{args.sparse}")
+    if args.sets and set(args.sets) != set(sets):
+        name += "".join(f"-{chosen}" for chosen in sorted(set(args.sets)))
     name += "-sparse-only.json" if args.sparse_only else ".json"
-    (OUT / name).write_text(json.dumps(figures, indent=2))
+    (args.out / name).write_text(json.dumps(figures, indent=2))
     print(table(reports))
-    print(f"\nFigures written to {OUT / name}", file=sys.stderr)
+    print(f"\nFigures written to {args.out / name}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ import pytest
 
 from archivist.chat import PlainView, chat_loop
 from archivist.tools.errors import ArchivistError
+from archivist.words import score_legend
 
 CALL = {
     "name": "search_docs",
@@ -65,6 +66,9 @@ class ScriptedConversation:
     def sources(self):
         return CALL["results"]
 
+    def scores(self):
+        return score_legend("hybrid")
+
 
 def run(conversation, *lines: str) -> tuple[int, str, str]:
     script = iter(lines)
@@ -102,6 +106,12 @@ def test_commands_run_without_asking_the_model():
     assert status == 0 and conversation.asked == []
     assert "/sources" in out and "/model [NAME]" in out
     assert "[1] refund.md (score 0.740)\n30 days.\n" in out
+    # What a score is, said where the scores are shown: a negative one is no surprise.
+    assert (
+        "Score: how far a passage stands out among the search's candidates: its dense and BM25 "
+        "z-scores, weighted and added (0 is the candidates' average, so a score can be "
+        "negative; higher is better).\n[1] refund.md" in out
+    )
     assert "* docs (3 chunks): the docs" in out
     assert "m1 · agent\n" in out
     assert "small cannot call tools: using retrieve-then-answer.\n" in err

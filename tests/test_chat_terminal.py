@@ -45,6 +45,7 @@ def test_sources_stores_new_and_model_commands(ollama, home, archivist, store):
 
     # /sources printed the full text of every passage the search returned.
     flat = " ".join(sources.split())
+    assert "Score: how far a passage stands out among the search's candidates" in flat
     for result in archivist.search(REFUND_Q.rstrip("?"), store):
         assert f"[{result['rank']}] {result['source']} · score {result['score']:.3f}" in sources
         assert " ".join(result["text"].split()) in flat

@@ -95,7 +95,7 @@ def test_a_partial_ingest_lists_failures_and_exits_1(ollama, home, tmp_path):
     root = write_files(tmp_path / "kb", {"good.md": "# Good\n\nFine.", "bad.md": b"\0\0\0"})
     done = run_cli("ingest", str(root), "--store", "docs", ollama_url=ollama.url, home=home)
     assert done.returncode == 1
-    assert "1 stored" in done.stdout
+    assert "1 file stored" in done.stdout
     assert "failed: bad.md: binary content" in done.stdout
 
 

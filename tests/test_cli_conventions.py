@@ -85,7 +85,7 @@ def test_delete_one_source_reports_json_and_counts_in_the_singular(ollama, home,
     ingested = cli("ingest", str(docs), "--store", "notes", ollama=ollama, home=home)
     assert ingested.returncode == 0, ingested.stderr
     listed = cli("stores", ollama=ollama, home=home)
-    assert listed.stdout.startswith("notes\t1 chunk\t")
+    assert listed.stdout.splitlines()[1].startswith("notes\t1 chunk\t")
     sources = cli("sources", "--store", "notes", ollama=ollama, home=home)
     assert sources.stdout.startswith("one.md\t1 chunk\t")
     deleted = cli("delete", "--store", "notes", "--source", "one.md", ollama=ollama, home=home)

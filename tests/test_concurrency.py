@@ -39,7 +39,7 @@ def test_an_open_chat_sees_what_an_ingest_stores_while_others_search(ollama, hom
             home=home,
         )
         assert added.returncode == 0, added.stderr
-        assert "1 stored" in added.stdout
+        assert "1 file stored" in added.stdout
         assert _search("kayak rental", ollama, home)[0]["source"] == "kayaks.md"
         # The chat's next question finds the new document, without a restart.
         after = ask(child, KAYAK_Q)

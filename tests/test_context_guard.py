@@ -120,7 +120,7 @@ def test_earlier_results_are_shortened_before_turns_are_dropped():
     ]  # fmt: skip
     assert fitted.messages[2].content.startswith("[5 passages from an earlier search")
     assert fitted.notes == [
-        "To fit the 2048-token context window: shortened 1 earlier search results."
+        "To fit the 2048-token context window: shortened 1 earlier search result."
     ]
 
 
@@ -153,7 +153,7 @@ def test_a_question_too_long_for_the_window_is_refused_with_the_fix():
     with pytest.raises(ArchivistError) as error:
         fit_messages([HumanMessage("word " * 2000)], 100, 1024)
     assert "does not fit the model's context window" in str(error.value)
-    assert "/new" in error.value.fix
+    assert error.value.fix.startswith("Shorten it, or send a part at a time; --num-ctx")
 
 
 def test_a_tool_call_without_its_result_is_not_sent():

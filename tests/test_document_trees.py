@@ -105,7 +105,8 @@ def test_a_docs_folder_exits_0_with_the_skips_grouped_and_listed(ollama, home, t
     done = run_cli("ingest", str(root), "--store", "site", ollama_url=ollama.url, home=home)
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0].startswith("site: 5 stored, 0 unchanged, 0 failed, 12 skipped, 0 removed;")
+    head = "site: 5 files stored, 0 unchanged, 0 failed, 12 skipped, 0 removed;"
+    assert lines[0].startswith(head)
     assert lines[1:] == [
         "  3 skipped: hidden file",
         "  2 skipped: dependency folder (node_modules, a virtualenv…)",
@@ -124,7 +125,7 @@ def test_a_docs_folder_exits_0_with_the_skips_grouped_and_listed(ollama, home, t
     )  # fmt: skip
     assert again.returncode == 0, again.stderr
     lines = again.stdout.splitlines()
-    assert lines[0].startswith("site: 1 stored, 5 unchanged, 0 failed, 11 skipped, 0 removed;")
+    assert lines[0].startswith("site: 1 file stored, 5 unchanged, 0 failed, 11 skipped, 0 removed;")
     assert "  1 skipped: ignored by .archivistignore" in lines
     assert lines[lines.index("  1 skipped: ignored by .archivistignore") + 1] == "    drafts/"
     assert "    node_modules/" in lines and "    venv/" in lines
@@ -148,7 +149,7 @@ def test_a_docs_folder_exits_0_with_the_skips_grouped_and_listed(ollama, home, t
 
 
 def hostile_folder(root):
-    """Item 1 of issue 19: files that made every ingest of their folder crash."""
+    """Files that each crash a naive ingest of their folder: one bad file must fail alone."""
     root.mkdir(parents=True)
     good = make_docx(root / "good.docx").read_bytes()
     write_files(root, {"notes.md": "# Notes\n\nGood notes about tents."})

@@ -223,6 +223,11 @@ def test_eval_prints_a_table_and_writes_to_a_default_folder(fake, home_copy, tmp
     assert "qwen2.5:3b (agent)" in result.stdout and "qwen2.5:0.5b (agent)" in result.stdout
     row = next(line for line in result.stdout.splitlines() if "tool_decision_accuracy" in line)
     assert "1.00 (n=2)" in row and "0.50 (n=2)" in row
+    assert (
+        "qwen2.5:0.5b never searched: it answered every case without calling a tool "
+        "(tool decision 0.50, hit@5 0.00). If it should have, --retrieve-first"
+    ) in result.stderr
+    assert "qwen2.5:3b never searched" not in result.stderr
     [folder] = (ROOT / "eval-reports").glob(f"{name}-*")
     try:
         assert {p.name for p in folder.iterdir()} == {"report.json", "report.md", "chart.png"}
@@ -231,6 +236,25 @@ def test_eval_prints_a_table_and_writes_to_a_default_folder(fake, home_copy, tmp
         shutil.rmtree(folder)
         if not any(folder.parent.iterdir()):
             folder.parent.rmdir()
+
+
+def test_retrieve_first_is_said_as_such_not_as_a_model_without_tools(fake, home_copy, tmp_path):
+    dataset = write_dataset(tmp_path / "cases.jsonl", CASES[1:2])
+    out = tmp_path / "report"
+    result = run_cli(
+        "eval", str(dataset), *STORES, "-m", "qwen2.5:0.5b", "--retrieve-first",
+        "--out", str(out), ollama_url=fake.url, home=home_copy,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "qwen2.5:0.5b: evaluated in retrieve-then-answer mode (--retrieve-first)." in (
+        result.stderr
+    )
+    assert "cannot call tools" not in result.stderr and "never searched" not in result.stderr
+    markdown = (out / "report.md").read_text()
+    assert "**qwen2.5:0.5b** was evaluated in retrieve-then-answer mode (--retrieve-first" in (
+        markdown
+    )
+    assert "has no tool calling" not in markdown
 
 
 def test_judge_verdicts_come_from_the_judge_model(fake, home_copy, tmp_path):

@@ -419,8 +419,8 @@ def test_passages_over_the_context_budget_lose_the_least_relevant(settings, tool
     assert 0 < len(kept) < 5 and kept == list(range(1, len(kept) + 1))  # the best ones stay
     cut = 5 - len(kept)
     note = (
-        f"To fit the 1024-token context window: left out the {cut} least relevant passages "
-        "of this turn's search results."
+        f"To fit the 1024-token context window: left out the {cut} least relevant "
+        f"passage{'' if cut == 1 else 's'} of this turn's search results."
     )
     assert note in result["notes"] and ("note", note) in events
     reply = chats(ollama)[-1]["messages"][-1]["content"]

@@ -36,7 +36,7 @@ def test_a_broken_corpus_stores_every_good_file_and_lists_each_bad_one(ollama, h
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0].startswith("kb: 5 stored, 0 unchanged, 4 failed, 2 skipped, 0 removed;")
+    assert lines[0].startswith("kb: 5 files stored, 0 unchanged, 4 failed, 2 skipped, 0 removed;")
     assert lines[1:4] == [
         "  1 skipped: binary file of unsupported type '.png'",
         "  1 skipped: empty file",

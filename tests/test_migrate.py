@@ -112,7 +112,7 @@ def test_only_the_named_stores_are_copied(two_stores, tmp_path, migrate):
     backup = tmp_path / "backup"
     done = migrate("--to-home", str(backup), "--store", "hr_docs", home=two_stores)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[0].startswith("hr_docs: 1 chunks copied in ")
+    assert done.stdout.splitlines()[0].startswith("hr_docs: 1 chunk copied in ")
     app = Archivist(Settings(home=backup, ollama_host=DEAD_OLLAMA))
     try:
         assert [s["store"] for s in app.stores()] == ["hr_docs"]

@@ -62,7 +62,7 @@ def test_a_store_of_the_previous_release_is_listed_searched_and_answers(ollama, 
     assert listed["sparse"] == sparse.LEGACY_SCHEME
     # The listing names the scheme, and says once how to upgrade the store's keyword search.
     text = run_cli("stores", ollama_url=ollama.url, home=home)
-    assert text.stdout.split("\t")[3] == sparse.LEGACY_SCHEME
+    assert text.stdout.splitlines()[1].split("\t")[3] == sparse.LEGACY_SCHEME
     assert text.stderr.count("--reindex") == 1
     assert "archivist ingest PATH --store shop_docs --reindex` upgrades" in text.stderr
     doctor = run_cli("doctor", ollama_url=ollama.url, home=home)
@@ -157,7 +157,8 @@ def test_reindexing_a_released_store_switches_it_to_the_new_scheme(ollama, home,
     finally:
         app.close()
     listed = run_cli("stores", ollama_url=ollama.url, home=home)
-    assert listed.stdout.split("\t")[3] == sparse.EDGE_SCHEME and listed.stderr == ""
+    assert listed.stdout.splitlines()[1].split("\t")[3] == sparse.EDGE_SCHEME
+    assert listed.stderr == ""
     # It now searches exactly as a store this release ingests from the same files.
     fresh = tmp_path / "fresh"
     ingested = run_cli(

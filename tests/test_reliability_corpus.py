@@ -84,7 +84,7 @@ def test_a_hostile_folder_stores_the_good_files_and_reports_each_bad_one(ollama,
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stderr
     lines = done.stdout.splitlines()
-    head = f"kb: 4 stored, 0 unchanged, {len(bad)} failed, 2 skipped, 0 removed;"
+    head = f"kb: 4 files stored, 0 unchanged, {len(bad)} failed, 2 skipped, 0 removed;"
     assert lines[0].startswith(head)
     # Files without text are not documents: skipped, with their reason, not failed.
     assert "  2 skipped: no text in the file" in lines

@@ -107,7 +107,7 @@ def test_while_an_ingest_runs_readers_get_through_and_a_second_writer_waits(tmp_
         assert holder in refused.stderr and "--wait" in refused.stderr
         assert holder in second_err.read_text()
         assert second.returncode == 0, second_err.read_text()
-        assert "1 stored" in second_out
+        assert "1 file stored" in second_out
         count, chunks = stored_chunks(home, "kb")
         assert count == len(chunks)
         sources = _sources(home)

@@ -11,6 +11,7 @@ from archivist.evaluation.run import (
     STABILITY_METRICS,
     TEXT_CALL_METRICS,
 )
+from archivist.words import count
 
 LATENCY_METRICS = ("latency_p50_ms", "latency_p95_ms")
 TOKEN_METRICS = ("input_tokens", "output_tokens", "model_calls")
@@ -184,13 +185,21 @@ def _chat_markdown(report: dict[str, Any]) -> list[str]:
             f"relevant is rewritten and run again, at most {report.get('max_rewrites')} times"
         )
     for summary in models:
-        if summary["mode"] != "agent":
+        if summary["mode"] != "agent" and summary.get("tools"):
+            lines.append(
+                f"* **{label(summary)}** was evaluated in {summary['mode']} mode "
+                "(--retrieve-first: the application searches every store with the question), "
+                "so its tool decision, selection and argument metrics do not apply."
+            )
+        elif summary["mode"] != "agent":
             lines.append(
                 f"* **{label(summary)}** has no tool calling: evaluated in "
                 f"{summary['mode']} mode (the application searches every store with the "
                 "question), so its tool decision, selection and argument metrics do not apply."
             )
         if note := text_call_note(summary):
+            lines.append(f"* {note}")
+        if note := never_searched_note(summary, report["k"]):
             lines.append(f"* {note}")
         if summary["unstable_cases"]:
             lines.append(
@@ -242,8 +251,29 @@ def text_call_note(summary: dict[str, Any]) -> str | None:
         return None
     return (
         f"**{label(summary)}** mostly writes its tool calls as text: {recovered + unrun} of "
-        f"{recovered + unrun + called} calls, of which {recovered} were recovered and run and "
+        f"{count(recovered + unrun + called, 'call')}, of which {recovered} were recovered and "
+        f"run and "
         f"{unrun} could not be (no such tool, or arguments that do not fit)."
+    )
+
+
+def never_searched_note(summary: dict[str, Any], k: int) -> str | None:
+    """Say so when a model able to call tools never searched, though cases expected it to,
+    and how to make it (as `ask` does for one turn)."""
+    metrics, support = summary["metrics"], summary["support"]
+    decision = metrics.get("tool_decision_accuracy")
+    written = metrics.get("text_calls_recovered", 0) + metrics.get("text_calls_unrun", 0)
+    if summary["mode"] != "agent" or support.get("argument_validity", 0) or written:
+        return None
+    if decision is None or decision == 1:
+        return None  # no case expected a search
+    scores = [f"tool decision {decision:.2f}"]
+    if (hit := metrics.get("retrieval_hit@k")) is not None:
+        scores.append(f"hit@{k} {hit:.2f}")
+    return (
+        f"**{label(summary)}** never searched: it answered every case without calling a tool "
+        f"({', '.join(scores)}). If it should have, --retrieve-first (or "
+        "ARCHIVIST_RETRIEVE_FIRST=1) searches every store before each answer."
     )
 
 

@@ -622,6 +622,8 @@ def evaluate(
                     if on_run:
                         on_run(label, case, attempt)
             about = {"model": setup.model, "label": label, "grade": setup.grade, "mode": setup.mode}
+            # Whether the model can call tools: retrieve-then-answer is then --retrieve-first.
+            about["tools"] = bool(setup.info and setup.info.tools)
             summaries.append({**about, **summarize(model_runs, repeat)})
             runs.extend(model_runs)
         return {
