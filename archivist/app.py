@@ -6,7 +6,7 @@ import os
 import re
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager
 from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +16,7 @@ from archivist.agent.retrieval import make_retrieval_tool, search_alone, tool_na
 from archivist.agent.setup import AgentSetup, StoreTool, build_setup
 from archivist.settings import Settings, mask_url
 from archivist.tools.embedding import PrefixedEmbeddings, default_prefixes
+from archivist.tools.engine import writing as engine_writing
 from archivist.tools.errors import ArchivistError, ModelMissing
 from archivist.tools.store import (
     Chunk,
@@ -56,8 +57,7 @@ class Archivist:
     def writing(self) -> AbstractContextManager[None]:
         """Be the embedded store's one writer through the block (another writer waits, saying
         for whom); a Qdrant server takes many writers."""
-        writing = getattr(self.client, "writing", None)
-        return writing() if writing is not None else nullcontext()
+        return engine_writing(self.client)
 
     @cached_property
     def embeddings(self):

@@ -7,6 +7,7 @@ collections with unique names and drops them afterwards, so it can point at a sh
     QDRANT_URL=http://localhost:6333 ./run test tests/test_congruence.py
 """
 
+import inspect
 import math
 import os
 import shutil
@@ -16,9 +17,12 @@ from collections.abc import Iterator
 import pytest
 from conftest import SHOP, stored_sparse_vectors, write_files
 from fake_ollama import embed_text
+from qdrant_client import QdrantClient
 
 from archivist.ingest.graph import DIMENSION_PROBE, build_ingest_graph, run_ingest
+from archivist.tools import engine as engines
 from archivist.tools import sparse
+from archivist.tools.edge import EdgeClient
 from archivist.tools.errors import StoreMismatch
 from archivist.tools.migrate import copy_store
 from archivist.tools.store import (
@@ -86,6 +90,37 @@ def engine(request, tmp_path) -> Iterator[Engine]:
     finally:
         engine.drop_all()
         engine.client.close()
+
+
+def _takes_protocol_arguments(client, protocol) -> bool:
+    """Whether each method the protocol lists takes, on `client`, the arguments it names."""
+    for name, declared in vars(protocol).items():
+        if name.startswith("_") or not inspect.isfunction(declared):
+            continue
+        wanted = set(inspect.signature(declared).parameters) - {"self"}
+        if not wanted <= set(inspect.signature(getattr(client, name)).parameters):
+            return False
+    return True
+
+
+def test_each_engine_declares_the_protocol_it_meets(tmp_path):
+    embedded = EdgeClient(tmp_path / "engine")
+    server_shaped = QdrantClient(location=":memory:")
+    try:
+        assert isinstance(embedded, engines.TurnTakingEngine)
+        assert engines.turn_taking(embedded) is embedded
+        assert isinstance(server_shaped, engines.Engine)
+        assert engines.turn_taking(server_shaped) is None
+        for client in (embedded, server_shaped):
+            assert _takes_protocol_arguments(client, engines.Engine)
+        assert _takes_protocol_arguments(embedded, engines.TurnTakingEngine)
+        with engines.held(server_shaped), engines.writing(server_shaped):
+            pass  # a server's blocks are plain blocks
+        with engines.held(embedded), engines.writing(embedded):
+            assert embedded.generation is not None
+    finally:
+        embedded.close()
+        server_shaped.close()
 
 
 def add(store: KnowledgeStore, source: str, texts: list[str], doc_hash: str = "h1", total=None):

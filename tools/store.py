@@ -14,7 +14,7 @@ import unicodedata
 import uuid
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -22,7 +22,7 @@ from typing import Any, Literal
 from qdrant_client import QdrantClient, models
 
 from archivist.tools import sparse
-from archivist.tools.engine import Engine, scroll_pages
+from archivist.tools.engine import Engine, held, indexing_aside, scroll_pages, turn_taking
 from archivist.tools.errors import ArchivistError, StoreMismatch, StoreNotFound
 from archivist.tools.progress import ProgressFn, ignore
 from archivist.tools.ranking import (
@@ -287,7 +287,8 @@ class KnowledgeStore:
         points; a server's store is read once per `KnowledgeStore`.
         """
         with self._held():  # the value as of now: read with the store held
-            generation = getattr(self.client, "settings_generation", None)
+            taking = turn_taking(self.client)
+            generation = taking.settings_generation if taking is not None else None
             if self._sparse is None or self._sparse[0] != generation:
                 self._sparse = (generation, self._encoder_of(self.fingerprint))
             return self._sparse[1]
@@ -659,10 +660,10 @@ class KnowledgeStore:
     def disk_bytes(self) -> int | None:
         """Return the disk space the store's files take in an embedded store (None on a
         server): blocks allocated, since the engine's files are sparse, larger than they hold."""
-        root = getattr(self.client, "path", None)
-        if root is None:
+        taking = turn_taking(self.client)
+        if taking is None:
             return None
-        files = (f.stat() for f in (Path(root) / self.name).rglob("*") if f.is_file())
+        files = (f.stat() for f in (Path(taking.path) / self.name).rglob("*") if f.is_file())
         return sum(stat.st_blocks * 512 for stat in files)
 
     def source_names(self) -> list[str]:
@@ -713,14 +714,12 @@ class KnowledgeStore:
         """Through the block, the embedded store indexes a segment due while it is written in
         a child process, so this process's other threads go on (an ingest's embedding
         requests); a server indexes on its own anyway."""
-        aside = getattr(self.client, "indexing_aside", None)
-        return aside() if aside is not None else nullcontext()
+        return indexing_aside(self.client)
 
     def _held(self) -> AbstractContextManager[Any]:
         """Keep the embedded store through a block (no writes in between); a server: no-op.
         (See `TurnTakingEngine`.)"""
-        hold = getattr(self.client, "hold", None)
-        return hold() if hold is not None else nullcontext()
+        return held(self.client)
 
     def partial_versions(self) -> list[str]:
         """The versions (`version_key`) of documents stored only in part, which searches leave
@@ -729,9 +728,10 @@ class KnowledgeStore:
         Counted again only when the embedded store changed (its `generation`). A server's
         stores are not checked: they are written and read as before.
         """
-        generation = getattr(self.client, "generation", None)
-        if generation is None:
+        taking = turn_taking(self.client)
+        if taking is None:
             return []
+        generation = taking.generation
         if self._partial is None or self._partial[0] != generation:
             self._partial = (generation, self._count_partial())
         return self._partial[1]
