@@ -24,6 +24,7 @@ from qdrant_client import QdrantClient, models
 from archivist.tools import sparse
 from archivist.tools.engine import Engine, held, indexing_aside, scroll_pages, turn_taking
 from archivist.tools.errors import ArchivistError, StoreMismatch, StoreNotFound
+from archivist.tools.passage import Passage
 from archivist.tools.progress import ProgressFn, ignore
 from archivist.tools.ranking import (
     FUSION_DEPTH,
@@ -83,29 +84,6 @@ class Chunk:
         name = f"{self.source}\0{self.chunk_index}\0{self.text}".encode("utf-8", "surrogatepass")
         digest = hashlib.sha1(_ID_NAMESPACE.bytes + name, usedforsecurity=False).digest()
         return str(uuid.UUID(bytes=digest[:16], version=5))
-
-
-@dataclass
-class SearchResult:
-    """One retrieved chunk, ranked."""
-
-    rank: int
-    score: float
-    source: str
-    chunk_id: str
-    text: str
-    metadata: dict[str, Any]
-
-    def to_dict(self) -> dict[str, Any]:
-        """Return the JSON shape `search --json` and `ask --json` print."""
-        return {
-            "rank": self.rank,
-            "score": round(self.score, 4),
-            "source": self.source,
-            "chunk_id": self.chunk_id,
-            "text": self.text,
-            "metadata": self.metadata,
-        }
 
 
 @dataclass
@@ -700,7 +678,7 @@ class KnowledgeStore:
         min_score: float | None = None,
         mmr: float | None = None,
         fusion: Fusion = "zscore",
-    ) -> list[SearchResult]:
+    ) -> list[Passage]:
         """Return the `k` best passages for a query.
 
         `hybrid` fuses the dense and BM25 rankings (see `fuse_zscore`); overlapping chunks of
@@ -761,7 +739,7 @@ class KnowledgeStore:
         min_score: float | None,
         mmr: float | None,
         fusion: Fusion,
-    ) -> list[SearchResult]:
+    ) -> list[Passage]:
         partial = self.partial_versions()
         query_filter = None
         if sources or partial:
@@ -818,7 +796,7 @@ class KnowledgeStore:
         if mmr is not None:
             passages = select_mmr(passages, query_vector, k, mmr)
         return [
-            SearchResult(
+            Passage(
                 rank=rank,
                 score=passage.score,
                 source=passage.source,
