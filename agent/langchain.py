@@ -6,13 +6,13 @@ the retriever returns the same search's results as LangChain `Document`s, for ch
 from the settings.
 """
 
-from typing import Any
-
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.tools import BaseTool
 from pydantic import ConfigDict
+
+from archivist.tools.passage import Passage
 
 
 class StoreRetriever(BaseRetriever):
@@ -38,7 +38,7 @@ class StoreRetriever(BaseRetriever):
         return [as_document(result) for result in message.artifact]
 
 
-def as_document(result: dict[str, Any]) -> Document:
+def as_document(result: Passage) -> Document:
     """Turn one search result (as `archivist search --json` prints it) into a Document."""
     return Document(
         id=result["chunk_id"],

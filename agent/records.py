@@ -1,5 +1,8 @@
 """The records that cross modules: passages, tool calls, model usage, turns.
 
+`Passage` is storage's own (archivist.tools.passage): the store returns it, and a tool call
+carries it on.
+
 They are TypedDicts, so at run time they are plain dicts: they go through LangGraph's
 checkpointers (the chat's SqliteSaver), the turn log and `ask --json` unchanged. A step that
 adds to a record builds a new one (`{**call, "kept": [...]}`); none is changed in place, since
@@ -13,19 +16,7 @@ from typing import Any, Literal, NotRequired
 # pydantic reads these schemas (LangGraph Server) only from typing_extensions on Python 3.11.
 from typing_extensions import TypedDict
 
-
-class Passage(TypedDict):
-    """One search result, as `search --json` prints it."""
-
-    rank: int
-    """Its place in its own search's results, from 1."""
-    score: float
-    source: str
-    chunk_id: str
-    text: str
-    metadata: dict[str, Any]
-    n: NotRequired[int]
-    """Its number within the turn, which `[n]` citations use (unique across the turn)."""
+from archivist.tools.passage import Passage
 
 
 class Grade(TypedDict):

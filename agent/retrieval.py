@@ -153,7 +153,7 @@ def make_retrieval_tool(
         found = store.search(
             vector, query, k=k, mode=mode, sources=sources, min_score=min_score, mmr=mmr
         )
-        results = [r.to_dict() for r in found]
+        results: list[Passage] = [{**r, "score": round(r["score"], 4)} for r in found]
         return format_results(name, query, results, source=source), results
 
     return StructuredTool.from_function(

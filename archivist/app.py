@@ -3,7 +3,7 @@
 import math
 import time
 from collections.abc import Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +13,7 @@ from archivist.agent.retrieval import make_retrieval_tool, search_alone
 from archivist.agent.setup import AgentSetup, StoreTool, build_setup
 from archivist.settings import Settings
 from archivist.tools.embedding import PrefixedEmbeddings
+from archivist.tools.engine import writing as engine_writing
 from archivist.tools.errors import ArchivistError
 from archivist.tools.store import (
     KnowledgeStore,
@@ -50,8 +51,7 @@ class Archivist:
     def writing(self) -> AbstractContextManager[None]:
         """Be the embedded store's one writer through the block (another writer waits, saying
         for whom); a Qdrant server takes many writers."""
-        writing = getattr(self.client, "writing", None)
-        return writing() if writing is not None else nullcontext()
+        return engine_writing(self.client)
 
     @cached_property
     def embeddings(self):

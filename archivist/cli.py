@@ -927,12 +927,11 @@ def migrate(
     as_json: JsonOpt = False,
 ) -> None:
     """Copy stores to a Qdrant server (or another home) without embedding anything again."""
-    from contextlib import nullcontext
-
     from grpc import RpcError
     from qdrant_client.http.exceptions import ApiException
 
     from archivist.settings import mask_url
+    from archivist.tools.engine import writing
     from archivist.tools.migrate import copy_stores
     from archivist.tools.store import connect
 
@@ -985,8 +984,7 @@ def migrate(
             key = api_key or settings.qdrant_api_key
             target = connect(url=to_url, api_key=key, prefer_grpc=grpc, timeout=60)
             layout = settings.with_overrides(qdrant_url=to_url).server_layout
-        writing = getattr(target, "writing", None)
-        with writing() if writing is not None else nullcontext():
+        with writing(target):
             copied = copy_stores(
                 source, target, stores or [], layout, batch, force, None if as_json else progress
             )

@@ -7,6 +7,7 @@ collections with unique names and drops them afterwards, so it can point at a sh
     QDRANT_URL=http://localhost:6333 ./run test tests/test_congruence.py
 """
 
+import inspect
 import math
 import os
 import shutil
@@ -16,10 +17,13 @@ from collections.abc import Iterator
 import pytest
 from conftest import SHOP, stored_sparse_vectors, write_files
 from fake_ollama import embed_text
+from qdrant_client import QdrantClient
 
 from archivist.ingest.graph import DIMENSION_PROBE, build_ingest_graph, run_ingest
 from archivist.ingest.request import IngestRequest
+from archivist.tools import engine as engines
 from archivist.tools import sparse
+from archivist.tools.edge import EdgeClient
 from archivist.tools.errors import StoreMismatch
 from archivist.tools.migrate import copy_store
 from archivist.tools.store import (
@@ -88,6 +92,37 @@ def engine(request, tmp_path) -> Iterator[Engine]:
     finally:
         engine.drop_all()
         engine.client.close()
+
+
+def _takes_protocol_arguments(client, protocol) -> bool:
+    """Whether each method the protocol lists takes, on `client`, the arguments it names."""
+    for name, declared in vars(protocol).items():
+        if name.startswith("_") or not inspect.isfunction(declared):
+            continue
+        wanted = set(inspect.signature(declared).parameters) - {"self"}
+        if not wanted <= set(inspect.signature(getattr(client, name)).parameters):
+            return False
+    return True
+
+
+def test_each_engine_declares_the_protocol_it_meets(tmp_path):
+    embedded = EdgeClient(tmp_path / "engine")
+    server_shaped = QdrantClient(location=":memory:")
+    try:
+        assert isinstance(embedded, engines.TurnTakingEngine)
+        assert engines.turn_taking(embedded) is embedded
+        assert isinstance(server_shaped, engines.Engine)
+        assert engines.turn_taking(server_shaped) is None
+        for client in (embedded, server_shaped):
+            assert _takes_protocol_arguments(client, engines.Engine)
+        assert _takes_protocol_arguments(embedded, engines.TurnTakingEngine)
+        with engines.held(server_shaped), engines.writing(server_shaped):
+            pass  # a server's blocks are plain blocks
+        with engines.held(embedded), engines.writing(embedded):
+            assert embedded.generation is not None
+    finally:
+        embedded.close()
+        server_shaped.close()
 
 
 def add(store: KnowledgeStore, source: str, texts: list[str], doc_hash: str = "h1", total=None):
@@ -160,26 +195,26 @@ def test_dense_search_ranks_as_brute_force_cosine_does(engine):
     for query in ("how long does shipping take", "warranty on tents", "refund to my card"):
         results = store.search(vec(query), query, k=4, mode="dense")
         brute = cosines(query)
-        assert [r.rank for r in results] == [1, 2, 3, 4]
+        assert [r["rank"] for r in results] == [1, 2, 3, 4]
         # Within float16 storage's precision (the embedded store's; a server keeps float32).
-        expected = [brute[r.chunk_id] for r in results]
-        assert [r.score for r in results] == pytest.approx(expected, abs=1e-3)
-        assert all(a.score >= b.score for a, b in zip(results, results[1:], strict=False))
-        left_out = [c for i, c in brute.items() if i not in {r.chunk_id for r in results}]
-        assert results[-1].score >= max(left_out) - 1e-6, query
+        expected = [brute[r["chunk_id"]] for r in results]
+        assert [r["score"] for r in results] == pytest.approx(expected, abs=1e-3)
+        assert all(a["score"] >= b["score"] for a, b in zip(results, results[1:], strict=False))
+        left_out = [c for i, c in brute.items() if i not in {r["chunk_id"] for r in results}]
+        assert results[-1]["score"] >= max(left_out) - 1e-6, query
 
 
 def test_sparse_search_finds_a_code_and_only_passages_sharing_words(engine):
     store = filled(engine)
     results = store.search(None, "WX-7731", k=5, mode="sparse")
-    assert [r.text for r in results] == [CORPUS["warranty.md"][1]]
+    assert [r["text"] for r in results] == [CORPUS["warranty.md"][1]]
     results = store.search(None, "business days", k=7, mode="sparse")
     encoder = sparse.encoder(sparse.DEFAULT_SCHEME)
     words = set(encoder.query("business days")[0])
     sharing = {t for texts in CORPUS.values() for t in texts if words & set(encoder.document(t)[0])}
-    assert {r.text for r in results} == sharing and len(sharing) == 4
+    assert {r["text"] for r in results} == sharing and len(sharing) == 4
     # "business" is rarer than "days": Qdrant's IDF puts the two passages with both first.
-    assert {r.text for r in results[:2]} == {CORPUS["shipping.md"][0], CORPUS["shipping.md"][2]}
+    assert {r["text"] for r in results[:2]} == {CORPUS["shipping.md"][0], CORPUS["shipping.md"][2]}
 
 
 @pytest.mark.parametrize("scheme", sparse.SCHEMES)
@@ -196,16 +231,16 @@ def test_each_scheme_stores_the_vectors_its_encoder_makes_and_searches_with_them
         expected = encoder.document(text)
         assert indices == expected[0] and values == pytest.approx(expected[1], rel=1e-6)
     [first, *_] = store.search(None, "Summit tent warranty years", mode="sparse")
-    assert first.text == CORPUS["warranty.md"][0]
+    assert first["text"] == CORPUS["warranty.md"][0]
 
 
 def test_hybrid_search_puts_first_what_both_rankings_agree_on(engine):
     store = filled(engine)
     query = "Refunds paid to the original payment method"
     results = store.search(vec(query), query, k=4, mode="hybrid")
-    assert results[0].text == CORPUS["refund.md"][0]
-    assert len(results) == 4 and len({r.chunk_id for r in results}) == 4
-    assert results[0].metadata == {} and results[0].source == "refund.md"
+    assert results[0]["text"] == CORPUS["refund.md"][0]
+    assert len(results) == 4 and len({r["chunk_id"] for r in results}) == 4
+    assert results[0]["metadata"] == {} and results[0]["source"] == "refund.md"
 
 
 @pytest.mark.parametrize("mode", ["dense", "sparse", "hybrid"])
@@ -213,9 +248,9 @@ def test_filters_keep_results_to_the_given_sources(engine, mode):
     store = filled(engine)
     query = "days"
     results = store.search(vec(query), query, k=5, mode=mode, sources=["shipping.md", "refund.md"])
-    assert results and {r.source for r in results} <= {"shipping.md", "refund.md"}
+    assert results and {r["source"] for r in results} <= {"shipping.md", "refund.md"}
     only = store.search(vec(query), query, k=5, mode=mode, sources=["warranty.md"])
-    assert {r.source for r in only} <= {"warranty.md"}
+    assert {r["source"] for r in only} <= {"warranty.md"}
 
 
 def test_a_new_version_replaces_the_old_one_for_its_source_only(engine):
@@ -259,7 +294,7 @@ def test_a_rebuild_is_swapped_in_without_embedding_again(engine):
     assert store.fingerprint["embed_model"] == "hash2"
     assert list(store.sources()) == ["new.md"]
     hit = store.search(vec("a rebuilt passage"), "rebuilt passage", k=1)
-    assert hit[0].text == "a rebuilt passage"
+    assert hit[0]["text"] == "a rebuilt passage"
 
 
 class Crash(Exception):
@@ -347,11 +382,11 @@ def test_a_store_copied_from_an_embedded_home_answers_the_same_searches(engine, 
                 # Every chunk with its score (the fake's embeddings make many ties to order).
                 want = origin.search(vec(query), query, k=7, mode=mode)
                 got = target.search(vec(query), query, k=7, mode=mode)
-                assert {r.chunk_id: round(r.score, 5) for r in got} == {
-                    r.chunk_id: round(r.score, 5) for r in want
+                assert {r["chunk_id"]: round(r["score"], 5) for r in got} == {
+                    r["chunk_id"]: round(r["score"], 5) for r in want
                 }, (mode, query)
         hit = target.search(vec("WX-7731 warranty"), "WX-7731 warranty", k=1)
-        assert hit[0].text == CORPUS["warranty.md"][1]
+        assert hit[0]["text"] == CORPUS["warranty.md"][1]
     finally:
         origin_client.close()
 
@@ -383,4 +418,4 @@ def test_incremental_ingest_through_the_ingest_graph(engine, archivist, ollama, 
     assert "privacy.md" not in held and held["refund.md"].chunks == 1
     query = "refunds paid"
     found = store.search(archivist.embeddings.embed_query(query), query, sources=["refund.md"])
-    assert [r.text for r in found] == ["# Refunds\n\nRefunds are now paid within 14 days."]
+    assert [r["text"] for r in found] == ["# Refunds\n\nRefunds are now paid within 14 days."]

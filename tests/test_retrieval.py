@@ -61,7 +61,7 @@ def add(store: KnowledgeStore, source: str, texts: list[str], spans=None, doc_ha
 
 def search(store, query, mode="hybrid", k=5, **options):
     vector = embed_text(query, DIM)
-    return [r.source for r in store.search(vector, query, k=k, mode=mode, **options)]
+    return [r["source"] for r in store.search(vector, query, k=k, mode=mode, **options)]
 
 
 BOOTS = (
@@ -136,12 +136,12 @@ def test_overlapping_chunks_of_one_passage_collapse_into_one_result(store):
     add(store, "copy.md", [first], spans=[(0, 70)])
     add(store, "far.md", ["refunds policy intro", "refunds appendix"], spans=[(0, 20), (500, 516)])
     results = store.search(embed_text("refunds", DIM), "refunds", k=10)
-    refund = [r for r in results if r.source == "refund.md"]
+    refund = [r for r in results if r["source"] == "refund.md"]
     assert len(refund) == 1
-    assert refund[0].text == document
-    assert (refund[0].metadata["start"], refund[0].metadata["end"]) == (0, len(document))
-    assert len(refund[0].metadata["chunk_ids"]) == 2
-    assert sorted(r.source for r in results) == ["copy.md", "far.md", "far.md", "refund.md"]
+    assert refund[0]["text"] == document
+    assert (refund[0]["metadata"]["start"], refund[0]["metadata"]["end"]) == (0, len(document))
+    assert len(refund[0]["metadata"]["chunk_ids"]) == 2
+    assert sorted(r["source"] for r in results) == ["copy.md", "far.md", "far.md", "refund.md"]
 
 
 def test_k_and_min_score_limit_the_results(store):
@@ -150,10 +150,10 @@ def test_k_and_min_score_limit_the_results(store):
     add(store, "stove.md", ["the stove boils water"])
     assert len(search(store, "tent pole", mode="sparse", k=3)) == 3
     everything = store.search(None, "tent pole", k=10, mode="sparse")
-    assert {r.source for r in everything} == {f"tent-{i}.md" for i in range(6)}
-    cut = everything[2].score
+    assert {r["source"] for r in everything} == {f"tent-{i}.md" for i in range(6)}
+    cut = everything[2]["score"]
     kept = store.search(None, "tent pole", k=10, mode="sparse", min_score=cut)
-    assert [r.chunk_id for r in kept] == [r.chunk_id for r in everything if r.score >= cut]
+    assert [r["chunk_id"] for r in kept] == [r["chunk_id"] for r in everything if r["score"] >= cut]
     assert store.search(None, "tent pole", k=10, mode="sparse", min_score=1e6) == []
 
 
@@ -360,9 +360,9 @@ def test_a_server_returns_what_the_embedded_store_returns(store):
             for mode in ("dense", "sparse", "hybrid"):
                 embedded = _search(store, query, mode)
                 remote = _search(server, query, mode)
-                assert [r.chunk_id for r in embedded] == [r.chunk_id for r in remote]
-                assert [r.score for r in remote] == pytest.approx(
-                    [r.score for r in embedded], rel=1e-3, abs=1e-4
+                assert [r["chunk_id"] for r in embedded] == [r["chunk_id"] for r in remote]
+                assert [r["score"] for r in remote] == pytest.approx(
+                    [r["score"] for r in embedded], rel=1e-3, abs=1e-4
                 )
     finally:
         server.drop()

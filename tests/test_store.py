@@ -111,10 +111,10 @@ def test_search_modes_return_ranked_results_with_sources(client):
     add(store, "boots.md", ["boots NW-TX-2290 need wax-free spray"])
     for mode in ("dense", "sparse", "hybrid"):
         results = store.search(vec("refunds paid"), "refunds paid", k=2, mode=mode)
-        assert results[0].source == "refund.md", mode
-        assert results[0].rank == 1 and results[0].text.startswith("refunds")
+        assert results[0]["source"] == "refund.md", mode
+        assert results[0]["rank"] == 1 and results[0]["text"].startswith("refunds")
     filtered = store.search(vec("refunds"), "refunds", k=3, sources=["boots.md"])
-    assert {r.source for r in filtered} == {"boots.md"}
+    assert {r["source"] for r in filtered} == {"boots.md"}
 
 
 def test_stale_versions_are_removed_only_for_their_source(client):
@@ -184,7 +184,7 @@ def test_searches_leave_out_documents_stored_in_part(tmp_path):
 
         def found(query: str) -> set[tuple[str, str]]:
             results = store.search(vec(query), query, k=10)
-            return {(r.source, r.text) for r in results}
+            return {(r["source"], r["text"]) for r in results}
 
         assert {s for s, _ in found("tent pegs part")} == {"a.md"}  # none of big.md
         assert {t for _, t in found("lantern wicks")} == {
@@ -223,7 +223,7 @@ def _search_elsewhere(path: str) -> str:
     try:
         client = connect(Path(path), wait=0)
         try:
-            return KnowledgeStore(client, "docs").search(vec("lantern"), "lantern")[0].source
+            return KnowledgeStore(client, "docs").search(vec("lantern"), "lantern")[0]["source"]
         finally:
             client.close()
     except ArchivistError as exc:
@@ -287,9 +287,9 @@ def test_a_new_store_keeps_qdrant_edges_bm25_vectors_and_finds_english_and_chine
         expected = edge_bm25().embed_document(text)
         assert vectors[text] == (expected.indices, expected.values)
     [first, *_] = store.search(None, "how many days until refunds are paid", mode="sparse")
-    assert first.text == english
+    assert first["text"] == english
     [first, *_] = store.search(None, "关税由谁承担", mode="sparse")
-    assert first.text == chinese
+    assert first["text"] == chinese
 
 
 def test_a_store_of_the_older_scheme_is_written_and_queried_in_its_own_scheme(client):
@@ -305,7 +305,7 @@ def test_a_store_of_the_older_scheme_is_written_and_queried_in_its_own_scheme(cl
     # Only our tokenizer keeps the code whole: the query finds it as one term.
     assert sparse.token_id("nw-tx-2290") in indices
     [found] = store.search(None, "NW-TX-2290", k=1, mode="sparse")
-    assert found.source == "boots.md" and found.text.startswith("Boots")
+    assert found["source"] == "boots.md" and found["text"].startswith("Boots")
 
 
 def test_a_store_of_an_unknown_scheme_is_refused_with_the_fix_and_kept(client):
@@ -388,10 +388,10 @@ def test_chunks_tied_in_score_come_back_in_the_same_order_whatever_order_they_we
     ids = sorted(Chunk(text, source, 0).id for source, text in texts.items())
     for mode in ("sparse", "hybrid"):
         found = {
-            name: [r.chunk_id for r in store.search(vec("code 7"), "7", k=5, mode=mode)]
+            name: [r["chunk_id"] for r in store.search(vec("code 7"), "7", k=5, mode=mode)]
             for name, store in stores.items()
         }
         assert found["docs_a"] == found["docs_b"], mode
     sparse_a = stores["docs_a"].search(None, "7", k=5, mode="sparse")
-    assert len({round(r.score, 6) for r in sparse_a}) == 1
-    assert [r.chunk_id for r in sparse_a] == ids[:5]
+    assert len({round(r["score"], 6) for r in sparse_a}) == 1
+    assert [r["chunk_id"] for r in sparse_a] == ids[:5]

@@ -47,6 +47,7 @@ import qdrant_edge as qe
 from qdrant_client import models
 from qdrant_client.http.models import QueryResponse
 
+from archivist.tools.engine import TurnTakingEngine
 from archivist.tools.errors import DiskFull
 from archivist.tools.lease import Lease, WriterLock, stderr_notice
 
@@ -134,9 +135,10 @@ def _held(method):
     return run
 
 
-class EdgeClient:
+class EdgeClient(TurnTakingEngine):
     """Collections as Qdrant Edge shards under one folder, with `QdrantClient`'s method names.
 
+    It declares `TurnTakingEngine`: processes take turns at it (docs/concurrency.md).
     `wait`: seconds to wait for another process using the store (None: as long as it takes);
     `notify` is told, once a wait lasts, who is being waited for.
     """

@@ -6,13 +6,15 @@ the store copies really pass are listed, so an engine implements exactly these.
 """
 
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
 
 from qdrant_client import models
 from qdrant_client.http.models import QueryResponse
 
 
+@runtime_checkable
 class Engine(Protocol):
     """What a store needs of a Qdrant: collections, points, queries and facets.
 
@@ -86,12 +88,16 @@ class Engine(Protocol):
     def close(self) -> None: ...
 
 
+@runtime_checkable
 class TurnTakingEngine(Engine, Protocol):
     """An engine that processes take turns at (the embedded one, see docs/concurrency.md).
 
-    The stores look for these methods and do without them on a server, which serves many
-    processes itself.
+    `EdgeClient` declares it; a server serves many processes itself and does not. Callers
+    ask `turn_taking(engine)` once rather than probing for each method.
     """
+
+    path: Path
+    """The folder the embedded store keeps its files in."""
 
     def hold(self) -> AbstractContextManager[None]:
         """Keep the store through a block: no other process writes in between."""
@@ -114,6 +120,31 @@ class TurnTakingEngine(Engine, Protocol):
     def settings_generation(self) -> Any:
         """A value that changes whenever a collection's settings or metadata may have."""
         ...
+
+
+def turn_taking(engine: Engine) -> TurnTakingEngine | None:
+    """Return `engine` if processes take turns at it (the embedded store), else None."""
+    return engine if isinstance(engine, TurnTakingEngine) else None
+
+
+def held(engine: Engine) -> AbstractContextManager[Any]:
+    """Keep the embedded store through a block (no other process writes in between); a
+    server: a block like any other."""
+    taking = turn_taking(engine)
+    return taking.hold() if taking is not None else nullcontext()
+
+
+def writing(engine: Engine) -> AbstractContextManager[Any]:
+    """Be the embedded store's one writer through a block; a server takes many writers."""
+    taking = turn_taking(engine)
+    return taking.writing() if taking is not None else nullcontext()
+
+
+def indexing_aside(engine: Engine) -> AbstractContextManager[Any]:
+    """Through a block, the embedded store builds indexes without stopping this process's
+    other threads; a server indexes on its own anyway."""
+    taking = turn_taking(engine)
+    return taking.indexing_aside() if taking is not None else nullcontext()
 
 
 def scroll_pages(

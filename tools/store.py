@@ -14,7 +14,7 @@ import unicodedata
 import uuid
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -22,9 +22,19 @@ from typing import Any, Literal
 from qdrant_client import QdrantClient, models
 
 from archivist.tools import sparse
-from archivist.tools.engine import Engine, scroll_pages
+from archivist.tools.engine import Engine, held, indexing_aside, scroll_pages, turn_taking
 from archivist.tools.errors import ArchivistError, StoreMismatch, StoreNotFound
+from archivist.tools.passage import Passage
 from archivist.tools.progress import Copied, ProgressFn, ignore
+from archivist.tools.ranking import (
+    FUSION_DEPTH,
+    collapse_overlaps,
+    fuse_rrf,
+    fuse_zscore,
+    merge_duplicates,
+    select_mmr,
+    settle_ties,
+)
 
 DENSE = "dense"
 SPARSE = "bm25"
@@ -90,29 +100,6 @@ class ChunkWrite:
     """When the version was read (None: now)."""
     sparse: tuple[list[int], list[float]] | None = None
     """Its BM25 vector, made ahead in the store's scheme (None: made as it is stored)."""
-
-
-@dataclass
-class SearchResult:
-    """One retrieved chunk, ranked."""
-
-    rank: int
-    score: float
-    source: str
-    chunk_id: str
-    text: str
-    metadata: dict[str, Any]
-
-    def to_dict(self) -> dict[str, Any]:
-        """Return the JSON shape `search --json` and `ask --json` print."""
-        return {
-            "rank": self.rank,
-            "score": round(self.score, 4),
-            "source": self.source,
-            "chunk_id": self.chunk_id,
-            "text": self.text,
-            "metadata": self.metadata,
-        }
 
 
 @dataclass
@@ -294,7 +281,8 @@ class KnowledgeStore:
         points; a server's store is read once per `KnowledgeStore`.
         """
         with self._held():  # the value as of now: read with the store held
-            generation = getattr(self.client, "settings_generation", None)
+            taking = turn_taking(self.client)
+            generation = taking.settings_generation if taking is not None else None
             if self._sparse is None or self._sparse[0] != generation:
                 self._sparse = (generation, self._encoder_of(self.fingerprint))
             return self._sparse[1]
@@ -653,10 +641,10 @@ class KnowledgeStore:
     def disk_bytes(self) -> int | None:
         """Return the disk space the store's files take in an embedded store (None on a
         server): blocks allocated, since the engine's files are sparse, larger than they hold."""
-        root = getattr(self.client, "path", None)
-        if root is None:
+        taking = turn_taking(self.client)
+        if taking is None:
             return None
-        files = (f.stat() for f in (Path(root) / self.name).rglob("*") if f.is_file())
+        files = (f.stat() for f in (Path(taking.path) / self.name).rglob("*") if f.is_file())
         return sum(stat.st_blocks * 512 for stat in files)
 
     def source_names(self) -> list[str]:
@@ -693,7 +681,7 @@ class KnowledgeStore:
         min_score: float | None = None,
         mmr: float | None = None,
         fusion: Fusion = "zscore",
-    ) -> list[SearchResult]:
+    ) -> list[Passage]:
         """Return the `k` best passages for a query.
 
         `hybrid` fuses the dense and BM25 rankings (see `fuse_zscore`); overlapping chunks of
@@ -707,14 +695,12 @@ class KnowledgeStore:
         """Through the block, the embedded store indexes a segment due while it is written in
         a child process, so this process's other threads go on (an ingest's embedding
         requests); a server indexes on its own anyway."""
-        aside = getattr(self.client, "indexing_aside", None)
-        return aside() if aside is not None else nullcontext()
+        return indexing_aside(self.client)
 
     def _held(self) -> AbstractContextManager[Any]:
         """Keep the embedded store through a block (no writes in between); a server: no-op.
         (See `TurnTakingEngine`.)"""
-        hold = getattr(self.client, "hold", None)
-        return hold() if hold is not None else nullcontext()
+        return held(self.client)
 
     def partial_versions(self) -> list[str]:
         """The versions (`version_key`) of documents stored only in part, which searches leave
@@ -723,9 +709,10 @@ class KnowledgeStore:
         Counted again only when the embedded store changed (its `generation`). A server's
         stores are not checked: they are written and read as before.
         """
-        generation = getattr(self.client, "generation", None)
-        if generation is None:
+        taking = turn_taking(self.client)
+        if taking is None:
             return []
+        generation = taking.generation
         if self._partial is None or self._partial[0] != generation:
             self._partial = (generation, self._count_partial())
         return self._partial[1]
@@ -755,7 +742,7 @@ class KnowledgeStore:
         min_score: float | None,
         mmr: float | None,
         fusion: Fusion,
-    ) -> list[SearchResult]:
+    ) -> list[Passage]:
         partial = self.partial_versions()
         query_filter = None
         if sources or partial:
@@ -797,7 +784,7 @@ class KnowledgeStore:
         # and on a server, whatever fusion the server version offers.
         responses = self.client.query_batch_points(self.name, requests=requests)
         lists = [
-            self._settle_ties(request, response.points, depth)
+            settle_ties(self.client, self.name, request, response.points, depth)
             for request, response in zip(requests, responses, strict=True)
         ]
         if mode != "hybrid" or len(lists) == 1:
@@ -808,11 +795,11 @@ class KnowledgeStore:
             candidates = fuse_zscore(lists[0], lists[1])
         if min_score is not None:
             candidates = [(p, s) for p, s in candidates if s >= min_score]
-        passages = merge_duplicates(collapse_overlaps(candidates))
+        passages = merge_duplicates(collapse_overlaps(candidates, DENSE))
         if mmr is not None:
             passages = select_mmr(passages, query_vector, k, mmr)
         return [
-            SearchResult(
+            Passage(
                 rank=rank,
                 score=passage.score,
                 source=passage.source,
@@ -822,34 +809,6 @@ class KnowledgeStore:
             )
             for rank, passage in enumerate(passages[:k], start=1)
         ]
-
-    def _settle_ties(
-        self, request: models.QueryRequest, points: list[models.ScoredPoint], depth: int
-    ) -> list[models.ScoredPoint]:
-        """Return a ranking's first `depth` points, equal scores in chunk id order.
-
-        The engine orders equal scores as its segments happen to lie, so two stores of the
-        same chunks (or one store before and after a rewrite) could disagree: BM25 gives every
-        chunk with one rare term once the same score. Each ranking is fetched one deeper than
-        needed; when the score just past the cut equals the score at it, the tie is fetched
-        whole (up to MAX_TIE_DEPTH) so the cut falls in the same place every time.
-        """
-        limit = request.limit or depth
-        while (
-            len(points) == limit > depth
-            and limit < MAX_TIE_DEPTH
-            and _tie_key(points[-1].score) == _tie_key(points[depth - 1].score)
-        ):
-            limit = min(limit * 4, MAX_TIE_DEPTH)
-            deeper = request.model_copy(update={"limit": limit})
-            points = self.client.query_batch_points(self.name, requests=[deeper])[0].points
-        points = sorted(points, key=lambda p: (-_tie_key(p.score), str(p.id)))
-        return points[:depth]
-
-
-def _tie_key(score: float) -> float:
-    """A score rounded past the engine's float noise, for telling ties apart."""
-    return round(score, 6)
 
 
 def _nfc(text: str) -> str:
@@ -869,196 +828,6 @@ def _newest(versions: Iterable[SourceInfo]) -> dict[str, SourceInfo]:
 def heading_path(metadata: dict[str, Any]) -> str:
     """Join a chunk's heading path for display: `Refund Policy › Refund window`."""
     return " › ".join(metadata.get("headings") or [])
-
-
-# How many candidates each ranking contributes to the fusion (at least; 4k for larger k).
-FUSION_DEPTH = 20
-# How deep a ranking is fetched, at most, to take in all chunks tied at its cut.
-MAX_TIE_DEPTH = 1280
-# A dense ranking whose best cosine stands less than this far above the mean of its
-# candidates cannot tell passages apart (an English model on Chinese text: all cosines close
-# together) and gets proportionally less say; measured in benchmarks/retrieval.py.
-DENSE_MARGIN = 0.25
-
-
-def _standardised(points: Sequence[models.ScoredPoint], depth: int) -> tuple[dict, float]:
-    """Return each point's z-score within its ranking, and the z-score of a missing point."""
-    scores = [p.score for p in points]
-    # A sparse ranking lists only matching chunks; the rest of the depth scores 0.
-    padded = scores + [0.0] * (depth - len(scores)) if scores else [0.0]
-    mean = sum(padded) / len(padded)
-    spread = (sum((s - mean) ** 2 for s in padded) / len(padded)) ** 0.5 or 1.0
-    floor = (min(padded) - mean) / spread
-    return {p.id: (p.score - mean) / spread for p in points}, floor
-
-
-def fuse_zscore(
-    dense: Sequence[models.ScoredPoint], bm25: Sequence[models.ScoredPoint]
-) -> list[tuple[models.ScoredPoint, float]]:
-    """Fuse two rankings by their standardised scores, trusting dense by its margin.
-
-    Rank fusion (RRF) gives a ranking that cannot tell passages apart as much say as one that
-    can, which makes the fusion of a weak and a strong ranker worse than the strong one. Here
-    each ranking's scores become z-scores over its candidates, so a passage that stands out
-    in one ranking keeps that lead, and the dense ranking is weighted by how far its best
-    cosine stands above its candidates' mean (DENSE_MARGIN): near-equal cosines carry no
-    information. The fused score is the weighted sum of z-scores.
-    """
-    depth = max(len(dense), len(bm25), 1)
-    margin = dense[0].score - sum(p.score for p in dense) / len(dense) if dense else 0.0
-    dense_weight = min(1.0, max(margin, 0.0) / DENSE_MARGIN) ** 2
-    points = {p.id: p for p in [*bm25, *dense]}
-    fused = dict.fromkeys(points, 0.0)
-    for ranking, weight in ((dense, dense_weight), (bm25, 1.0)):
-        z, floor = _standardised(ranking, depth)
-        for pid in fused:
-            fused[pid] += weight * z.get(pid, floor)
-    return sorted(((points[pid], s) for pid, s in fused.items()), key=lambda x: -x[1])
-
-
-def fuse_rrf(
-    dense: Sequence[models.ScoredPoint], bm25: Sequence[models.ScoredPoint], k: int = 2
-) -> list[tuple[models.ScoredPoint, float]]:
-    """Fuse two rankings by reciprocal rank, as Qdrant's RRF does (for comparison)."""
-    points = {p.id: p for p in [*bm25, *dense]}
-    fused = dict.fromkeys(points, 0.0)
-    for ranking in (dense, bm25):
-        for position, point in enumerate(ranking):
-            fused[point.id] += 1 / (position + k)
-    return sorted(((points[pid], s) for pid, s in fused.items()), key=lambda x: -x[1])
-
-
-@dataclass
-class _Passage:
-    """A retrieved span of one source: one chunk, or overlapping chunks merged."""
-
-    score: float
-    source: str
-    chunk_id: str
-    text: str
-    metadata: dict[str, Any]
-    section: tuple
-    start: int | None
-    end: int | None
-    vector: list[float] | None
-
-    def overlaps(self, other: "_Passage") -> bool:
-        return (
-            self.section == other.section
-            and self.start is not None
-            and other.start is not None
-            and self.start < other.end
-            and other.start < self.end
-        )
-
-    def absorb(self, other: "_Passage") -> None:
-        """Extend this passage's text and span with an overlapping chunk's."""
-        if len(self.text) != self.end - self.start or len(other.text) != other.end - other.start:
-            return  # offsets do not describe the texts: keep the better chunk as it is
-        if other.start < self.start:
-            self.text = other.text[: self.start - other.start] + self.text
-            self.start = other.start
-        if other.end > self.end:
-            self.text += other.text[self.end - other.start :]
-            self.end = other.end
-        self.metadata = {
-            **self.metadata,
-            "start": self.start,
-            "end": self.end,
-            "chunk_ids": [*self.metadata.get("chunk_ids", [self.chunk_id]), other.chunk_id],
-        }
-
-
-def collapse_overlaps(candidates: Sequence[tuple[models.ScoredPoint, float]]) -> list[_Passage]:
-    """Merge chunks of one source whose [start, end) spans overlap into one passage.
-
-    Chunks overlap by design (the splitter's overlap), so a passage often comes back as two
-    neighbouring chunks; the merged passage keeps the better chunk's rank, score and id.
-    """
-    passages: list[_Passage] = []
-    for point, score in candidates:
-        payload = point.payload or {}
-        metadata = dict(payload.get("metadata") or {})
-        section = tuple(
-            sorted(
-                (key, repr(value))
-                for key, value in metadata.items()
-                if key not in ("start", "end", "headings")
-            )
-        )
-        vector = point.vector.get(DENSE) if isinstance(point.vector, dict) else None
-        passage = _Passage(
-            score=score,
-            source=payload["source"],
-            chunk_id=str(point.id),
-            text=payload["text"],
-            metadata=metadata,
-            section=(payload["source"], payload.get("doc_hash"), section),
-            start=metadata.get("start"),
-            end=metadata.get("end"),
-            vector=vector,
-        )
-        for kept in passages:
-            if kept.overlaps(passage):
-                kept.absorb(passage)
-                break
-        else:
-            passages.append(passage)
-    return passages
-
-
-def merge_duplicates(passages: list[_Passage]) -> list[_Passage]:
-    """Show a text found in several sources once (versioned docs repeat pages): the best
-    ranked passage stays, and lists the other sources in its metadata as `also_in`."""
-    kept: dict[str, _Passage] = {}
-    for passage in passages:
-        key = " ".join(passage.text.split()).casefold()
-        first = kept.get(key)
-        if first is None:
-            kept[key] = passage
-        elif passage.source != first.source and passage.source not in first.metadata.get(
-            "also_in", []
-        ):
-            first.metadata = {
-                **first.metadata,
-                "also_in": [*first.metadata.get("also_in", []), passage.source],
-            }
-    return list(kept.values())
-
-
-def select_mmr(
-    passages: Sequence[_Passage], query_vector: Sequence[float] | None, k: int, weight: float
-) -> list[_Passage]:
-    """Pick `k` passages by maximal marginal relevance: relevant, and unlike those picked.
-
-    `weight` balances the two: 1 keeps the relevance order, 0 seeks only diversity. Relevance
-    is the score rescaled to 0–1 over the candidates; likeness is the cosine of dense vectors.
-    """
-    if not passages:
-        return []
-    scores = [p.score for p in passages]
-    low, high = min(scores), max(scores)
-    relevance = [(s - low) / (high - low) if high > low else 1.0 for s in scores]
-    remaining = list(range(len(passages)))
-    chosen: list[int] = []
-    while remaining and len(chosen) < k:
-
-        def value(i: int) -> float:
-            likeness = max((_cosine(passages[i], passages[j]) for j in chosen), default=0.0)
-            return weight * relevance[i] - (1 - weight) * likeness
-
-        best = max(remaining, key=value)
-        chosen.append(best)
-        remaining.remove(best)
-    return [passages[i] for i in chosen]
-
-
-def _cosine(a: _Passage, b: _Passage) -> float:
-    if not a.vector or not b.vector:
-        return 0.0
-    dot = sum(x * y for x, y in zip(a.vector, b.vector, strict=False))
-    norm = (sum(x * x for x in a.vector) * sum(y * y for y in b.vector)) ** 0.5
-    return dot / norm if norm else 0.0
 
 
 def version_key(source: str, doc_hash: str, doc_chunks: int, ingested_at: float) -> str:

@@ -1,0 +1,26 @@
+"""Passage: one search result, the record a store's search returns and every caller passes on.
+
+The retrieval tool, `archivist search --json`, `ask --json`, MCP and the LangChain retriever
+all carry this record; it is a TypedDict, so at run time a plain dict (it goes through
+LangGraph's checkpointers and JSON unchanged).
+"""
+
+from typing import Any, NotRequired
+
+# pydantic reads these schemas (LangGraph Server) only from typing_extensions on Python 3.11.
+from typing_extensions import TypedDict
+
+
+class Passage(TypedDict):
+    """One search result, as `search --json` prints it."""
+
+    rank: int
+    """Its place in its own search's results, from 1."""
+    score: float
+    """The score it was ranked by (the retrieval tool rounds it to 4 places)."""
+    source: str
+    chunk_id: str
+    text: str
+    metadata: dict[str, Any]
+    n: NotRequired[int]
+    """Its number within the turn, which `[n]` citations use (unique across the turn)."""

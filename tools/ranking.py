@@ -1,0 +1,239 @@
+"""Ranking a store's candidates: fusing the dense and BM25 rankings, settling ties at a cut,
+collapsing overlapping chunks into passages, showing duplicates once, and diversity (MMR).
+
+The store fetches the candidates; everything here works on what came back, the same on the
+embedded store and on a server.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from qdrant_client import models
+
+from archivist.tools.engine import Engine
+
+# How many candidates each ranking contributes to the fusion (at least; 4k for larger k).
+FUSION_DEPTH = 20
+# How deep a ranking is fetched, at most, to take in all chunks tied at its cut.
+MAX_TIE_DEPTH = 1280
+# A dense ranking whose best cosine stands less than this far above the mean of its
+# candidates cannot tell passages apart (an English model on Chinese text: all cosines close
+# together) and gets proportionally less say; measured in benchmarks/retrieval.py.
+DENSE_MARGIN = 0.25
+
+
+def _standardised(points: Sequence[models.ScoredPoint], depth: int) -> tuple[dict, float]:
+    """Return each point's z-score within its ranking, and the z-score of a missing point."""
+    scores = [p.score for p in points]
+    # A sparse ranking lists only matching chunks; the rest of the depth scores 0.
+    padded = scores + [0.0] * (depth - len(scores)) if scores else [0.0]
+    mean = sum(padded) / len(padded)
+    spread = (sum((s - mean) ** 2 for s in padded) / len(padded)) ** 0.5 or 1.0
+    floor = (min(padded) - mean) / spread
+    return {p.id: (p.score - mean) / spread for p in points}, floor
+
+
+def fuse_zscore(
+    dense: Sequence[models.ScoredPoint], bm25: Sequence[models.ScoredPoint]
+) -> list[tuple[models.ScoredPoint, float]]:
+    """Fuse two rankings by their standardised scores, trusting dense by its margin.
+
+    Rank fusion (RRF) gives a ranking that cannot tell passages apart as much say as one that
+    can, which makes the fusion of a weak and a strong ranker worse than the strong one. Here
+    each ranking's scores become z-scores over its candidates, so a passage that stands out
+    in one ranking keeps that lead, and the dense ranking is weighted by how far its best
+    cosine stands above its candidates' mean (DENSE_MARGIN): near-equal cosines carry no
+    information. The fused score is the weighted sum of z-scores.
+    """
+    depth = max(len(dense), len(bm25), 1)
+    margin = dense[0].score - sum(p.score for p in dense) / len(dense) if dense else 0.0
+    dense_weight = min(1.0, max(margin, 0.0) / DENSE_MARGIN) ** 2
+    points = {p.id: p for p in [*bm25, *dense]}
+    fused = dict.fromkeys(points, 0.0)
+    for ranking, weight in ((dense, dense_weight), (bm25, 1.0)):
+        z, floor = _standardised(ranking, depth)
+        for pid in fused:
+            fused[pid] += weight * z.get(pid, floor)
+    return sorted(((points[pid], s) for pid, s in fused.items()), key=lambda x: -x[1])
+
+
+def fuse_rrf(
+    dense: Sequence[models.ScoredPoint], bm25: Sequence[models.ScoredPoint], k: int = 2
+) -> list[tuple[models.ScoredPoint, float]]:
+    """Fuse two rankings by reciprocal rank, as Qdrant's RRF does (for comparison)."""
+    points = {p.id: p for p in [*bm25, *dense]}
+    fused = dict.fromkeys(points, 0.0)
+    for ranking in (dense, bm25):
+        for position, point in enumerate(ranking):
+            fused[point.id] += 1 / (position + k)
+    return sorted(((points[pid], s) for pid, s in fused.items()), key=lambda x: -x[1])
+
+
+@dataclass
+class _Passage:
+    """A retrieved span of one source: one chunk, or overlapping chunks merged."""
+
+    score: float
+    source: str
+    chunk_id: str
+    text: str
+    metadata: dict[str, Any]
+    section: tuple
+    start: int | None
+    end: int | None
+    vector: list[float] | None
+
+    def overlaps(self, other: "_Passage") -> bool:
+        return (
+            self.section == other.section
+            and self.start is not None
+            and other.start is not None
+            and self.start < other.end
+            and other.start < self.end
+        )
+
+    def absorb(self, other: "_Passage") -> None:
+        """Extend this passage's text and span with an overlapping chunk's."""
+        if len(self.text) != self.end - self.start or len(other.text) != other.end - other.start:
+            return  # offsets do not describe the texts: keep the better chunk as it is
+        if other.start < self.start:
+            self.text = other.text[: self.start - other.start] + self.text
+            self.start = other.start
+        if other.end > self.end:
+            self.text += other.text[self.end - other.start :]
+            self.end = other.end
+        self.metadata = {
+            **self.metadata,
+            "start": self.start,
+            "end": self.end,
+            "chunk_ids": [*self.metadata.get("chunk_ids", [self.chunk_id]), other.chunk_id],
+        }
+
+
+def collapse_overlaps(
+    candidates: Sequence[tuple[models.ScoredPoint, float]], using: str
+) -> list[_Passage]:
+    """Merge chunks of one source whose [start, end) spans overlap into one passage.
+
+    Chunks overlap by design (the splitter's overlap), so a passage often comes back as two
+    neighbouring chunks; the merged passage keeps the better chunk's rank, score and id.
+    `using` names the dense vector, which `select_mmr` compares passages by.
+    """
+    passages: list[_Passage] = []
+    for point, score in candidates:
+        payload = point.payload or {}
+        metadata = dict(payload.get("metadata") or {})
+        section = tuple(
+            sorted(
+                (key, repr(value))
+                for key, value in metadata.items()
+                if key not in ("start", "end", "headings")
+            )
+        )
+        vector = point.vector.get(using) if isinstance(point.vector, dict) else None
+        passage = _Passage(
+            score=score,
+            source=payload["source"],
+            chunk_id=str(point.id),
+            text=payload["text"],
+            metadata=metadata,
+            section=(payload["source"], payload.get("doc_hash"), section),
+            start=metadata.get("start"),
+            end=metadata.get("end"),
+            vector=vector,
+        )
+        for kept in passages:
+            if kept.overlaps(passage):
+                kept.absorb(passage)
+                break
+        else:
+            passages.append(passage)
+    return passages
+
+
+def merge_duplicates(passages: list[_Passage]) -> list[_Passage]:
+    """Show a text found in several sources once (versioned docs repeat pages): the best
+    ranked passage stays, and lists the other sources in its metadata as `also_in`."""
+    kept: dict[str, _Passage] = {}
+    for passage in passages:
+        key = " ".join(passage.text.split()).casefold()
+        first = kept.get(key)
+        if first is None:
+            kept[key] = passage
+        elif passage.source != first.source and passage.source not in first.metadata.get(
+            "also_in", []
+        ):
+            first.metadata = {
+                **first.metadata,
+                "also_in": [*first.metadata.get("also_in", []), passage.source],
+            }
+    return list(kept.values())
+
+
+def select_mmr(
+    passages: Sequence[_Passage], query_vector: Sequence[float] | None, k: int, weight: float
+) -> list[_Passage]:
+    """Pick `k` passages by maximal marginal relevance: relevant, and unlike those picked.
+
+    `weight` balances the two: 1 keeps the relevance order, 0 seeks only diversity. Relevance
+    is the score rescaled to 0–1 over the candidates; likeness is the cosine of dense vectors.
+    """
+    if not passages:
+        return []
+    scores = [p.score for p in passages]
+    low, high = min(scores), max(scores)
+    relevance = [(s - low) / (high - low) if high > low else 1.0 for s in scores]
+    remaining = list(range(len(passages)))
+    chosen: list[int] = []
+    while remaining and len(chosen) < k:
+
+        def value(i: int) -> float:
+            likeness = max((_cosine(passages[i], passages[j]) for j in chosen), default=0.0)
+            return weight * relevance[i] - (1 - weight) * likeness
+
+        best = max(remaining, key=value)
+        chosen.append(best)
+        remaining.remove(best)
+    return [passages[i] for i in chosen]
+
+
+def _cosine(a: _Passage, b: _Passage) -> float:
+    if not a.vector or not b.vector:
+        return 0.0
+    dot = sum(x * y for x, y in zip(a.vector, b.vector, strict=False))
+    norm = (sum(x * x for x in a.vector) * sum(y * y for y in b.vector)) ** 0.5
+    return dot / norm if norm else 0.0
+
+
+def settle_ties(
+    engine: Engine,
+    collection: str,
+    request: models.QueryRequest,
+    points: list[models.ScoredPoint],
+    depth: int,
+) -> list[models.ScoredPoint]:
+    """Return a ranking's first `depth` points, equal scores in chunk id order.
+
+    The engine orders equal scores as its segments happen to lie, so two stores of the
+    same chunks (or one store before and after a rewrite) could disagree: BM25 gives every
+    chunk with one rare term once the same score. Each ranking is fetched one deeper than
+    needed; when the score just past the cut equals the score at it, the tie is fetched
+    whole (up to MAX_TIE_DEPTH) so the cut falls in the same place every time.
+    """
+    limit = request.limit or depth
+    while (
+        len(points) == limit > depth
+        and limit < MAX_TIE_DEPTH
+        and tie_key(points[-1].score) == tie_key(points[depth - 1].score)
+    ):
+        limit = min(limit * 4, MAX_TIE_DEPTH)
+        deeper = request.model_copy(update={"limit": limit})
+        points = engine.query_batch_points(collection, requests=[deeper])[0].points
+    points = sorted(points, key=lambda p: (-tie_key(p.score), str(p.id)))
+    return points[:depth]
+
+
+def tie_key(score: float) -> float:
+    """A score rounded past the engine's float noise, for telling ties apart."""
+    return round(score, 6)
