@@ -191,7 +191,7 @@ def run_mode(store, embeddings, qa: QASet, mode: str) -> list[list[str]]:
     if mode == "hybrid-rrf":
         return [
             [
-                r.source
+                r["source"]
                 for r in store.search(
                     embeddings.embed_query(q), q, k=K, mode="hybrid", fusion="rrf"
                 )

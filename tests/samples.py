@@ -79,3 +79,11 @@ HTML_PAGE = """<!doctype html>
 <script>console.log("bye")</script>
 </body></html>
 """
+
+
+def broken_png_reason() -> str:
+    """Why a file named .png that is no picture is skipped: with the ocr extra images are read,
+    so it is an unreadable image; without it, a binary file of an unsupported type."""
+    from archivist.ingest.loaders import ocr
+
+    return ocr.UNREADABLE_IMAGE if ocr.available() else "binary file of unsupported type '.png'"

@@ -310,7 +310,7 @@ def test_stores_of_the_last_release_are_moved_on_first_open_without_re_embedding
         assert store.fingerprint["embed_model"] == "hash"
         assert store.count() == len(DOCS)
         results = store.search(embed_text(DOCS[2][1], 64), "NW-TX-2290 spray", k=1)
-        assert results[0].chunk_id == ids[2] and results[0].source == "boots.md"
+        assert results[0]["chunk_id"] == ids[2] and results[0]["source"] == "boots.md"
         assert store.sources()["refund.md"].complete
     finally:
         app.close()

@@ -4,7 +4,7 @@ import json
 import os
 
 from conftest import run_cli, write_files
-from samples import make_docx, make_pdf
+from samples import broken_png_reason, make_docx, make_pdf
 
 from archivist.ingest.loaders import MAX_FILE_BYTES
 
@@ -38,7 +38,7 @@ def test_a_broken_corpus_stores_every_good_file_and_lists_each_bad_one(ollama, h
     lines = done.stdout.splitlines()
     assert lines[0].startswith("kb: 5 files stored, 0 unchanged, 4 failed, 2 skipped, 0 removed;")
     assert lines[1:4] == [
-        "  1 skipped: binary file of unsupported type '.png'",
+        f"  1 skipped: {broken_png_reason()}",
         "  1 skipped: empty file",
         "  (--verbose lists the skipped files)",
     ]
@@ -69,7 +69,7 @@ def test_a_broken_corpus_stores_every_good_file_and_lists_each_bad_one(ollama, h
     assert sorted(f["source"] for f in report["failed"]) == sorted(failed)
     assert sorted(report["skipped"], key=lambda s: s["source"]) == [
         {"source": "empty.md", "reason": "empty file"},
-        {"source": "logo.png", "reason": "binary file of unsupported type '.png'"},
+        {"source": "logo.png", "reason": broken_png_reason()},
     ]
 
 

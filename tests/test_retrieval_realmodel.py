@@ -63,4 +63,4 @@ def store(tmp_path_factory):
 def test_hybrid_ranks_the_right_passage_first(store, question, source):
     store, embedder = store
     results = store.search(embedder.embed_query(question), question, k=3, mode="hybrid")
-    assert results[0].source == source
+    assert results[0]["source"] == source

@@ -23,6 +23,7 @@ MAX_OCR_SECONDS = 600
 """Seconds of OCR one file may take; past it the file fails, and the folder goes on."""
 RENDER_SCALE = 2.0
 """PDF pages are rendered at 144 dpi (72 × 2): small print stays legible to the recogniser."""
+UNREADABLE_IMAGE = "an image that cannot be read (damaged, or not an image)"
 MIN_SIDE = 24
 """Images narrower or lower than this many pixels (icons, spacers) hold no readable text."""
 
@@ -83,8 +84,9 @@ def load_image(path: Path, options: LoaderOptions) -> list[Section]:
         with Image.open(path) as image:
             image.load()
             picture = image.convert("RGB")
-    except (UnidentifiedImageError, OSError, ValueError) as exc:
-        raise LoadError(f"damaged image: {exc}") from None
+    except (UnidentifiedImageError, OSError, ValueError):
+        # Not a document that failed: a docs tree's broken or placeholder picture.
+        raise NotADocument(UNREADABLE_IMAGE) from None
     if min(picture.size) < MIN_SIDE:
         raise NotADocument("an image too small to hold text")
     text = read_picture(picture)

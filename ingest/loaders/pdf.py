@@ -34,7 +34,7 @@ def load_pdf(path: Path, options: LoaderOptions) -> list[Section]:
         raise
     except (PyPdfError, ValueError, KeyError, TypeError, AttributeError, zipfile.BadZipFile) as exc:
         raise LoadError(f"damaged PDF: {exc}") from None
-    scanned = [n for n, page in enumerate(pages, start=1) if len("".join(page.split())) < 16]
+    scanned = [n for n, page in enumerate(pages, start=1) if not page.strip()]
     read: dict[int, str] = {}
     if scanned and (len(scanned) == len(pages) or ocr.available()):
         # Pages without a usable text layer are pictures of text: read them by OCR.
