@@ -1,9 +1,11 @@
 """The agent graphs: a tool-calling loop, and retrieve-then-answer for models without tools.
 
-The steps live in archivist.agent.steps; here they are wired.
+The steps live in archivist.agent.steps; here they are wired, once: `add_agent` and
+`add_retrieve_then_answer` add them to a builder, for these graphs and the served one.
 """
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool
@@ -15,6 +17,9 @@ from archivist.agent.context import Window
 from archivist.agent.grading import Grader
 from archivist.agent.state import AgentState
 from archivist.agent.steps import AgentSteps, Prompter, RetrieveThenAnswer
+
+Step = Callable[..., dict[str, Any]]
+"""A graph step: a function of the state (and the run's runtime) returning an update."""
 
 
 def build_agent(
@@ -40,20 +45,24 @@ def build_agent(
 
 def agent_graph(steps: AgentSteps, checkpointer: Checkpointer = None) -> CompiledStateGraph:
     """Wire the tool-calling agent's steps (with a `grade` node when they have a grader)."""
-    searched = "run_tools" if steps.grader is None else "grade"
-
     builder = StateGraph(AgentState)
+    builder.add_edge(START, "call_model")
+    add_agent(builder, steps, steps.grade if steps.grader is not None else None)
+    return builder.compile(name="agent", checkpointer=checkpointer)
+
+
+def add_agent(builder: StateGraph, steps: Any, grade: Step | None = None) -> None:
+    """Add the tool-calling loop to `builder`, entered at `call_model`.
+
+    `steps` has the steps of AgentSteps (call_model, route, run_tools, stop_searching). With
+    a `grade` step, the searches waiting for grading go to it, then back to the model.
+    """
     builder.add_node(steps.call_model)
     builder.add_node(steps.run_tools)
     builder.add_node(steps.stop_searching)
-    builder.add_edge(START, "call_model")
     builder.add_conditional_edges("call_model", steps.route, ["run_tools", "stop_searching", END])
-    if steps.grader is not None:
-        builder.add_node(steps.grade)
-        builder.add_edge("run_tools", "grade")
-    builder.add_edge(searched, "call_model")
+    _searched(builder, "run_tools", grade, "call_model")
     builder.add_edge("stop_searching", END)
-    return builder.compile(name="agent", checkpointer=checkpointer)
 
 
 def build_retrieve_then_answer(
@@ -79,15 +88,35 @@ def retrieve_then_answer_graph(
     steps: RetrieveThenAnswer, checkpointer: Checkpointer = None
 ) -> CompiledStateGraph:
     """Wire the retrieve-then-answer steps (with a `grade` node when they have a grader)."""
-    searched = "retrieve" if steps.grader is None else "grade"
-
     builder = StateGraph(AgentState)
+    builder.add_edge(START, "retrieve")
+    add_retrieve_then_answer(builder, steps, steps.grade if steps.grader is not None else None)
+    return builder.compile(name="retrieve_then_answer", checkpointer=checkpointer)
+
+
+def add_retrieve_then_answer(builder: StateGraph, steps: Any, grade: Step | None = None) -> None:
+    """Add retrieve-then-answer to `builder`, entered at `retrieve`.
+
+    `steps` has the steps of RetrieveThenAnswer (retrieve, answer). With a `grade` step, the
+    searches waiting for grading go to it before the answer.
+    """
     builder.add_node(steps.retrieve)
     builder.add_node(steps.answer)
-    builder.add_edge(START, "retrieve")
-    if steps.grader is not None:
-        builder.add_node(steps.grade)
-        builder.add_edge("retrieve", "grade")
-    builder.add_edge(searched, "answer")
+    _searched(builder, "retrieve", grade, "answer")
     builder.add_edge("answer", END)
-    return builder.compile(name="retrieve_then_answer", checkpointer=checkpointer)
+
+
+def _searched(builder: StateGraph, search: str, grade: Step | None, then: str) -> None:
+    """Route a search step to `then`, through the grade step while searches wait for it."""
+    if grade is None:
+        builder.add_edge(search, then)
+        return
+    builder.add_node(grade)
+    graded = grade.__name__
+
+    def route(state: AgentState) -> str:
+        # Only a step with a grader leaves searches waiting (a served run may not grade).
+        return graded if state.get("ungraded") else then
+
+    builder.add_conditional_edges(search, route, [graded, then])
+    builder.add_edge(graded, then)

@@ -7,13 +7,14 @@ done by the same application code as the CLI's (`archivist.app.Archivist`), so a
 answer or ingest is the one `archivist ask` or `archivist ingest` would give.
 
 The agent is served as its real graph, so LangGraph Studio draws and steps through its nodes:
-one static graph whose steps build the run's collaborators from its context and release the
-stores when the step ends (the embedded store is held by no paused or finished run). The
-ingest graph is one node: its embedding requests in flight and the store belong to the run.
+one static graph, wired by archivist.agent.graph as the CLI's graphs are, whose steps take the
+run's collaborators, built once per process for each run's settings (`run_setup`). Their
+store client takes the embedded store's lease per search only, so no paused or finished run
+keeps another process from it. The ingest graph is one node: its embedding requests in
+flight and the store belong to the run.
 """
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from langgraph.runtime import Runtime
 from typing_extensions import TypedDict  # pydantic reads its schema on Python 3.11 too
 
 from archivist import models
+from archivist.agent.graph import add_agent, add_retrieve_then_answer
 from archivist.agent.records import ToolCall
 from archivist.agent.setup import AGENT, RETRIEVE_THEN_ANSWER, AgentSetup
 from archivist.agent.state import AgentState, turn_reset
@@ -85,39 +87,58 @@ class ServerAgentOutput(MessagesState):
     """The last turn's notes: what was left out to fit the context window."""
 
 
+_setups: dict[tuple[Settings, tuple[str, ...], bool | None], tuple[Archivist, AgentSetup]] = {}
+_setups_lock = threading.Lock()
+
+
+def run_setup(context: ServerContext | None) -> AgentSetup:
+    """Return the run's agent (models, tools, steps), built once per process per settings.
+
+    Building it asks Ollama what the model can do (/api/show) and opens the stores, so it is
+    done on a run's first step and reused by every later step and run with the same settings.
+    Keeping the store's client open holds nobody off: it takes the embedded store's lease per
+    search and gives it up when another process asks (docs/concurrency.md).
+    """
+    context = context or ServerContext()
+    settings = run_settings(context)
+    stores = tuple(context.stores or [DEFAULT_STORE])
+    key = (settings, stores, context.grade)
+    with _setups_lock:
+        if key not in _setups:
+            archivist = Archivist(settings)
+            with archivist.released_on_failure():
+                _setups[key] = archivist, archivist.agent(stores, grade=context.grade)
+        return _setups[key][1]
+
+
+def release_setups() -> None:
+    """Close the stores of the run agents built so far and forget them (their next run builds
+    them again), e.g. before removing a home."""
+    with _setups_lock:
+        for archivist, _ in _setups.values():
+            archivist.close()
+        _setups.clear()
+
+
 class RunSteps:
     """The agent's steps as the server runs them, over the collaborators of each run.
 
-    A step builds the run's agent from the run's context (`Archivist.agent`, as `archivist
-    ask` does), runs the real step of archivist.agent.steps, and closes the stores again:
-    the graph holds no model or store, so one graph serves every run, and the embedded store
-    is never held between steps, let alone between runs.
+    A step takes the run's agent from its context (`run_setup`, built as `archivist ask`
+    builds it) and runs the real step of archivist.agent.steps: one graph serves every run.
     """
 
-    @contextmanager
-    def _setup(self, runtime: Runtime[ServerContext], mode: str | None) -> Iterator[AgentSetup]:
-        context = runtime.context or ServerContext()
-        settings = run_settings(context)
-        if mode == RETRIEVE_THEN_ANSWER:
-            # A model able to call tools may answer this way too (ARCHIVIST_RETRIEVE_FIRST).
-            settings = settings.with_overrides(retrieve_first=True)
-        archivist = Archivist(settings)
-        try:
-            with models.explained(settings):
-                setup = archivist.agent(context.stores or [DEFAULT_STORE], grade=context.grade)
-                if mode is not None and setup.mode != mode:
-                    raise ArchivistError(
-                        f"{setup.model} changed during the turn: it was answering as {mode}.",
-                        "Send the question again.",
-                    )
-                yield setup
-        finally:
-            archivist.close()
+    def _steps(self, runtime: Runtime[ServerContext], mode: str) -> Any:
+        setup = run_setup(runtime.context)
+        if setup.mode != mode:
+            raise ArchivistError(
+                f"{setup.model} changed during the turn: it was answering as {mode}.",
+                "Send the question again.",
+            )
+        return setup.steps
 
     def start_turn(self, state: ServerAgentState, runtime: Runtime[ServerContext]) -> dict:
         """Choose how the model answers and clear the last turn's calls and notes."""
-        with self._setup(runtime, None) as setup:
-            return {**turn_reset(), "mode": setup.mode}
+        return {**turn_reset(), "mode": run_setup(runtime.context).mode}
 
     def by_mode(self, state: ServerAgentState) -> str:
         """Go to the tool-calling loop, or to retrieve-then-answer."""
@@ -125,8 +146,7 @@ class RunSteps:
 
     def call_model(self, state: ServerAgentState, runtime: Runtime[ServerContext]) -> dict:
         """Ask the model for its next move: tool calls, or the answer."""
-        with self._setup(runtime, AGENT) as setup:
-            return setup.steps.call_model(state)
+        return self._steps(runtime, AGENT).call_model(state)
 
     def route(self, state: ServerAgentState, runtime: Runtime[ServerContext]) -> str:
         """Run the model's tool calls, refuse them at the run's step limit, or end."""
@@ -134,51 +154,36 @@ class RunSteps:
 
     def run_tools(self, state: ServerAgentState, runtime: Runtime[ServerContext]) -> dict:
         """Run the model's tool calls; with grading, hand the searches to the grade step."""
-        with self._setup(runtime, AGENT) as setup:
-            return setup.steps.run_tools(state)
+        return self._steps(runtime, AGENT).run_tools(state)
 
     def grade(self, state: ServerAgentState, runtime: Runtime[ServerContext]) -> dict:
         """Grade the waiting searches, search again where all missed, answer each tool call."""
-        with self._setup(runtime, AGENT) as setup:
-            return setup.steps.grade(state)
+        return self._steps(runtime, AGENT).grade(state)
 
     def stop_searching(self, state: ServerAgentState, runtime: Runtime[ServerContext]) -> dict:
         """Refuse the tool calls past the step limit; ask for the answer from what was found."""
-        with self._setup(runtime, AGENT) as setup:
-            return setup.steps.stop_searching(state)
+        return self._steps(runtime, AGENT).stop_searching(state)
 
     def retrieve(self, state: ServerAgentState, runtime: Runtime[ServerContext]) -> dict:
         """Search every store with the question."""
-        with self._setup(runtime, RETRIEVE_THEN_ANSWER) as setup:
-            return setup.steps.retrieve(state)
+        return self._steps(runtime, RETRIEVE_THEN_ANSWER).retrieve(state)
 
     def grade_retrieved(self, state: ServerAgentState, runtime: Runtime[ServerContext]) -> dict:
         """Grade the searches, search again while all missed; record what the answer shows."""
-        with self._setup(runtime, RETRIEVE_THEN_ANSWER) as setup:
-            return setup.steps.grade(state)
+        return self._steps(runtime, RETRIEVE_THEN_ANSWER).grade(state)
 
     def answer(self, state: ServerAgentState, runtime: Runtime[ServerContext]) -> dict:
         """Answer the question from the passages found."""
-        with self._setup(runtime, RETRIEVE_THEN_ANSWER) as setup:
-            return setup.steps.answer(state)
-
-
-def _graded_or(graded: str, then: str) -> Callable[[ServerAgentState], str]:
-    """Route a search to its grade step while searches wait for grading (the run grades)."""
-
-    def route(state: ServerAgentState) -> str:
-        return graded if state.get("ungraded") else then
-
-    return route
+        return self._steps(runtime, RETRIEVE_THEN_ANSWER).answer(state)
 
 
 def build_server_agent():
     """Build the served agent: both of the application's agent graphs behind one start.
 
-    `start_turn` picks the tool-calling loop (call_model → run_tools → [grade] → call_model,
-    or stop_searching at the step limit) or retrieve-then-answer (retrieve → [grade_retrieved]
-    → answer) for the run's model, as `Archivist.agent` does; a grade step is passed through
-    when the run grades. Every step gets its collaborators from the run (see RunSteps).
+    `start_turn` picks the tool-calling loop or retrieve-then-answer for the run's model, as
+    `Archivist.agent` does; both are wired by archivist.agent.graph, with their grade steps
+    (`grade`, `grade_retrieved`) passed through when the run grades. Every step gets its
+    collaborators from the run (see RunSteps).
     """
     steps = RunSteps()
     builder = StateGraph(
@@ -188,26 +193,10 @@ def build_server_agent():
         output_schema=ServerAgentOutput,
     )
     builder.add_node(steps.start_turn)
-    builder.add_node(steps.call_model)
-    builder.add_node(steps.run_tools)
-    builder.add_node(steps.grade)
-    builder.add_node(steps.stop_searching)
-    builder.add_node(steps.retrieve)
-    builder.add_node(steps.grade_retrieved)
-    builder.add_node(steps.answer)
     builder.add_edge(START, "start_turn")
     builder.add_conditional_edges("start_turn", steps.by_mode, ["call_model", "retrieve"])
-    builder.add_conditional_edges("call_model", steps.route, ["run_tools", "stop_searching", END])
-    builder.add_conditional_edges(
-        "run_tools", _graded_or("grade", "call_model"), ["grade", "call_model"]
-    )
-    builder.add_edge("grade", "call_model")
-    builder.add_edge("stop_searching", END)
-    builder.add_conditional_edges(
-        "retrieve", _graded_or("grade_retrieved", "answer"), ["grade_retrieved", "answer"]
-    )
-    builder.add_edge("grade_retrieved", "answer")
-    builder.add_edge("answer", END)
+    add_agent(builder, steps, steps.grade)
+    add_retrieve_then_answer(builder, steps, steps.grade_retrieved)
     return builder.compile(name="agent")
 
 

@@ -5,7 +5,7 @@ import json
 import sys
 
 import pytest
-from conftest import ROOT, SHOP
+from conftest import ROOT, SHOP, run_cli, write_files
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
@@ -242,3 +242,54 @@ def test_a_run_stopped_between_steps_holds_no_store(
     assert resumed == ["run_tools", "call_model"]
     state = agent.get_state(thread).values
     assert [c["name"] for c in state["calls"]] == ["search_shop_docs"]
+
+
+def test_served_turns_build_the_run_agent_once_per_process(
+    graphs, ollama, home, shop_store, no_env_ollama
+):
+    context = {"ollama_host": ollama.url, "home": str(home), "stores": [shop_store]}
+    question = "How many days do I have to ask for a refund?"
+    for _ in range(2):
+        assert served_nodes(graphs["agent"], question, context) == [
+            "start_turn",
+            "call_model",
+            "run_tools",
+            "call_model",
+        ]
+    assert len(ollama.requests_to("/api/show")) == 1, "Ollama is asked about the model once"
+
+    without_tools = {**context, "chat_model": "gemma-notools:1b"}
+    for _ in range(2):
+        nodes = served_nodes(graphs["agent"], question, without_tools)
+        assert nodes == ["start_turn", "retrieve", "answer"]
+    assert len(ollama.requests_to("/api/show")) == 2, "once more, for the other run settings"
+
+
+def test_another_process_ingests_between_served_turns(
+    graphs, ollama, home, shop_store, tmp_path, no_env_ollama
+):
+    context = {"ollama_host": ollama.url, "home": str(home), "stores": [shop_store]}
+    agent = graphs["agent"]
+    served_nodes(agent, "How many days do I have to ask for a refund?", context)  # store open
+
+    new = write_files(
+        tmp_path / "new",
+        {"gift-cards.md": "# Gift cards\n\nGift cards never expire and pay for any order.\n"},
+    )
+    done = run_cli(
+        "ingest",
+        str(new),
+        "--store",
+        shop_store,
+        "--wait",
+        "5",
+        ollama_url=ollama.url,
+        home=home,
+        process=True,
+    )
+    assert done.returncode == 0, done.stderr
+    state = agent.invoke(
+        {"messages": [{"role": "user", "content": "Do gift cards expire?"}]}, context=context
+    )
+    found = [r["source"] for c in state["calls"] for r in c["results"]]
+    assert "gift-cards.md" in found, "the next served turn sees what the ingest stored"
