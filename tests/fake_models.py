@@ -28,6 +28,7 @@ from fake_ollama import (
     _STREAM_PIECE,
     DEFAULT_MODELS,
     ModelSpec,
+    ServedModels,
     chat_policy,
     chat_vector,
     count_tokens,
@@ -56,7 +57,7 @@ from pydantic import BaseModel, ConfigDict
 from archivist.tools.embedding import PrefixedEmbeddings
 
 
-class FakeModels:
+class FakeModels(ServedModels):
     """The models an in-process fake Ollama serves, their scripts and what they were sent."""
 
     def __init__(self, models: Sequence[ModelSpec] = DEFAULT_MODELS) -> None:
@@ -65,21 +66,6 @@ class FakeModels:
         self._scripts: dict[str, deque[dict]] = {}
         self._chats: list[dict[str, Any]] = []
         self._embeds: list[list[str]] = []
-
-    def add_model(self, spec: ModelSpec) -> None:
-        """Serve a model (replacing one of the same name)."""
-        with self._lock:
-            self._models[full_name(spec.name)] = spec
-
-    def remove_model(self, name: str) -> None:
-        """Stop serving a model, as if it were deleted."""
-        with self._lock:
-            self._models.pop(full_name(name), None)
-
-    def model(self, name: str) -> ModelSpec | None:
-        """Return the spec served under a name, if any."""
-        with self._lock:
-            return self._models.get(full_name(name))
 
     def script(self, model: str, *turns: dict) -> None:
         """Queue chat turns for a model, as `FakeOllama.script` does (the same turn shapes;

@@ -476,7 +476,29 @@ def _now() -> str:
     return datetime.now(UTC).isoformat().replace("+00:00", "Z")
 
 
-class FakeOllama:
+class ServedModels:
+    """The models a fake serves, by full name, behind the fake's lock (HTTP and in-process)."""
+
+    _lock: threading.Lock
+    _models: dict[str, ModelSpec]
+
+    def add_model(self, spec: ModelSpec) -> None:
+        """Serve a model (replacing one of the same name)."""
+        with self._lock:
+            self._models[full_name(spec.name)] = spec
+
+    def remove_model(self, name: str) -> None:
+        """Stop serving a model, as if it were deleted."""
+        with self._lock:
+            self._models.pop(full_name(name), None)
+
+    def model(self, name: str) -> ModelSpec | None:
+        """Return the spec served under a name, if any."""
+        with self._lock:
+            return self._models.get(full_name(name))
+
+
+class FakeOllama(ServedModels):
     """An Ollama server double on a loopback port, recording every request."""
 
     def __init__(
@@ -598,21 +620,6 @@ class FakeOllama:
         """Die as a killed Ollama does once `requests` more requests to a path were answered:
         the next one gets no answer, and the server stops."""
         self.fail(path, 0, "", after=requests)
-
-    def add_model(self, spec: ModelSpec) -> None:
-        """Serve a model (replacing one of the same name)."""
-        with self._lock:
-            self._models[full_name(spec.name)] = spec
-
-    def remove_model(self, name: str) -> None:
-        """Stop serving a model, as if it were deleted."""
-        with self._lock:
-            self._models.pop(full_name(name), None)
-
-    def model(self, name: str) -> ModelSpec | None:
-        """Return the spec served under a name, if any."""
-        with self._lock:
-            return self._models.get(full_name(name))
 
     def models(self) -> list[tuple[str, ModelSpec]]:
         """Return the served models with their full names."""
