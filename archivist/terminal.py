@@ -247,11 +247,16 @@ async def _prompt_until_news(session, prompt: str, typed: str, news: News) -> tu
         waiting.cancel()
     if prompting.done():
         return True, prompting.result()  # Ctrl-C and Ctrl-D raise as they do at any prompt
-    typed = session.default_buffer.text
     # The prompt leaves no trace: it comes back under the news with the same text.
     session.app.erase_when_done = True
     prompting.cancel()
-    with suppress(asyncio.CancelledError):
-        await prompting
-    session.app.erase_when_done = False
-    return False, typed
+    try:
+        line = await prompting
+    except asyncio.CancelledError:
+        line = None
+    finally:
+        session.app.erase_when_done = False
+    if line is not None:
+        return True, line  # entered just as the news came: the line is the user's, not lost
+    # Read once the prompt has ended: keys it took in while it was being stopped count too.
+    return False, session.default_buffer.text
