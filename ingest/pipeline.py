@@ -8,7 +8,7 @@ context and picks the store to write (the store itself, or a scratch rebuild of 
 here reads settings.
 """
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from archivist.ingest.graph import IngestOutcome, build_ingest_graph, run_ingest
@@ -21,17 +21,11 @@ from archivist.tools.store import SPARSE_SCHEME, KnowledgeStore, fingerprints_ma
 
 
 @dataclass(frozen=True)
-class IngestReport:
-    """What an ingest run did, as `ingest --json` prints it (`to_dict`)."""
+class IngestReport(IngestOutcome):
+    """What an ingest run did, as `ingest --json` prints it (`to_dict`): the graph's outcome,
+    with the store, the run's settings and its time."""
 
     store: str
-    files: int
-    stored: list[dict[str, Any]]
-    unchanged: list[str]
-    failed: list[dict[str, str]]
-    skipped: list[dict[str, str]]
-    removed: list[str]
-    chunks_embedded: int
     shard: Shard | None
     reindexed: bool
     """Whether the store was rebuilt for another embedding model or sparse scheme."""
@@ -106,14 +100,8 @@ class IngestJob:
     def report(self, outcome: IngestOutcome, points: int, seconds: float) -> IngestReport:
         """The run's report: what the graph did, and where, in `seconds`."""
         return IngestReport(
+            **{f.name: getattr(outcome, f.name) for f in fields(outcome)},
             store=self.target.name,
-            files=outcome.files,
-            stored=outcome.stored,
-            unchanged=outcome.unchanged,
-            failed=outcome.failed,
-            skipped=outcome.skipped,
-            removed=outcome.removed,
-            chunks_embedded=outcome.chunks_embedded,
             shard=self.request.shard,
             reindexed=self.rebuilding,
             points=points,
