@@ -9,7 +9,6 @@ adds to a record builds a new one (`{**call, "kept": [...]}`); none is changed i
 the same record may already sit in the graph's state or have been sent to the chat's view.
 """
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, NotRequired
 
@@ -117,10 +116,6 @@ class Turn(TypedDict):
     that the model did not search."""
     latency_ms: int
     usage: Usage
-
-
-EventFn = Callable[[str, Any], None]
-"""Hears a running turn: ("token" | "thinking", text), ("tool", a ToolCall), ("note", text)."""
 
 
 @dataclass(frozen=True)

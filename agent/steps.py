@@ -41,23 +41,17 @@ from archivist.agent.retrieval import format_results
 from archivist.agent.state import AgentState, Ungraded
 from archivist.agent.textcalls import describe_tools, recovered_ids, settle
 from archivist.tools.errors import ArchivistError
+from archivist.tools.progress import CHANNEL, Event, Note, Searched
 from archivist.words import count
 
-TOOL_EVENT = "archivist_tool"
-"""Custom callback event sent as each tool call finishes, with its record."""
-NOTE_EVENT = "archivist_note"
-"""Custom callback event sent when something was left out to fit the context, with the note."""
-RETRY_EVENT = "archivist_retry"
-"""Custom callback event the model factory sends when it tries a refused request again."""
 
-
-def _emit(name: str, data: Any) -> None:
+def _emit(event: Event) -> None:
     """Tell the callbacks (the chat's view) about progress inside a node.
 
     A step called alone, outside a graph run (a unit test), has no one to tell.
     """
     if get_callback_manager_for_config(ensure_config()).parent_run_id is not None:
-        dispatch_custom_event(name, data)
+        dispatch_custom_event(CHANNEL, event)
 
 
 class Prompter:
@@ -76,7 +70,7 @@ class Prompter:
         """Return the request for `messages` (system prompt first) and the notes on it."""
         fitted = fit_messages(messages, self.limit, self.window.num_ctx if self.window else 0)
         for note in fitted.notes:
-            _emit(NOTE_EVENT, note)
+            _emit(Note(note))
         return [self.system, *fitted.messages], fitted.notes
 
     def room(self, messages: Sequence[BaseMessage]) -> int | None:
@@ -91,7 +85,7 @@ class Prompter:
         if response.response_metadata.get("done_reason") != "length" or self.window is None:
             return []
         note = f"The answer reached its limit of {self.window.answer} tokens and was cut."
-        _emit(NOTE_EVENT, note)
+        _emit(Note(note))
         return [note]
 
     def cut_note(self, cut: int) -> list[str]:
@@ -102,7 +96,7 @@ class Prompter:
             f"To fit the {self.window.num_ctx}-token context window: left out the "
             f"{count(cut, 'least relevant passage')} of this turn's search results."
         )
-        _emit(NOTE_EVENT, note)
+        _emit(Note(note))
         return [note]
 
 
@@ -159,7 +153,7 @@ def settled(response: AIMessage, tools: Sequence[BaseTool]) -> tuple[AIMessage, 
     return the message to keep and notes on written calls that could not be run."""
     response, notes = settle(response, schemas(tools))
     for note in notes:
-        _emit(NOTE_EVENT, note)
+        _emit(Note(note))
     return response, notes
 
 
@@ -198,7 +192,7 @@ def search_rounds(
         graded, cost = grader.grade(question, call)
         used += cost
         records.append(graded)
-        _emit(TOOL_EVENT, graded)
+        _emit(Searched(graded))
     latest = len(first)  # how many records the last round added
     tried = list(dict.fromkeys(str(r["args"].get("query", "")) for r in first))
     # A rewrite changes the words only: other arguments (a source filter) stay.
@@ -224,7 +218,7 @@ def search_rounds(
                     used += cost
                 records.append(record)
                 latest += 1
-                _emit(TOOL_EVENT, record)
+                _emit(Searched(record))
         tried += queries
     return records, used
 
@@ -350,7 +344,7 @@ class AgentSteps:
             if self.grader is not None:
                 pending.append({"request": request, "record": record, "content": content})
                 continue  # the grade step reports and answers it
-            _emit(TOOL_EVENT, record)
+            _emit(Searched(record))
             replies.append(_reply(request, record, content))
         if self.grader is not None:
             return {"ungraded": pending}
@@ -373,7 +367,7 @@ class AgentSteps:
             request, record = item["request"], item["record"]
             if "error" in record:
                 calls.append(record)
-                _emit(TOOL_EVENT, record)
+                _emit(Searched(record))
                 replies.append(_reply(request, record, item["content"]))
                 continue
             tool = self.tools[request["name"]]
@@ -435,7 +429,7 @@ class RetrieveThenAnswer:
             record, _ = run_tool(tool, {"query": question}, numbered(calls) + 1)
             calls.append(record)
             if self.grader is None:
-                _emit(TOOL_EVENT, record)
+                _emit(Searched(record))
         if self.grader is not None:
             return {"ungraded": [{"record": record} for record in calls]}
         return {"calls": calls}

@@ -11,11 +11,11 @@ from langchain_core.messages import AIMessage, BaseMessage
 from archivist.agent.citations import check_citations
 from archivist.agent.context import turn_start
 from archivist.agent.grading import STRUCTURED_TAG
-from archivist.agent.records import EventFn, ModelCall, Turn, Usage
+from archivist.agent.records import ModelCall, Turn, Usage
 from archivist.agent.setup import AGENT, AgentSetup
 from archivist.agent.state import turn_input
-from archivist.agent.steps import NOTE_EVENT, RETRY_EVENT, TOOL_EVENT
 from archivist.agent.textcalls import StreamFilter, turn_text_calls
+from archivist.tools.progress import CHANNEL, ProgressFn, Thinking, Token
 from archivist.tools.store import heading_path
 
 
@@ -28,7 +28,7 @@ class _Relay(BaseCallbackHandler):
 
     raise_error = True
 
-    def __init__(self, on_event: EventFn) -> None:
+    def __init__(self, on_event: ProgressFn) -> None:
         self.on_event = on_event
         self.filters: dict[Any, StreamFilter] = {}
 
@@ -38,39 +38,38 @@ class _Relay(BaseCallbackHandler):
         message = getattr(chunk, "message", None)
         reasoning = message.additional_kwargs.get("reasoning_content") if message else None
         if reasoning:
-            self.on_event("thinking", reasoning)
+            self.on_event(Thinking(reasoning))
         if token:
             stream = self.filters.setdefault(kwargs.get("run_id"), StreamFilter())
-            for kind, text in stream.feed(token):
-                self.on_event(kind, text)
+            self._relay(stream.feed(token))
 
     def on_llm_end(self, response: Any, **kwargs: Any) -> None:
         stream = self.filters.pop(kwargs.get("run_id"), None)
-        for kind, text in stream.end() if stream else ():
-            self.on_event(kind, text)
+        if stream:
+            self._relay(stream.end())
+
+    def _relay(self, pieces: Sequence[tuple[str, str]]) -> None:
+        for kind, text in pieces:
+            self.on_event(Thinking(text) if kind == "thinking" else Token(text))
 
     def on_custom_event(self, name: str, data: Any, **kwargs: Any) -> None:
-        if name == TOOL_EVENT:
-            self.on_event("tool", data)
-        elif name == NOTE_EVENT:
-            self.on_event("note", data)
-        elif name == RETRY_EVENT:
-            self.on_event("retry", data)
+        if name == CHANNEL:  # a step's Searched or Note, the model factory's Retried
+            self.on_event(data)
 
 
 def run_turn(
     setup: AgentSetup,
     question: str,
     thread_id: str | None = None,
-    on_event: EventFn | None = None,
+    on_event: ProgressFn | None = None,
 ) -> Turn:
     """Run one turn of an agent and describe it as `ask --json` does.
 
-    `on_event(kind, data)` hears the turn as it runs: "token" and "thinking" text as the model
-    streams it, "tool" with each finished tool call's record, "note" when the context guard
-    left something out or a call written as text could not be run, "retry" when a model
-    request Ollama refused is tried again. A model able to search that answered without
-    searching gets `searched: false` and a note saying so.
+    `on_event` hears the turn as it runs (events from `archivist.tools.progress`): `Token` and
+    `Thinking` text as the model streams it, `Searched` with each finished tool call's record,
+    `Note` when the context guard left something out or a call written as text could not be
+    run, `Retried` when a model request Ollama refused is tried again. A model able to search
+    that answered without searching gets `searched: false` and a note saying so.
     """
     started = time.perf_counter()
     config: dict[str, Any] = {

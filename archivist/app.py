@@ -8,7 +8,7 @@ from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any
 
 from archivist import failures, models, stores
-from archivist.agent.records import EventFn, Passage, Turn
+from archivist.agent.records import Passage, Turn
 from archivist.agent.retrieval import make_retrieval_tool, search_alone
 from archivist.agent.setup import AgentSetup, StoreTool, build_setup
 from archivist.settings import Settings
@@ -237,7 +237,7 @@ class Archivist:
         model: str | None = None,
         think: bool | None = None,
         grade: bool | None = None,
-        on_event: EventFn | None = None,
+        on_event: "ProgressFn | None" = None,
     ) -> Turn:
         """Answer one question in a fresh conversation, log it; return the `ask --json` object.
 

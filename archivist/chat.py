@@ -7,10 +7,11 @@ asks the conversation, and tells the view what happened. Tests script all three.
 from collections.abc import Callable
 from typing import Any, Protocol, TextIO
 
-from archivist.agent.records import EventFn, Passage, Turn
+from archivist.agent.records import Passage, Turn
 from archivist.printable import printable, printable_name
-from archivist.render import tool_line
+from archivist.render import notice_text, tool_line
 from archivist.tools.errors import ArchivistError
+from archivist.tools.progress import Event, Note, ProgressFn, Retried, Searched, Thinking, Token
 from archivist.words import count
 
 PROMPT = "› "
@@ -35,7 +36,7 @@ class StartFailed(Exception):
 class Conversation(Protocol):
     """What the chat loop asks of the application."""
 
-    def answer(self, question: str, on_event: EventFn) -> Turn:
+    def answer(self, question: str, on_event: ProgressFn) -> Turn:
         """Answer a question, reporting progress; return the `ask --json` object."""
         ...
 
@@ -68,7 +69,7 @@ class View(Protocol):
     """Where the chat loop shows things."""
 
     def begin(self) -> None: ...
-    def event(self, kind: str, data: Any) -> None: ...
+    def event(self, event: Event) -> None: ...
     def finish(self, result: Turn) -> None: ...
     def stopped(self) -> None: ...
     def error(self, message: str) -> None: ...
@@ -219,27 +220,28 @@ class PlainView:
     def begin(self) -> None:
         self._open = self._streamed = self._thinking = False
 
-    def event(self, kind: str, data: Any) -> None:
-        if kind == "token":
-            if self._thinking:
+    def event(self, event: Event) -> None:
+        match event:
+            case Token(text=text):
+                if self._thinking:
+                    self._end_line()
+                    self._thinking = False
+                self._write(text)
+                self._open = self._streamed = True
+            case Thinking(text=text) if self.show_thinking:
+                if not self._thinking:
+                    self._end_line()
+                    self._write("Thinking: ")
+                    self._thinking = True
+                self._write(text)
+                self._open = True
+            case Searched(call=call):
                 self._end_line()
-                self._thinking = False
-            self._write(data)
-            self._open = self._streamed = True
-        elif kind == "thinking" and self.show_thinking:
-            if not self._thinking:
+                self._write(tool_line(call) + "\n")
+            case Note() | Retried():
                 self._end_line()
-                self._write("Thinking: ")
-                self._thinking = True
-            self._write(data)
-            self._open = True
-        elif kind == "tool":
-            self._end_line()
-            self._write(tool_line(data) + "\n")
-        elif kind in ("note", "retry"):
-            self._end_line()
-            self.err.write(printable(f"Note: {data}\n"))
-            self.err.flush()
+                self.err.write(printable(f"Note: {notice_text(event)}\n"))
+                self.err.flush()
 
     def finish(self, result: Turn) -> None:
         if self._thinking or not self._streamed:

@@ -12,7 +12,7 @@ import typer.main
 from archivist.printable import escape_json_controls, printable, printable_name
 from archivist.settings import DEFAULT_STORE, Settings, load_settings
 from archivist.tools.errors import ArchivistError, StoreNotFound
-from archivist.tools.progress import Copied, Event
+from archivist.tools.progress import CaseRan, Copied, Event, Generated, Retried, StoreReady
 from archivist.words import count, number
 
 GENERATE = "eval generate"
@@ -413,14 +413,15 @@ def ask(
     settings = archivist.settings
     _offer_pull(settings, [model or settings.chat_model, settings.embed_model], as_json)
     names = stores or [DEFAULT_STORE]
+
+    from archivist.render import notice_text
+
+    def retries(event: Event) -> None:
+        if isinstance(event, Retried):
+            _notice(notice_text(event))
+
     try:
-        result = archivist.ask(
-            question,
-            names,
-            model,
-            think,
-            on_event=lambda kind, data: _notice(data) if kind == "retry" else None,
-        )
+        result = archivist.ask(question, names, model, think, on_event=retries)
     except StoreNotFound as exc:
         raise _missing_store(exc, names[0] if len(names) == 1 else "") from None
     if as_json:
@@ -665,8 +666,8 @@ def evaluate(
         text_call_note,
         write_report,
     )
-    from archivist.evaluation.run import Case, load_dataset
     from archivist.evaluation.run import evaluate as run_evaluation
+    from archivist.evaluation.run import load_dataset
 
     if grade not in (None, "off", "on", "both"):
         raise ArchivistError(f"Unknown --grade '{grade}'.", "Use --grade off, on or both.")
@@ -691,11 +692,12 @@ def evaluate(
             "evaluating", total=len(names) * len(grading) * len(cases) * repeat + len(embedders)
         )
 
-        def advance(model: str, case: Case, attempt: int) -> None:
-            progress.update(task, advance=1, description=f"{model} · {case.id}")
-
-        def embedding(model: str) -> None:
-            progress.update(task, advance=1, description=f"embedding · {model}")
+        def advance(event: Event) -> None:
+            match event:
+                case CaseRan(label=label, case=case):
+                    progress.update(task, advance=1, description=f"{label} · {case}")
+                case StoreReady(model=model):
+                    progress.update(task, advance=1, description=f"embedding · {model}")
 
         report = run_evaluation(
             archivist,
@@ -706,10 +708,9 @@ def evaluate(
             repeat,
             seed,
             judge,
-            advance,
-            grading,
-            embedders,
-            embedding,
+            on_progress=advance,
+            grading=grading,
+            embed_models=embedders,
         )
     paths = write_report(report, out)
     if as_json:
@@ -774,9 +775,10 @@ def eval_generate(
     with progress:
         task = progress.add_task("generating", total=n)
 
-        def advance(kept: int, tried: int) -> None:
-            described = f"generating · {count(tried, 'passage')}"
-            progress.update(task, completed=kept, description=described)
+        def advance(event: Event) -> None:
+            if isinstance(event, Generated):
+                described = f"generating · {count(event.tried, 'passage')}"
+                progress.update(task, completed=event.kept, description=described)
 
         try:
             meta = generate_from_store(archivist, store, out, n, model, seed, advance)

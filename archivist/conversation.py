@@ -11,9 +11,10 @@ from langchain_core.messages import HumanMessage, RemoveMessage
 
 from archivist import models
 from archivist.agent.context import MessageTooLong
-from archivist.agent.records import EventFn, Passage, ToolCall, Turn
+from archivist.agent.records import Passage, ToolCall, Turn
 from archivist.agent.setup import AgentSetup
 from archivist.app import Archivist
+from archivist.tools.progress import ProgressFn
 from archivist.turnlog import logged_turn
 from archivist.words import score_legend
 
@@ -59,7 +60,7 @@ class Conversation:
         """Return the messages kept for this conversation so far."""
         return self.setup.graph.get_state(self.config).values.get("messages", [])
 
-    def answer(self, question: str, on_event: EventFn) -> Turn:
+    def answer(self, question: str, on_event: ProgressFn) -> Turn:
         """Answer in this conversation, streaming progress to `on_event`; log the turn."""
         log = self.archivist.turn_log
         refused = False

@@ -18,10 +18,10 @@ from langchain_ollama import ChatOllama, OllamaEmbeddings
 
 from archivist import prefetch
 from archivist.agent.records import ModelInfo
-from archivist.agent.steps import RETRY_EVENT
 from archivist.settings import Settings, mask_url
 from archivist.tools.embedding import PrefixedEmbeddings
 from archivist.tools.errors import ArchivistError, ModelMissing
+from archivist.tools.progress import CHANNEL, Retried
 
 
 @cache
@@ -50,7 +50,7 @@ class CompleteChatOllama(ChatOllama):
     """ChatOllama that retries a request a busy Ollama refused, and refuses an answer whose
     stream ended before Ollama's closing line.
 
-    A retry is announced (RETRY_EVENT, which the chat and `ask` show) and made only while no
+    A retry is announced (a `Retried` event, which the chat and `ask` show) and made only while no
     token has been shown: a half-streamed answer is never started again. When Ollama dies
     mid-answer the stream just stops; without the check the half-written answer would pass
     for a whole one.
@@ -68,10 +68,7 @@ class CompleteChatOllama(ChatOllama):
                 if watched.tokens or not busy or attempt == CHAT_ATTEMPTS:
                     raise
                 wait = CHAT_BACKOFF * 2 ** (attempt - 1)
-                _announce(
-                    f"Ollama answered with an error ({exc.error}); trying again in {wait:g} s "
-                    f"(retry {attempt} of {CHAT_ATTEMPTS - 1})."
-                )
+                _announce(Retried(str(exc.error), attempt, wait, "chat", CHAT_ATTEMPTS - 1))
                 time.sleep(wait)
                 continue
             if not (result.generations[0].generation_info or {}).get("done"):
@@ -95,11 +92,11 @@ class _Streamed:
         return getattr(self.inner, name)
 
 
-def _announce(message: str) -> None:
+def _announce(event: Retried) -> None:
     """Tell the turn's listeners (the chat's view, `ask`'s stderr) about a retry."""
     # Outside a graph run there is no listener to tell, and dispatching raises.
     with suppress(RuntimeError):
-        dispatch_custom_event(RETRY_EVENT, message)
+        dispatch_custom_event(CHANNEL, event)
 
 
 def chat_model(settings: Settings, model: str | None = None, **options) -> ChatOllama:

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyBboxPatch
 
+from archivist.tools.progress import CaseRan, Event
+
 if TYPE_CHECKING:
     import pandas as pd
     from pandas.io.formats.style import Styler
@@ -33,9 +35,9 @@ def table(frame: "pd.DataFrame", decimals: int = 2, wide: int = 48) -> "Styler":
 class NotebookProgress:
     """A progress bar in a notebook's output, updated in place, with the time left.
 
-    Called as `on_run(label, case, attempt)` by `evaluate`. It needs no widget library: the
-    output is HTML replaced through IPython's display handle, so an exported notebook keeps
-    its final state.
+    Give it as `on_progress` to `evaluate`: each `CaseRan` event advances it. It needs no
+    widget library: the output is HTML replaced through IPython's display handle, so an
+    exported notebook keeps its final state.
     """
 
     def __init__(self, total: int, what: str = "runs") -> None:
@@ -46,9 +48,10 @@ class NotebookProgress:
         self._html = HTML
         self.handle = display(HTML(self._render("starting…")), display_id=True)
 
-    def __call__(self, label: str, case: Any, attempt: int) -> None:
-        self.done += 1
-        self.handle.update(self._html(self._render(f"{label} · {case.id}")))
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, CaseRan):
+            self.done += 1
+            self.handle.update(self._html(self._render(f"{event.label} · {event.case}")))
 
     def _render(self, last: str) -> str:
         elapsed = time.monotonic() - self.started

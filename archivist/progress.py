@@ -16,6 +16,7 @@ from rich.progress import (
 from rich.text import Text
 
 from archivist.printable import printable, printable_name
+from archivist.render import retry_notice
 from archivist.tools.progress import Discovered, Embedded, Event, Failed, Loaded, Retried, Stored
 from archivist.words import count
 
@@ -84,10 +85,7 @@ class IngestProgress:
         if isinstance(event, Stored):
             self.stored_count += 1
         if isinstance(event, Retried):
-            self._line(
-                f"  embedding request failed ({event.error}); retry {event.attempt} "
-                f"in {event.wait:.1f} s"
-            )
+            self._line(retry_notice(event))
         if not self.enabled:
             return
         if self.progress is None:

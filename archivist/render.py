@@ -2,7 +2,26 @@
 
 from archivist.agent.records import ToolCall
 from archivist.printable import printable_name
+from archivist.tools.progress import Note, Retried
 from archivist.words import count
+
+
+def retry_notice(event: Retried) -> str:
+    """Say that a refused request is tried again, as the ingest bar, `ask` and the chat do."""
+    if event.request == "chat":
+        of = f" of {event.limit}" if event.limit else ""
+        return (
+            f"Ollama answered with an error ({event.error}); trying again in {event.wait:g} s "
+            f"(retry {event.attempt}{of})."
+        )
+    return (
+        f"  embedding request failed ({event.error}); retry {event.attempt} in {event.wait:.1f} s"
+    )
+
+
+def notice_text(event: Note | Retried) -> str:
+    """The words of a notice a turn gives: a note as written, a retry said as above."""
+    return event.text if isinstance(event, Note) else retry_notice(event).strip()
 
 
 def tool_line(call: ToolCall) -> str:

@@ -11,8 +11,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from archivist.agent.records import EventFn, Passage, Turn
+from archivist.agent.records import Passage, Turn
 from archivist.chat import Conversation, StartFailed
+from archivist.tools.progress import ProgressFn
 
 Build = Callable[[Callable[[str], None]], tuple[Conversation, list[str]]]
 """Build the conversation, saying things on the way; return it and what to say once ready."""
@@ -112,7 +113,7 @@ class Starting:
                 assert self._conversation is not None
                 return self._conversation
 
-    def answer(self, question: str, on_event: EventFn) -> Turn:
+    def answer(self, question: str, on_event: ProgressFn) -> Turn:
         """Answer once the conversation is built."""
         return self.ready().answer(question, on_event)
 

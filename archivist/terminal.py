@@ -17,7 +17,8 @@ from rich.text import Text
 from archivist.agent.records import Passage, Turn
 from archivist.chat import invalid_line, sources_line, unsearched_line
 from archivist.printable import printable, printable_name
-from archivist.render import tool_line
+from archivist.render import notice_text, tool_line
+from archivist.tools.progress import Event, Note, Retried, Searched, Thinking, Token
 
 
 class _Tail:
@@ -89,27 +90,28 @@ class RichView:
         if self.live:
             self._show(Spinner("dots", Text(" working…", style="dim")))
 
-    def event(self, kind: str, data: Any) -> None:
-        if kind == "token":
-            if self._thinking:
+    def event(self, event: Event) -> None:
+        match event:
+            case Token(text=text):
+                if self._thinking:
+                    self._settle()
+                text = printable(text)
+                self._text += text
+                if self.live:
+                    self._show(_Tail(self._text))
+                else:
+                    self.console.file.write(text)
+                    self.console.file.flush()
+            case Thinking(text=text):
+                self._think(text)
+            case Searched(call=call):
                 self._settle()
-            data = printable(data)
-            self._text += data
-            if self.live:
-                self._show(_Tail(self._text))
-            else:
-                self.console.file.write(data)
-                self.console.file.flush()
-        elif kind == "thinking":
-            self._think(data)
-        elif kind == "tool":
-            self._settle()
-            self._print(tool_line(data), "dim")
-            if self.live:
-                self._show(Spinner("dots", Text(" working…", style="dim")))
-        elif kind in ("note", "retry"):
-            self._settle()
-            self._print(f"Note: {data}", "yellow")
+                self._print(tool_line(call), "dim")
+                if self.live:
+                    self._show(Spinner("dots", Text(" working…", style="dim")))
+            case Note() | Retried():
+                self._settle()
+                self._print(f"Note: {notice_text(event)}", "yellow")
 
     def _think(self, text: str) -> None:
         if not self.show_thinking:

@@ -9,11 +9,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from archivist.agent.records import EventFn, ToolCall, Turn
+from archivist.agent.records import ToolCall, Turn
 from archivist.agent.setup import AgentSetup
 from archivist.agent.turn import run_turn
 from archivist.printable import printable_name
 from archivist.render import tool_line
+from archivist.tools.progress import ProgressFn
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS turns (
@@ -130,7 +131,7 @@ def logged_turn(
     setup: AgentSetup,
     question: str,
     thread_id: str | None = None,
-    on_event: EventFn | None = None,
+    on_event: ProgressFn | None = None,
 ) -> Turn:
     """Run a turn and log it; a failed or stopped turn is logged with its error."""
     started = time.perf_counter()

@@ -6,6 +6,7 @@ import pytest
 
 from archivist.chat import PlainView, chat_loop
 from archivist.tools.errors import ArchivistError
+from archivist.tools.progress import Searched, Token
 from archivist.words import score_legend
 
 CALL = {
@@ -38,12 +39,12 @@ class ScriptedConversation:
         self.asked.append(question)
         reply = self.replies.pop(0)
         if isinstance(reply, BaseException):
-            on_event("token", "Partial ")
+            on_event(Token("Partial "))
             raise reply
         for call in reply["tool_calls"]:
-            on_event("tool", call)
+            on_event(Searched(call))
         for word in reply["answer"].split(" "):
-            on_event("token", word + " ")
+            on_event(Token(word + " "))
         reply["answer"] = reply["answer"] + " "
         return reply
 

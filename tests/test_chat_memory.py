@@ -3,6 +3,8 @@
 import pytest
 from conftest import run_cli
 
+from archivist.tools.progress import Token
+
 REFUND_Q = "How many days do I have to ask for a refund?"
 
 
@@ -57,15 +59,15 @@ def test_a_stopped_turn_leaves_the_thread_ready_for_the_next_question(archivist,
 
     conversation = Conversation(archivist, [shop_store], InMemorySaver())
 
-    def stop_at_first_token(kind, data):
-        if kind == "token":
+    def stop_at_first_token(event):
+        if isinstance(event, Token):
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
         conversation.answer(REFUND_Q, stop_at_first_token)
     graph = conversation.setup.graph
     assert graph.get_state(conversation.config).next == ()
-    result = conversation.answer("hi", lambda kind, data: None)
+    result = conversation.answer("hi", lambda event: None)
     assert result["answer"].startswith("Hello") and result["tool_calls"] == []
     kinds = [m.type for m in conversation.messages()]
     assert kinds == ["human", "ai", "tool", "human", "ai"]
@@ -80,12 +82,12 @@ def test_a_question_too_long_for_the_context_is_refused_and_not_kept(archivist, 
     from archivist.tools.errors import ArchivistError
 
     conversation = Conversation(archivist, [shop_store], InMemorySaver())
-    conversation.answer("hi", lambda kind, data: None)
+    conversation.answer("hi", lambda event: None)
     pasted = "lorem ipsum dolor " * 60_000  # about a megabyte
     with pytest.raises(ArchivistError, match="does not fit the model's context window"):
-        conversation.answer(pasted, lambda kind, data: None)
+        conversation.answer(pasted, lambda event: None)
     assert [m.type for m in conversation.messages()] == ["human", "ai"]
     assert conversation.setup.graph.get_state(conversation.config).next == ()
     ollama.clear_requests()
-    conversation.answer(REFUND_Q, lambda kind, data: None)
+    conversation.answer(REFUND_Q, lambda event: None)
     assert user_turns(ollama.requests_to("/api/chat")[0]) == ["hi", REFUND_Q]

@@ -20,6 +20,7 @@ from archivist.agent.setup import AgentSetup
 from archivist.agent.turn import run_turn
 from archivist.app import Archivist
 from archivist.render import tool_line
+from archivist.tools.progress import Note, Searched, Token
 from archivist.tools.store import KnowledgeStore
 from archivist.turnlog import details
 
@@ -328,11 +329,11 @@ def test_tool_lines_say_what_grading_did():
 
 def test_the_chat_does_not_stream_the_graders_json(archivist, shop_store, ollama):
     setup = archivist.agent([shop_store], grade=True)
-    events: list[tuple[str, object]] = []
-    result = run_turn(setup, REFUND_Q, on_event=lambda kind, data: events.append((kind, data)))
-    streamed = "".join(str(data) for kind, data in events if kind == "token")
+    events: list[object] = []
+    result = run_turn(setup, REFUND_Q, on_event=events.append)
+    streamed = "".join(e.text for e in events if isinstance(e, Token))
     assert streamed == result["answer"] and "grades" not in streamed
-    tools = [data for kind, data in events if kind == "tool"]
+    tools = [e.call for e in events if isinstance(e, Searched)]
     # A search is reported once graded; what its answer showed is settled after.
     assert tools == [{k: v for k, v in c.items() if k != "shown"} for c in result["tool_calls"]]
     assert "kept" in tools[0] and "shown" in result["tool_calls"][0]
@@ -411,8 +412,8 @@ def test_passages_over_the_context_budget_lose_the_least_relevant(settings, tool
     window = Window(num_ctx=1024, answer=256)
     graph = build_agent(chat, [tool], "system", window=window, grader=Grader(chat))
     setup = AgentSetup(graph, "agent", MODEL, ["shop_docs"], grade=True)
-    events: list[tuple[str, object]] = []
-    result = run_turn(setup, REFUND_Q, on_event=lambda kind, data: events.append((kind, data)))
+    events: list[object] = []
+    result = run_turn(setup, REFUND_Q, on_event=events.append)
     [call] = result["tool_calls"]
     assert call["kept"] == [1, 2, 3, 4, 5]
     kept = sorted(call["shown"])
@@ -422,7 +423,7 @@ def test_passages_over_the_context_budget_lose_the_least_relevant(settings, tool
         f"To fit the 1024-token context window: left out the {cut} least relevant "
         f"passage{'' if cut == 1 else 's'} of this turn's search results."
     )
-    assert note in result["notes"] and ("note", note) in events
+    assert note in result["notes"] and Note(note) in events
     reply = chats(ollama)[-1]["messages"][-1]["content"]
     assert sorted(shown_numbers(reply)) == kept
 

@@ -12,6 +12,7 @@ from archivist.evaluation.run import Case, hit_rates, retrieval_ranks
 from archivist.notebook import NotebookProgress, duration
 from archivist.settings import Settings
 from archivist.tools.errors import ArchivistError
+from archivist.tools.progress import CaseRan, StoreReady
 
 
 def test_chunks_are_records_of_what_the_store_holds(archivist: Archivist, shop_store: str) -> None:
@@ -170,8 +171,9 @@ def test_progress_counts_the_runs_and_says_the_time_left(monkeypatch) -> None:
     monkeypatch.setattr("archivist.notebook.time.monotonic", lambda: next(clock))
     progress = NotebookProgress(3)
 
-    progress("qwen2.5:3b", Case(id="refund-window", question="?"), 0)
-    progress("qwen2.5:3b", Case(id="greeting", question="?"), 0)
+    progress(CaseRan("qwen2.5:3b", "refund-window", 0))
+    progress(StoreReady("nomic-embed-text"))  # not a case: the bar stays
+    progress(CaseRan("qwen2.5:3b", "greeting", 0))
 
     assert '<progress value="1" max="3"' in shown[0] and "1/3 runs" in shown[0]
     assert "refund-window · 10 s elapsed, about 20 s left" in shown[0]

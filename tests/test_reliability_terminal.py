@@ -5,6 +5,8 @@ import json
 
 from conftest import run_cli, write_files
 
+from archivist.tools.progress import Token
+
 # Clear the screen, retitle the window (OSC, ended by BEL), an 8-bit CSI, a carriage return.
 HOSTILE = "\x1b[2J\x1b]0;pwned\x07\x9b31m\r"
 RAW = ("\x1b", "\x07", "\x9b", "\r")
@@ -64,7 +66,7 @@ def test_the_terminal_chat_view_shows_escapes_from_answers_and_sources():
     console = Console(file=io.StringIO(), force_terminal=True, width=200)
     view = RichView(console)
     view.begin()
-    view.event("token", f"Paid in 30 days.{HOSTILE}")
+    view.event(Token(f"Paid in 30 days.{HOSTILE}"))
     view.finish({"answer": "", "citations": [{"n": 1, "source": EVIL_NAME}]})
     view.sources([{"n": 1, "source": EVIL_NAME, "score": 0.5, "text": f"Paid.{HOSTILE}"}])
     shown = console.file.getvalue()

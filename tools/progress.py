@@ -1,13 +1,17 @@
-"""Progress events: the typed records every long storage or ingest operation reports, and
-the one callback type that hears them.
+"""Events: the typed records every long operation reports as it runs — an ingest, a store's
+copy, an agent's turn, an evaluation — and the one callback type that hears them.
 
-Renderers (the CLI's bar, a notebook, the server's stream) match on the record's type; the
-server sends `as_dict(event)`, `{"event": <name>, **fields}`.
+Renderers (the CLI's bar and chat view, a notebook, the server's stream) match on the
+record's type; the server sends `as_dict(event)`, `{"event": <name>, **fields}`. Inside a
+LangGraph run, steps send them as the custom callback event named `CHANNEL`.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
+
+CHANNEL = "archivist"
+"""The custom callback event's name that carries an event out of a graph run."""
 
 
 @dataclass(frozen=True)
@@ -65,12 +69,15 @@ class Failed:
 
 @dataclass(frozen=True)
 class Retried:
-    """An embedding request failed and is tried again, attempt `attempt`, in `wait` s."""
+    """A request Ollama refused is tried again: retry `attempt` (of `limit`, when known) in
+    `wait` s. `request` says which: "embedding" or "chat"."""
 
     name: ClassVar[str] = "retry"
     error: str
     attempt: int
     wait: float
+    request: str = "embedding"
+    limit: int | None = None
 
 
 @dataclass(frozen=True)
@@ -83,7 +90,71 @@ class Copied:
     total: int | None = None
 
 
-Event = Discovered | Loaded | Embedded | Stored | BatchStored | Failed | Retried | Copied
+@dataclass(frozen=True)
+class Token:
+    """Answer text as the chat model streams it."""
+
+    name: ClassVar[str] = "token"
+    text: str
+
+
+@dataclass(frozen=True)
+class Thinking:
+    """Reasoning text as a thinking model streams it."""
+
+    name: ClassVar[str] = "thinking"
+    text: str
+
+
+@dataclass(frozen=True)
+class Searched:
+    """A tool call of a turn is done; `call` is its record (name, args, results)."""
+
+    name: ClassVar[str] = "tool"
+    call: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Note:
+    """Something a turn's reader should know: what was left out to fit the context, a call
+    written as text that could not be run."""
+
+    name: ClassVar[str] = "note"
+    text: str
+
+
+@dataclass(frozen=True)
+class CaseRan:
+    """An evaluation ran one case once: the model's column `label`, the case's id, the
+    attempt (from 0)."""
+
+    name: ClassVar[str] = "case_ran"
+    label: str
+    case: str
+    attempt: int
+
+
+@dataclass(frozen=True)
+class StoreReady:
+    """An embedder comparison has `model`'s store ready to search."""
+
+    name: ClassVar[str] = "store_ready"
+    model: str
+
+
+@dataclass(frozen=True)
+class Generated:
+    """Writing a test set: `kept` cases kept from `tried` passages so far."""
+
+    name: ClassVar[str] = "generated"
+    kept: int
+    tried: int
+
+
+WriteEvent = Discovered | Loaded | Embedded | Stored | BatchStored | Failed | Retried | Copied
+TurnEvent = Token | Thinking | Searched | Note | Retried
+EvalEvent = CaseRan | StoreReady | Generated
+Event = WriteEvent | TurnEvent | EvalEvent
 
 ProgressFn = Callable[[Event], None]
 """Called with each event as it happens."""

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from archivist.tools.errors import ArchivistError
+from archivist.tools.progress import Generated, ProgressFn, ignore
 from archivist.tools.sparse import CJK
 
 if TYPE_CHECKING:
@@ -191,8 +192,6 @@ def read_meta(dataset: Path) -> dict[str, Any] | None:
 Ask = Callable[[str, str], Any]
 """Send (system, request) to the chat model with SCHEMA as its output format; return the
 parsed JSON, or raise ValueError when the reply is not JSON."""
-Advance = Callable[[int, int], None]
-"""Told after each passage: the cases kept so far and the passages tried."""
 
 
 @dataclass
@@ -207,7 +206,11 @@ class Plan:
 
 
 def generate(
-    plan: Plan, chunks: Sequence[dict[str, Any]], ask: Ask, out: Path, on_step: Advance | None
+    plan: Plan,
+    chunks: Sequence[dict[str, Any]],
+    ask: Ask,
+    out: Path,
+    on_progress: ProgressFn = ignore,
 ) -> dict[str, Any]:
     """Write (or finish) a generated set at `out`; return its provenance.
 
@@ -268,8 +271,7 @@ def generate(
         meta["tried"].append(key)
         tried.add(key)
         _write_meta(out, meta)
-        if on_step:
-            on_step(len(generated), len(meta["tried"]))
+        on_progress(Generated(len(generated), len(meta["tried"])))
     if not meta["done"]:
         extra = _fixed_cases(plan, generated)
         for case in extra:
@@ -394,7 +396,7 @@ def generate_from_store(
     n: int = 40,
     model: str | None = None,
     seed: int = 42,
-    on_step: Advance | None = None,
+    on_progress: ProgressFn = ignore,
 ) -> dict[str, Any]:
     """Generate (or resume) a test set of `n` cases from a store's passages; return its
     provenance. The model must exist before any passage is tried."""
@@ -421,4 +423,4 @@ def generate_from_store(
     ask = models.structured(archivist.settings, name, SCHEMA, seed)
     resume = f"Run the same command again to resume from {out}."
     with models.explained(archivist.settings, doing="Generation stopped", then=resume):
-        return generate(plan, chunks, ask, out, on_step)
+        return generate(plan, chunks, ask, out, on_progress)

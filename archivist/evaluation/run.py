@@ -3,7 +3,7 @@
 import json
 import math
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache
@@ -19,6 +19,7 @@ from archivist.agent.setup import AGENT, AgentSetup
 from archivist.agent.turn import run_turn
 from archivist.app import Archivist
 from archivist.tools.errors import ArchivistError
+from archivist.tools.progress import CaseRan, ProgressFn, StoreReady, ignore
 from archivist.tools.store import SearchMode
 
 RATE_METRICS = (
@@ -348,11 +349,12 @@ def compare_embedders(
     store: str,
     embed_models: Sequence[str],
     k: int,
-    on_store: Callable[[str], None] | None = None,
+    on_progress: ProgressFn = ignore,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Search the same cases in a store per embedding model (built from `store`'s chunks, or
     reused) in each mode; return one summary per model (its store, build time, size, and
-    hit@k and MRR@k per mode) and the ranks behind them."""
+    hit@k and MRR@k per mode) and the ranks behind them; `on_progress` hears a `StoreReady`
+    as each one's store is about to be made ready."""
     if not any(case.expect_sources for case in cases):
         raise ArchivistError(
             "No case names `expect_sources`, so retrieval cannot be compared.",
@@ -360,8 +362,7 @@ def compare_embedders(
         )
     summaries, ranks = [], []
     for model in dict.fromkeys(embed_models):
-        if on_store:
-            on_store(model)
+        on_progress(StoreReady(model))
         built = archivist.embedder_store(store, model)
         # Each store's questions are embedded by the model that built it.
         found = retrieval_ranks(archivist, cases, built["store"], EMBEDDER_MODES, k)
@@ -553,10 +554,6 @@ def _raise_if_unreachable(exc: BaseException, model: str) -> None:
         ) from None
 
 
-CaseDone = Callable[[str, Case, int], None]
-"""Told after each run of a case: the model's column label, the case, the attempt (from 0)."""
-
-
 def variant_label(model: str, grade: bool) -> str:
     """Name a model's column in the report: `MODEL`, or `MODEL+grade` with grading."""
     return f"{model}+grade" if grade else model
@@ -571,16 +568,16 @@ def evaluate(
     repeat: int = 1,
     seed: int | None = 42,
     judge_model: str | None = None,
-    on_run: CaseDone | None = None,
+    on_progress: ProgressFn = ignore,
     grading: Sequence[bool] = (False,),
     embed_models: Sequence[str] = (),
-    on_store: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Run every case `repeat` times against every model; return the report.
 
     `grading` lists the variants to run per model: without grading (False), with it (True),
     or both, each reported in its own column. `embed_models` are compared on retrieval alone
-    (`compare_embedders`, told to `on_store` as each one's store is made ready).
+    (`compare_embedders`). `on_progress` hears a `CaseRan` after each run of a case and a
+    `StoreReady` as each embedder's store is made ready.
     """
     if repeat < 1:
         raise ArchivistError("--repeat must be at least 1.", "Use --repeat 1 or more.")
@@ -607,7 +604,7 @@ def evaluate(
             models.show(archivist.settings, judge_model)
         judge = Judge(archivist, judge_model, seed) if judge_model else None
         embedders, embedder_ranks = (
-            compare_embedders(archivist, cases, stores[0], embed_models, k, on_store)
+            compare_embedders(archivist, cases, stores[0], embed_models, k, on_progress)
             if embed_models
             else ([], [])
         )
@@ -619,8 +616,7 @@ def evaluate(
             for case in cases:
                 for attempt in range(repeat):
                     model_runs.append(_run_case(archivist, setup, case, attempt, judge))
-                    if on_run:
-                        on_run(label, case, attempt)
+                    on_progress(CaseRan(label, case.id, attempt))
             about = {"model": setup.model, "label": label, "grade": setup.grade, "mode": setup.mode}
             # Whether the model can call tools: retrieve-then-answer is then --retrieve-first.
             about["tools"] = bool(setup.info and setup.info.tools)
