@@ -3,6 +3,8 @@
 import json
 import sys
 from collections.abc import Callable
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -100,26 +102,44 @@ NumCtxOpt = Annotated[
 ]
 
 
-class Context:
+@dataclass
+class Invocation:
+    """One run of the command line: its settings, with the flags a command applied, and the
+    Archivists it opened, closed when the command ends, however it ends."""
+
     settings: Settings
-    apps: list[Any]
-    """The Archivists a command opened: main() closes them, however the command ends."""
+    opened: list[Any] = field(default_factory=list)
+
+    def close(self) -> None:
+        # Flush and unlock the embedded store now rather than leave it to the exit hook.
+        while self.opened:
+            self.opened.pop().close()
 
 
-_ctx = Context()
-_ctx.apps = []
+_invocation_var: ContextVar[Invocation] = ContextVar("invocation")
+"""The command line's run in progress: set by the root callback, read by the commands (and
+by work they start in threads, which run in a copy of the command's context)."""
+
+
+def _invocation() -> Invocation:
+    try:
+        return _invocation_var.get()
+    except LookupError:  # a command's helper called outside a command (a test)
+        _invocation_var.set(Invocation(load_settings()))
+        return _invocation_var.get()
 
 
 def _settings(**overrides: Any) -> Settings:
-    _ctx.settings = _ctx.settings.with_overrides(**overrides)
-    return _ctx.settings
+    invocation = _invocation()
+    invocation.settings = invocation.settings.with_overrides(**overrides)
+    return invocation.settings
 
 
 def _app(**overrides: Any):
     from archivist.app import Archivist
 
     archivist = Archivist(_settings(**overrides))
-    _ctx.apps.append(archivist)  # closed by main() when the command ends
+    _invocation().opened.append(archivist)
     return archivist
 
 
@@ -127,7 +147,7 @@ def _prefetch_show(model: str | None) -> None:
     """Ask Ollama about the chat model now, while the agent's imports load."""
     from archivist import prefetch
 
-    settings = _ctx.settings
+    settings = _settings()
     prefetch.start_show(settings.ollama_host, model or settings.chat_model, settings.timeout)
 
 
@@ -149,6 +169,7 @@ def _show_version(value: bool) -> None:
 
 @app.callback()
 def options(
+    ctx: typer.Context,
     version: Annotated[
         bool,
         typer.Option(
@@ -157,11 +178,14 @@ def options(
     ] = False,
 ) -> None:
     """Local-first agentic RAG: ask questions answered from your own documents."""
-    if not hasattr(_ctx, "settings"):  # invoked as `app` (CliRunner), not through main()
-        _ctx.settings = load_settings()
+    # main() hands its Invocation in; a CliRunner invoking `app` gets a new one.
+    invocation = ctx.obj if isinstance(ctx.obj, Invocation) else Invocation(load_settings())
+    _invocation_var.set(invocation)
+    ctx.call_on_close(invocation.close)
+    settings = invocation.settings
     # Traces carry questions and passages off the machine: never silently.
-    if _ctx.settings.tracing is not None:
-        _notice(_ctx.settings.tracing.notice())
+    if settings.tracing is not None:
+        _notice(settings.tracing.notice())
 
 
 def _sample_kb() -> Path:
@@ -406,7 +430,6 @@ def ask(
     archivist = _app(
         max_steps=max_steps,
         num_ctx=num_ctx,
-        grade=grade,
         max_rewrites=max_rewrites,
         retrieve_first=retrieve_first,
     )
@@ -421,7 +444,7 @@ def ask(
             _notice(notice_text(event))
 
     try:
-        result = archivist.ask(question, names, model, think, on_event=retries)
+        result = archivist.ask(question, names, model, think, grade, on_event=retries)
     except StoreNotFound as exc:
         raise _missing_store(exc, names[0] if len(names) == 1 else "") from None
     if as_json:
@@ -498,24 +521,23 @@ def chat(
         raise ArchivistError("--resume and --thread both name a conversation.", "Give one.")
     _prefetch_show(model)
     settings = _settings(
-        chat_model=model,
         max_steps=max_steps,
         num_ctx=num_ctx,
-        grade=grade,
         max_rewrites=max_rewrites,
         retrieve_first=retrieve_first,
     )
+    chat_model = model or settings.chat_model
     names = stores or [DEFAULT_STORE]
     terminal = sys.stdin.isatty() and sys.stdout.isatty()
     # The prompt comes first, the agent being built behind it, when Ollama has the models: a
     # failure it can still meet (a store missing) ends the chat as soon as it is known.
     # Otherwise the build comes first, so Ollama down or a model missing ends the chat before
     # any prompt (docs/chat.md).
-    early = terminal and _offer_pull(settings, [settings.chat_model, settings.embed_model])
+    early = terminal and _offer_pull(settings, [chat_model, settings.embed_model])
     opened: list[Any] = []  # the application and the conversations' database, closed last
 
     def build(say: Callable[[str], None]) -> tuple[Any, list[str]]:
-        return _build_chat(names, model, think, resume, thread, opened, say, terminal)
+        return _build_chat(names, model, think, grade, resume, thread, opened, say, terminal)
 
     if terminal:
         from rich.console import Console
@@ -532,7 +554,7 @@ def chat(
         from archivist.starting import Starting
 
         conversation = starting = Starting(build, say)
-        say(f"Archivist · starting {settings.chat_model}…")
+        say(f"Archivist · starting {chat_model}…")
         starting.start()
     else:
         conversation, ready = build(say)
@@ -559,6 +581,7 @@ def _build_chat(
     names: list[str],
     model: str | None,
     think: bool | None,
+    grade: bool | None,
     resume: bool,
     thread: str | None,
     opened: list[Any],
@@ -594,7 +617,9 @@ def _build_chat(
     settings.home.mkdir(parents=True, exist_ok=True)
     db = sqlite3.connect(settings.threads_path, check_same_thread=False)
     opened.append(db)
-    conversation = Conversation(archivist, names, SqliteSaver(db), model, think, earlier or thread)
+    conversation = Conversation(
+        archivist, names, SqliteSaver(db), model, think, earlier or thread, grade
+    )
     lines = [f"Archivist · {conversation.describe()} · /help for commands"] if terminal else []
     lines += conversation.setup.notices
     if history := conversation.messages():
@@ -937,7 +962,7 @@ def migrate(
     from archivist.tools.migrate import copy_stores
     from archivist.tools.store import connect
 
-    settings = _ctx.settings
+    settings = _settings()
     if (to_url is None) == (to_home is None):
         raise ArchivistError("Say where to copy to.", "Give one of --to-url URL or --to-home PATH.")
     if from_url and from_home:
@@ -1179,11 +1204,11 @@ def name_metavars(command: Any) -> Any:
 
 def main() -> None:
     """Run the CLI; expected failures print their fix and exit 1, without a traceback."""
-    _ctx.apps = []
+    invocation = None
     try:
-        _ctx.settings = load_settings()
+        invocation = Invocation(load_settings())
         # `python -m archivist` too: help, errors and shell completion say `archivist`.
-        name_metavars(typer.main.get_command(app))(prog_name="archivist")
+        name_metavars(typer.main.get_command(app))(prog_name="archivist", obj=invocation)
     except ArchivistError as exc:
         _notice(f"Error: {exc}")
         sys.exit(1)
@@ -1193,12 +1218,8 @@ def main() -> None:
     except Exception as exc:
         from archivist.models import explain
 
-        explained = explain(exc, _ctx.settings)
+        explained = explain(exc, invocation.settings) if invocation else None
         if explained is None:
             raise
         _notice(f"Error: {explained}")
         sys.exit(1)
-    finally:
-        # Flush and unlock the embedded store now rather than leave it to the exit hook.
-        while _ctx.apps:
-            _ctx.apps.pop().close()

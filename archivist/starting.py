@@ -7,6 +7,7 @@ prompt (archivist.terminal) or while a question waits for the build. A build tha
 the chat with its error, as a build before the prompt would have: the main thread raises it.
 """
 
+import contextvars
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -31,7 +32,11 @@ class Starting:
         self._conversation: Conversation | None = None
         self._error: BaseException | None = None
         self._wakers: list[Callable[[], None]] = []
-        self._thread = threading.Thread(target=self._run, name="chat-start", daemon=True)
+        # The build runs in a copy of the command's context (the command line's settings).
+        context = contextvars.copy_context()
+        self._thread = threading.Thread(
+            target=context.run, args=(self._run,), name="chat-start", daemon=True
+        )
 
     def start(self) -> None:
         """Start building."""

@@ -14,7 +14,6 @@ def test_ctrl_c_during_an_ingest_says_what_is_kept(monkeypatch, tmp_path):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(Archivist, "ingest", interrupted_ingest)
-    monkeypatch.setattr(cli._ctx, "settings", cli.load_settings(), raising=False)
     done = CliRunner().invoke(cli.app, ["ingest", str(tmp_path), "--store", "kb"])
     assert done.exit_code == 130
     assert "Interrupted: 2 documents stored in this run are kept." in done.output
