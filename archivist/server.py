@@ -15,6 +15,7 @@ flight and the store belong to the run.
 """
 
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -87,8 +88,12 @@ class ServerAgentOutput(MessagesState):
     """The last turn's notes: what was left out to fit the context window."""
 
 
-_setups: dict[tuple[Settings, tuple[str, ...], bool | None], tuple[Archivist, AgentSetup]] = {}
+_setups: OrderedDict[tuple[Settings, tuple[str, ...], bool | None], tuple[Archivist, AgentSetup]]
+_setups = OrderedDict()
 _setups_lock = threading.Lock()
+MAX_SETUPS = 8
+"""Run agents kept built at once; the one used least recently is closed past it (a server
+whose clients vary the model or stores per run does not keep every store open forever)."""
 
 
 def run_setup(context: ServerContext | None) -> AgentSetup:
@@ -108,6 +113,9 @@ def run_setup(context: ServerContext | None) -> AgentSetup:
             archivist = Archivist(settings)
             with archivist.released_on_failure():
                 _setups[key] = archivist, archivist.agent(stores, grade=context.grade)
+            while len(_setups) > MAX_SETUPS:
+                _setups.popitem(last=False)[1][0].close()
+        _setups.move_to_end(key)
         return _setups[key][1]
 
 

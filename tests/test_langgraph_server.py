@@ -293,3 +293,27 @@ def test_another_process_ingests_between_served_turns(
     )
     found = [r["source"] for c in state["calls"] for r in c["results"]]
     assert "gift-cards.md" in found, "the next served turn sees what the ingest stored"
+
+
+def test_the_served_agents_kept_built_are_bounded(ollama, home, shop_store, monkeypatch):
+    from archivist import server
+
+    monkeypatch.setattr(server, "MAX_SETUPS", 2)
+    server.release_setups()
+    closed: list[str] = []
+    monkeypatch.setattr(Archivist, "close", lambda self: closed.append(self.settings.chat_model))
+    contexts = [
+        server.ServerContext(
+            ollama_host=ollama.url, home=str(home), stores=[shop_store], chat_model=model
+        )
+        for model in ("qwen2.5:3b", "qwen2.5:0.5b", "gemma-notools:1b")
+    ]
+    server.run_setup(contexts[0])
+    server.run_setup(contexts[1])
+    server.run_setup(contexts[0])  # used again: now the second is the least recent
+    server.run_setup(contexts[2])
+    assert closed == ["qwen2.5:0.5b"] and len(server._setups) == 2
+    server.run_setup(contexts[0])
+    assert len(ollama.requests_to("/api/show")) == 3, "the agents kept are not built again"
+    monkeypatch.undo()
+    server.release_setups()
