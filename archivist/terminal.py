@@ -251,14 +251,24 @@ async def _prompt_until_news(session, prompt: str, typed: str, news: News) -> tu
         return True, prompting.result()  # Ctrl-C and Ctrl-D raise as they do at any prompt
     # The prompt leaves no trace: it comes back under the news with the same text.
     session.app.erase_when_done = True
-    prompting.cancel()
     try:
+        if not session.app.is_running:
+            prompting.cancel()  # not started: it has read no key yet
+            with suppress(asyncio.CancelledError):
+                await prompting
+            return False, typed
+        # Asked to end, not cancelled: a line whose Enter it has already read is answered
+        # (exit then refuses, the result being set), never dropped half-way.
+        with suppress(Exception):
+            session.app.exit(result=_GAVE_WAY)
         line = await prompting
-    except asyncio.CancelledError:
-        line = None
     finally:
         session.app.erase_when_done = False
-    if line is not None:
+    if line is not _GAVE_WAY:
         return True, line  # entered just as the news came: the line is the user's, not lost
     # Read once the prompt has ended: keys it took in while it was being stopped count too.
     return False, session.default_buffer.text
+
+
+_GAVE_WAY: Any = object()
+"""The result a prompt that gave way to news ends with (never a line someone typed)."""
