@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from functools import cache
+from html import escape
 from typing import Any
 
 import httpx
@@ -267,7 +268,8 @@ def relevance_scorer(settings: Settings, model: str) -> Scorer:
     think = False if info.thinking else None
 
     def score(query: str, passage: str) -> float:
-        request = prompts.RERANK_REQUEST.format(query=query, passage=passage)
+        # Escaped as the agent's search results are: the passage cannot close its block.
+        request = prompts.RERANK_REQUEST.format(query=query, passage=escape(passage, quote=False))
         response = ollama_client.chat(
             model,
             messages=[

@@ -483,10 +483,17 @@ def _token_logprob(token: str, logprob: float) -> dict[str, Any]:
 
 def judgement_logprobs(p_yes: float, top: int) -> tuple[str, list[dict[str, Any]]]:
     """The one-token answer to a relevance judgement and its logprobs entry: "yes" or "no",
-    whichever is likelier, with both (and a capitalised "Yes") among the top alternatives."""
+    whichever is likelier, with both (and "Yes", "No") among the top alternatives: read over
+    the top five, "yes" against "no" is exactly `p_yes`."""
     p_yes = min(max(p_yes, 1e-6), 1 - 1e-6)
     options = sorted(
-        [("yes", 0.97 * p_yes), ("no", 0.97 * (1 - p_yes)), ("Yes", 0.02 * p_yes), ("**", 0.01)],
+        [
+            ("yes", 0.97 * p_yes),
+            ("no", 0.97 * (1 - p_yes)),
+            ("Yes", 0.02 * p_yes),
+            ("No", 0.02 * (1 - p_yes)),
+            ("**", 0.01),
+        ],
         key=lambda option: -option[1],
     )
     token, p = options[0]
