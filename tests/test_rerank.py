@@ -247,3 +247,16 @@ def test_ties_keep_the_search_order_and_the_scorer_runs_once_per_candidate():
     assert [r["retrieval_rank"] for r in ranked] == [2, 4, 1]
     assert Reranker(score, "m", candidates=20).fetch(5) == 20
     assert Reranker(score, "m", candidates=3).fetch(5) == 5
+
+
+def test_doctor_checks_the_rerank_model_the_settings_name(shop_store, home, monkeypatch):
+    monkeypatch.setenv("ARCHIVIST_RERANK_MODEL", RERANKER)
+    with FakeOllama() as current:
+        done = run_cli("doctor", "--json", ollama_url=current.url, home=home)
+    [check] = [c for c in json.loads(done.stdout)["checks"] if "rerank model" in c["message"]]
+    assert check["ok"] and "answers with log-probabilities" in check["message"]
+    with FakeOllama(version="0.12.6") as old:
+        done = run_cli("doctor", "--json", ollama_url=old.url, home=home)
+    assert done.returncode == 1
+    [check] = [c for c in json.loads(done.stdout)["checks"] if "rerank model" in c["message"]]
+    assert not check["ok"] and "Update Ollama to 0.12.11" in check["fix"]
