@@ -372,21 +372,22 @@ def rerank_rows(embedder_name: str, embedder: Embeddings, workdir: Path, reranke
                 ("as typed", lambda c: c["question"]),
                 ("with the earlier question", lambda c: f"{c['history'][-1]} {c['question']}"),
             ):
-                ranked, total = [], 0.0
+                ranked, total, reranking = [], 0.0, 0.0
                 for case in cases:
                     store_name = case["expect_tool"].removeprefix("search_")
                     docs_store, docs_embeddings = tools[store_name]
                     tool = make_retrieval_tool(
                         docs_store, docs_embeddings, k=K, mode="hybrid", reranker=chosen
                     )
-                    found, ms, _ = searched(tool, [query(case)])
+                    found, ms, rerank_ms = searched(tool, [query(case)])
                     ranked.append(found[0])
                     total += ms
+                    reranking += rerank_ms
                 gold = [case["expect_sources"][0] for case in cases]
                 rows.append({"set": "follow-ups", "questions": len(cases),
                              "embedder": embedder_name, "method": f"hybrid{label}, {how}",
                              **score(ranked, gold), "ms_per_query": total / len(cases),
-                             "rerank_ms_per_query": None})  # fmt: skip
+                             "rerank_ms_per_query": reranking / len(cases)})  # fmt: skip
                 log(f"  {embedder_name} follow-ups {rows[-1]['method']}: {rows[-1]}")
     finally:
         client.close()

@@ -3,6 +3,7 @@ they give, how many run at once, and what a user is told when the model or serve
 
 import json
 import math
+from dataclasses import replace
 
 import ollama as ollama_client
 import pytest
@@ -260,3 +261,23 @@ def test_doctor_checks_the_rerank_model_the_settings_name(shop_store, home, monk
     assert done.returncode == 1
     [check] = [c for c in json.loads(done.stdout)["checks"] if "rerank model" in c["message"]]
     assert not check["ok"] and "Update Ollama to 0.12.11" in check["fix"]
+
+
+def test_mcp_searches_are_reranked_and_say_so(archivist, shop_store, ollama):
+    from archivist.mcp import StoreTools
+
+    archivist.close()
+    ollama.score_with(refunds_first)
+    tools = StoreTools(replace(archivist.settings, rerank_model=RERANKER), [shop_store])
+    tools.check()
+    ollama.clear_requests()
+    result = tools.call(f"search_{shop_store}", {"query": QUERY})
+    assert not result.is_error
+    structured = result.structured_content
+    assert structured["rerank_model"] == RERANKER and structured["rerank_ms"] > 0
+    assert structured["results"][0]["rerank_score"] == 0.9
+    assert len(judgements(ollama)) == 20  # the model was checked when the server started
+
+    refused = StoreTools(replace(archivist.settings, rerank_model="missing:1b"), [shop_store])
+    with pytest.raises(ArchivistError, match="ollama pull missing:1b"):
+        refused.check()
