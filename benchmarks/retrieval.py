@@ -354,8 +354,8 @@ def rerank_rows(embedder_name: str, embedder: Embeddings, workdir: Path, reranke
             tool = make_retrieval_tool(store, embeddings, k=K, mode="hybrid", reranker=chosen)
             ranked, ms, rerank_ms = searched(tool, questions)
             row = {"set": english.name, "questions": len(gold), "embedder": embedder_name}
-            rows.append({**row, "method": label, **score(ranked, gold), "ms_per_query": ms,
-                         "rerank_ms_per_query": rerank_ms})  # fmt: skip
+            rows.append({**row, "method": label, **score(ranked, gold, 1), **score(ranked, gold),
+                         "ms_per_query": ms, "rerank_ms_per_query": rerank_ms})  # fmt: skip
             log(f"  {embedder_name} {english.name} {label}: {rows[-1]}")
         cases = load_followups()
         tools = {}
@@ -386,7 +386,8 @@ def rerank_rows(embedder_name: str, embedder: Embeddings, workdir: Path, reranke
                 gold = [case["expect_sources"][0] for case in cases]
                 rows.append({"set": "follow-ups", "questions": len(cases),
                              "embedder": embedder_name, "method": f"hybrid{label}, {how}",
-                             **score(ranked, gold), "ms_per_query": total / len(cases),
+                             **score(ranked, gold, 1), **score(ranked, gold),
+                             "ms_per_query": total / len(cases),
                              "rerank_ms_per_query": reranking / len(cases)})  # fmt: skip
                 log(f"  {embedder_name} follow-ups {rows[-1]['method']}: {rows[-1]}")
     finally:
@@ -397,14 +398,16 @@ def rerank_rows(embedder_name: str, embedder: Embeddings, workdir: Path, reranke
 def rerank_table(rows: list[dict]) -> str:
     """Render the reranking figures as a Markdown table."""
     lines = [
-        "| embedder | set | questions | method | hit@5 | MRR@5 | ms/query | rerank ms/query |",
-        "|---|---|---:|---|---:|---:|---:|---:|",
+        "| embedder | set | questions | method | hit@1 | hit@5 | MRR@5 | ms/query "
+        "| rerank ms/query |",
+        "|---|---|---:|---|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
         rerank = row["rerank_ms_per_query"]
         lines.append(
             f"| {row['embedder']} | {row['set']} | {row['questions']} | {row['method']} | "
-            f"{row['hit@5']:.3f} | {row['mrr@5']:.3f} | {row['ms_per_query']:.1f} | "
+            f"{row['hit@1']:.3f} | {row['hit@5']:.3f} | {row['mrr@5']:.3f} | "
+            f"{row['ms_per_query']:.1f} | "
             f"{'–' if not rerank else f'{rerank:.1f}'} |"
         )
     return "\n".join(lines)
