@@ -16,6 +16,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from archivist import models
 from archivist.agent.records import Passage, ToolCall, Turn
+from archivist.agent.rerank import Reranked
 from archivist.agent.retrieval import format_results, tool_name
 from archivist.agent.setup import AGENT, AgentSetup
 from archivist.agent.turn import run_turn
@@ -435,7 +436,7 @@ def compare_reranking(
                 started = time.perf_counter()
                 results = archivist.search(case.question, store, k, rerank=rerank)
                 search_ms.append((time.perf_counter() - started) * 1000)
-                if rerank and hasattr(results, "ms"):
+                if isinstance(results, Reranked):
                     rerank_ms.append(results.ms)
                 rank = _first_match_rank({"results": results}, case.expect_sources, k)
                 if rank is not None and (best is None or rank < best):
