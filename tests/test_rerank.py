@@ -281,3 +281,26 @@ def test_mcp_searches_are_reranked_and_say_so(archivist, shop_store, ollama):
     refused = StoreTools(replace(archivist.settings, rerank_model="missing:1b"), [shop_store])
     with pytest.raises(ArchivistError, match="ollama pull missing:1b"):
         refused.check()
+
+
+def test_the_chat_says_it_reranks_and_its_search_line_shows_the_time(
+    archivist, shop_store, ollama, home
+):
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from archivist.conversation import Conversation
+
+    archivist.close()
+    done = run_cli("chat", "-s", shop_store, "--rerank", RERANKER, stdin=QUERY + "\n",
+                   ollama_url=ollama.url, home=home)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    [line] = [row for row in done.stdout.splitlines() if row.startswith("search_shop_docs(")]
+    assert " ms (reranking " in line and line.endswith(" ms)")
+    assert len(judgements(ollama)) == 1 + 20
+
+    app = reranked_app(ollama, home)
+    try:
+        banner = Conversation(app, [shop_store], InMemorySaver()).describe()
+    finally:
+        app.close()
+    assert f"· reranked by {RERANKER} ·" in banner
