@@ -14,12 +14,15 @@ from pydantic import ConfigDict
 
 from archivist.tools.passage import Passage
 
+RERANK_FIELDS = ("rerank_score", "retrieval_rank")
+
 
 class StoreRetriever(BaseRetriever):
     """A store's search as a LangChain retriever: one Document per passage, best first.
 
     Each Document's metadata holds the passage's `source`, `score`, `rank` and `chunk_id`
-    (also its id) with the metadata the passage was stored with. A `source` restricts the
+    (also its id) with the metadata the passage was stored with — and, reranked,
+    `rerank_score` and `retrieval_rank`. A `source` restricts the
     search to a document, folder or name prefix, as the tool's `source` argument does.
     """
 
@@ -49,5 +52,6 @@ def as_document(result: Passage) -> Document:
             "score": result["score"],
             "rank": result["rank"],
             "chunk_id": result["chunk_id"],
+            **{key: result[key] for key in RERANK_FIELDS if key in result},
         },
     )

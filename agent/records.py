@@ -34,6 +34,11 @@ class ToolCall(TypedDict):
     error: NotRequired[str]
     """Why the call failed (bad arguments, an unknown tool); then `results` is empty."""
     latency_ms: NotRequired[float]
+    """The search's wall time, reranking included."""
+    rerank_ms: NotRequired[float]
+    """With reranking: the part of `latency_ms` spent scoring the candidates."""
+    rerank_model: NotRequired[str]
+    """With reranking: the model that scored them."""
     grades: NotRequired[list[Grade]]
     """With grading: the verdicts the grader gave (a passage without one is kept)."""
     kept: NotRequired[list[int]]

@@ -8,6 +8,7 @@ from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from archivist.agent.records import Passage
+from archivist.agent.rerank import Reranker
 from archivist.tools.errors import ArchivistError
 from archivist.tools.store import KnowledgeStore, SearchMode
 from archivist.words import number
@@ -130,11 +131,14 @@ def make_retrieval_tool(
     mode: SearchMode = "hybrid",
     min_score: float | None = None,
     mmr: float | None = None,
+    reranker: Reranker | None = None,
 ) -> BaseTool:
     """Build the `search_<store>` tool over a store; its artifact is the list of results.
 
     A `source` that names nothing in the store is an error the model can read and correct:
-    the message lists sources it could use instead.
+    the message lists sources it could use instead. With a `reranker`, the search fetches its
+    candidates and the reranker's top k are the results (a `Reranked` list, which says what
+    reranking cost).
     """
     name = tool_name(store.name)
 
@@ -150,10 +154,13 @@ def make_retrieval_tool(
                     f"{sample}. Call {name} again with one of them, or without `source`."
                 )
         vector = None if mode == "sparse" else embeddings.embed_query(query)
+        wanted = reranker.fetch(k) if reranker else k
         found = store.search(
-            vector, query, k=k, mode=mode, sources=sources, min_score=min_score, mmr=mmr
+            vector, query, k=wanted, mode=mode, sources=sources, min_score=min_score, mmr=mmr
         )
         results: list[Passage] = [{**r, "score": round(r["score"], 4)} for r in found]
+        if reranker is not None:
+            results = reranker(query, results, k)
         return format_results(name, query, results, source=source), results
 
     return StructuredTool.from_function(

@@ -37,6 +37,7 @@ from archivist.agent.context import (
 )
 from archivist.agent.grading import Grader, assemble
 from archivist.agent.records import ModelCall, Passage, ToolCall
+from archivist.agent.rerank import Reranked
 from archivist.agent.retrieval import format_results
 from archivist.agent.state import AgentState, Ungraded
 from archivist.agent.textcalls import describe_tools, recovered_ids, settle
@@ -117,12 +118,19 @@ def run_tool(tool: BaseTool, args: dict[str, Any], first: int) -> tuple[ToolCall
             content += f" Its arguments: {describe_tools(schemas([tool]))}."
     else:
         results = [{**r, "n": n} for n, r in enumerate(message.artifact or [], start=first)]
-        outcome = {"results": results}
+        outcome = {"results": results, **reranking(message.artifact)}
         source = args.get("source") or None
         content = format_results(tool.name, str(args.get("query", "")), results, first, source)
     latency_ms = round((time.perf_counter() - started) * 1000, 1)
     record: ToolCall = {"name": tool.name, "args": args, **outcome, "latency_ms": latency_ms}
     return record, content
+
+
+def reranking(artifact: Any) -> dict[str, Any]:
+    """What reranking a search's results cost, for its call record (nothing without it)."""
+    if not isinstance(artifact, Reranked):
+        return {}
+    return {"rerank_ms": artifact.ms, "rerank_model": artifact.model}
 
 
 def unknown_tool(

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from archivist import failures, models, stores
 from archivist.agent.records import Passage, Turn
+from archivist.agent.rerank import Reranker
 from archivist.agent.retrieval import make_retrieval_tool, search_alone
 from archivist.agent.setup import AgentSetup, StoreTool, build_setup
 from archivist.settings import Settings
@@ -138,11 +139,13 @@ class Archivist:
         source: str | None = None,
         min_score: float | None = None,
         mmr: float | None = None,
+        rerank: bool = True,
     ) -> list[Passage]:
-        """Run the retrieval tool alone and return its results."""
+        """Run the retrieval tool alone and return its results: a `Reranked` list when the
+        settings name a rerank model and `rerank` is not False."""
         with self.released_on_failure():
             opened = self.store(store)
-            tool = self.retrieval_tool(opened, k, mode, min_score, mmr)
+            tool = self.retrieval_tool(opened, k, mode, min_score, mmr, rerank)
             try:
                 return search_alone(tool, query, source)
             except ArchivistError:
@@ -167,6 +170,16 @@ class Archivist:
         """The log of every turn answered by `ask` and `chat`."""
         return TurnLog(self.settings.log_path)
 
+    @cached_property
+    def reranker(self) -> Reranker | None:
+        """The reranker the settings name (`rerank_model`), checked once; None without one."""
+        s = self.settings
+        if not s.rerank_model:
+            return None
+        with models.explained(s):
+            score = models.relevance_scorer(s, s.rerank_model)
+        return Reranker(score, s.rerank_model, s.rerank_candidates, s.rerank_parallel)
+
     def retrieval_tool(
         self,
         store: KnowledgeStore,
@@ -174,8 +187,13 @@ class Archivist:
         mode: SearchMode | None = None,
         min_score: float | None = None,
         mmr: float | None = None,
+        rerank: bool = True,
     ):
-        """Build a store's retrieval tool with the settings, overridden by any values given."""
+        """Build a store's retrieval tool with the settings, overridden by any values given.
+
+        Every search of the application goes through it — `search`, the agent's tools,
+        retrieve-then-answer, MCP, the LangChain retriever — so each is reranked when the
+        settings name a rerank model (unless `rerank` is False)."""
         if min_score is not None and not math.isfinite(min_score):
             raise ArchivistError(
                 f"--min-score {min_score} is not a score.", "Give a finite number, like 0.3."
@@ -188,12 +206,13 @@ class Archivist:
             mode or s.search_mode,
             s.min_score if min_score is None else min_score,
             s.mmr if mmr is None else mmr,
+            self.reranker if rerank else None,
         )
 
-    def _store_tool(self, name: str) -> StoreTool:
+    def _store_tool(self, name: str, rerank: bool = True) -> StoreTool:
         store = self.store(name)
         about = store.description or f"documents in the {name} store"
-        return StoreTool(self.retrieval_tool(store), about)
+        return StoreTool(self.retrieval_tool(store, rerank=rerank), about)
 
     def agent(
         self,
@@ -204,17 +223,19 @@ class Archivist:
         think: bool | None = None,
         seed: int | None = None,
         grade: bool | None = None,
+        rerank: bool = True,
     ) -> AgentSetup:
         """Build the agent for `stores` in the model's best mode, sized to its context.
 
         The model runs at temperature 0; `seed` fixes its sampling where the model honours it.
-        `grade` (default: the setting) grades each search's passages with the same model.
+        `grade` (default: the setting) grades each search's passages with the same model;
+        `rerank` False leaves out the reranking the settings ask for.
         """
         if not stores:
             raise ArchivistError("No store given.", "Name one with --store NAME.")
         s = self.settings
         with models.explained(s):
-            tools = [self._store_tool(name) for name in stores]
+            tools = [self._store_tool(name, rerank) for name in stores]
             info = models.show(s, model or s.chat_model)
         return build_setup(
             info,

@@ -92,6 +92,26 @@ RetrieveFirstOpt = Annotated[
         "agent, or ARCHIVIST_RETRIEVE_FIRST.",
     ),
 ]
+RerankOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--rerank",
+        metavar="MODEL",
+        help="Rerank each search's top candidates with this Ollama model's log-probabilities "
+        "(a chat model, or a reranker published for Ollama; Ollama 0.12.11 or later). "
+        "Default: ARCHIVIST_RERANK_MODEL; 'off' turns it off.",
+    ),
+]
+RerankCandidatesOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--rerank-candidates",
+        min=1,
+        max=100,
+        help="With --rerank: how many of a search's best results are scored (default 20, or "
+        "ARCHIVIST_RERANK_CANDIDATES).",
+    ),
+]
 NumCtxOpt = Annotated[
     int | None,
     typer.Option(
@@ -127,6 +147,18 @@ def _invocation() -> Invocation:
     except LookupError:  # a command's helper called outside a command (a test)
         _invocation_var.set(Invocation(load_settings()))
         return _invocation_var.get()
+
+
+def _rerank(model: str | None, candidates: int | None) -> dict[str, Any]:
+    """The settings --rerank and --rerank-candidates override ('off' and 'none': no reranking)."""
+    if model is not None and model.strip().lower() in ("off", "none", ""):
+        model = ""
+    return {"rerank_model": model, "rerank_candidates": candidates}
+
+
+def _models_used(settings: Settings, *names: str | None) -> list[str]:
+    """The models a command asks Ollama for: those named, and the rerank model if any."""
+    return [n for n in (*names, settings.rerank_model) if n]
 
 
 def _settings(**overrides: Any) -> Settings:
@@ -420,6 +452,8 @@ def ask(
     grade: GradeOpt = None,
     max_rewrites: MaxRewritesOpt = None,
     retrieve_first: RetrieveFirstOpt = None,
+    rerank: RerankOpt = None,
+    rerank_candidates: RerankCandidatesOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Answer one question with the agent and print it (the turn is logged)."""
@@ -432,9 +466,11 @@ def ask(
         num_ctx=num_ctx,
         max_rewrites=max_rewrites,
         retrieve_first=retrieve_first,
+        **_rerank(rerank, rerank_candidates),
     )
     settings = archivist.settings
-    _offer_pull(settings, [model or settings.chat_model, settings.embed_model], as_json)
+    used = _models_used(settings, model or settings.chat_model, settings.embed_model)
+    _offer_pull(settings, used, as_json)
     names = stores or [DEFAULT_STORE]
 
     from archivist.render import notice_text
@@ -473,25 +509,46 @@ def search(
             help="Re-rank for diversity: 1 = relevance only, 0 = diversity only.", min=0, max=1
         ),
     ] = None,
+    rerank: RerankOpt = None,
+    rerank_candidates: RerankCandidatesOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run the store's retrieval tool alone."""
     if mode not in (None, "hybrid", "dense", "sparse"):
         raise ArchivistError(f"Unknown mode '{mode}'.", "Use --mode hybrid, dense or sparse.")
-    archivist = _app()
-    _offer_pull(archivist.settings, [archivist.settings.embed_model], as_json)
+    archivist = _app(**_rerank(rerank, rerank_candidates))
+    _offer_pull(
+        archivist.settings,
+        _models_used(archivist.settings, archivist.settings.embed_model),
+        as_json,
+    )
     try:
         results = archivist.search(query, store, k, mode, source, min_score, mmr)
     except StoreNotFound as exc:
         raise _missing_store(exc, store) from None
+    line = rerank_line(results)
     if as_json:
+        if line:
+            _notice(line)
         _print_json(results)
         return
+    if line:
+        print(line + "\n")
     for r in results:
         source, text = printable_name(r["source"]), printable(r["text"])
-        print(f"[{r['rank']}] {source} (score {r['score']:.3f})\n{text}\n")
+        reranked = f", relevance {r['rerank_score']:.2f}" if "rerank_score" in r else ""
+        print(f"[{r['rank']}] {source} (score {r['score']:.3f}{reranked})\n{text}\n")
     if not results:
         print("No matching passages.")
+
+
+def rerank_line(results: Any) -> str | None:
+    """Say what reranking a search's results cost: `reranked by M · 20 candidates · 812 ms`."""
+    from archivist.agent.rerank import Reranked
+
+    if not isinstance(results, Reranked):
+        return None
+    return f"reranked by {printable_name(results.model)} · {results.ms:.0f} ms"
 
 
 @app.command()
@@ -513,6 +570,8 @@ def chat(
     grade: GradeOpt = None,
     max_rewrites: MaxRewritesOpt = None,
     retrieve_first: RetrieveFirstOpt = None,
+    rerank: RerankOpt = None,
+    rerank_candidates: RerankCandidatesOpt = None,
 ) -> None:
     """Chat with the agent in the terminal; conversations are kept and can be resumed."""
     from archivist.chat import PlainView, StartFailed, chat_loop, stdin_reader
@@ -525,6 +584,7 @@ def chat(
         num_ctx=num_ctx,
         max_rewrites=max_rewrites,
         retrieve_first=retrieve_first,
+        **_rerank(rerank, rerank_candidates),
     )
     chat_model = model or settings.chat_model
     names = stores or [DEFAULT_STORE]
@@ -533,7 +593,9 @@ def chat(
     # failure it can still meet (a store missing) ends the chat as soon as it is known.
     # Otherwise the build comes first, so Ollama down or a model missing ends the chat before
     # any prompt (docs/chat.md).
-    early = terminal and _offer_pull(settings, [chat_model, settings.embed_model])
+    early = terminal and _offer_pull(
+        settings, _models_used(settings, chat_model, settings.embed_model)
+    )
     opened: list[Any] = []  # the application and the conversations' database, closed last
 
     def build(say: Callable[[str], None]) -> tuple[Any, list[str]]:
@@ -673,6 +735,17 @@ def evaluate(
             "chunks are embedded by each into a store of their own, reused on later runs.",
         ),
     ] = None,
+    rerank: Annotated[
+        str | None,
+        typer.Option(
+            "--rerank",
+            metavar="MODEL",
+            help="Compare reranking by this Ollama model with none, in one run: every model "
+            "also runs as MODEL+rerank, and the searches alone are scored both ways. "
+            "Default: ARCHIVIST_RERANK_MODEL; 'off' turns it off.",
+        ),
+    ] = None,
+    rerank_candidates: RerankCandidatesOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Compare chat models on the same cases: tool use, retrieval, answers, latency; and, with
@@ -687,6 +760,7 @@ def evaluate(
         CHAT_EMBEDDER_NOTE,
         embedder_table,
         never_searched_note,
+        rerank_table,
         table,
         text_call_note,
         write_report,
@@ -697,7 +771,12 @@ def evaluate(
     if grade not in (None, "off", "on", "both"):
         raise ArchivistError(f"Unknown --grade '{grade}'.", "Use --grade off, on or both.")
     cases = load_dataset(dataset)
-    archivist = _app(k=k, max_rewrites=max_rewrites, retrieve_first=retrieve_first)
+    archivist = _app(
+        k=k,
+        max_rewrites=max_rewrites,
+        retrieve_first=retrieve_first,
+        **_rerank(rerank, rerank_candidates),
+    )
     embedders = embed_models or []
     # Comparing embedders alone needs no chat model; a --model given too is evaluated as well.
     names = models or ([] if embedders else [archivist.settings.chat_model])
@@ -705,6 +784,7 @@ def evaluate(
         grade or "", [archivist.settings.grade]
     )
     out = out or Path("eval-reports") / f"{dataset.stem}-{datetime.now():%Y%m%d-%H%M%S}"
+    variants = 2 if archivist.settings.rerank_model else 1  # with and without reranking
     progress = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -714,7 +794,8 @@ def evaluate(
     )
     with progress:
         task = progress.add_task(
-            "evaluating", total=len(names) * len(grading) * len(cases) * repeat + len(embedders)
+            "evaluating",
+            total=len(names) * len(grading) * variants * len(cases) * repeat + len(embedders),
         )
 
         def advance(event: Event) -> None:
@@ -746,6 +827,8 @@ def evaluate(
         console = console if console.is_terminal else Console(width=160)
         if report["embedders"]:
             console.print(embedder_table(report))
+        if report["reranking"]:
+            console.print(rerank_table(report))
         if report["models"]:
             console.print(table(report))
     for summary in report["embedders"]:
@@ -1052,11 +1135,13 @@ def mcp(
             help="Serve streamable HTTP at http://127.0.0.1:PORT/mcp instead of stdio.",
         ),
     ] = None,
+    rerank: RerankOpt = None,
+    rerank_candidates: RerankCandidatesOpt = None,
 ) -> None:
     """Serve the stores' search tools to MCP clients (desktop apps, IDEs), over stdio or HTTP."""
     from archivist.mcp import HTTP_PATH, StoreTools, http_socket, serve_http, serve_stdio
 
-    tools = StoreTools(_settings(), stores or [])
+    tools = StoreTools(_settings(**_rerank(rerank, rerank_candidates)), stores or [])
     tools.check()
     if http is None:
         serve_stdio(tools)

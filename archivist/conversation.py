@@ -111,9 +111,11 @@ class Conversation:
         setup = self.setup
         thinking = " · thinking" if setup.thinking else ""
         grading = " · grading" if setup.grade else ""
+        reranker = self.archivist.settings.rerank_model
+        reranking = f" · reranked by {reranker}" if reranker else ""
         window = f"{setup.window.num_ctx}-token context · " if setup.window else ""
         return (
-            f"{setup.model} · {setup.mode}{thinking}{grading} · {window}"
+            f"{setup.model} · {setup.mode}{thinking}{grading}{reranking} · {window}"
             f"stores: {', '.join(setup.stores)} · thread {self.thread_id}"
         )
 

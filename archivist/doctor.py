@@ -34,6 +34,8 @@ def run_checks(settings: Settings) -> list[Check]:
     if checks[0].ok:
         checks.append(_model_check(settings, settings.chat_model, "chat"))
         checks.append(_model_check(settings, settings.embed_model, "embedding"))
+        if settings.rerank_model:
+            checks.append(_rerank_check(settings, settings.rerank_model))
     stores, built_with, hints = _store_check(settings)
     checks.append(stores)
     checks.extend(hints)
@@ -59,6 +61,16 @@ def _store_model_check(settings: Settings, model: str, stores: list[str]) -> Che
             "built with.",
         )
     return Check(True, f"embedding model '{model}' of {built}")
+
+
+def _rerank_check(settings: Settings, model: str) -> Check:
+    """Check the rerank model (ARCHIVIST_RERANK_MODEL): it must answer with log-probabilities."""
+    try:
+        with models.explained(settings):
+            models.relevance_scorer(settings, model)
+    except ArchivistError as exc:
+        return Check(False, f"rerank model '{model}': {exc.message}", exc.fix or "")
+    return Check(True, f"rerank model '{model}' (answers with log-probabilities)")
 
 
 def _tracing_check(settings: Settings) -> Check:

@@ -22,6 +22,7 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
+from archivist.agent.rerank import Reranked
 from archivist.agent.retrieval import SearchArgs, describe, tool_name
 from archivist.app import Archivist
 from archivist.settings import Settings
@@ -60,10 +61,12 @@ class StoreTools:
                 archivist.close()
 
     def check(self) -> None:
-        """Refuse to serve a store that does not exist (a client would miss its tool)."""
+        """Refuse to serve a store that does not exist (a client would miss its tool), or a
+        rerank model that cannot rerank."""
         with self.opened() as archivist:
             for name in self.only:
                 archivist.store(name)
+            archivist.reranker  # noqa: B018 - building it checks the model once
 
     def tools(self) -> list[types.Tool]:
         """Describe `list_stores` and one search tool per store."""
@@ -127,7 +130,10 @@ class StoreTools:
             if error is exc:
                 raise
             raise error from None
-        return _result(message.content, {"results": message.artifact})
+        structured: dict[str, Any] = {"results": message.artifact}
+        if isinstance(message.artifact, Reranked):
+            structured.update(rerank_model=message.artifact.model, rerank_ms=message.artifact.ms)
+        return _result(message.content, structured)
 
 
 def _result(text: str, structured: dict[str, Any]) -> types.CallToolResult:

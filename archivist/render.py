@@ -28,7 +28,8 @@ def tool_line(call: ToolCall) -> str:
     """Describe one tool call: `search_x("query") · 5 results · 2 relevant · 14 ms`.
 
     A graded search says how many passages were relevant (or that grading failed); a search
-    the grader rewrote is announced on a line of its own: `↻ rewrote to "query"`.
+    the grader rewrote is announced on a line of its own: `↻ rewrote to "query"`. A reranked
+    search says how much of its time the reranking took: `· 830 ms (reranking 812 ms)`.
     """
     query = printable_name(str(call["args"].get("query", "")))
     found = f"error: {call['error']}" if "error" in call else count(len(call["results"]), "result")
@@ -37,6 +38,8 @@ def tool_line(call: ToolCall) -> str:
     elif "kept" in call:
         found += f" · {len(call['kept'])} relevant"
     line = f'{call["name"]}("{query}") · {found} · {call["latency_ms"]:.0f} ms'
+    if "rerank_ms" in call:
+        line += f" (reranking {call['rerank_ms']:.0f} ms)"
     if "grade_ms" in call:
         line += f" + {call['grade_ms']:.0f} ms grading"
     if "rewritten_from" in call:

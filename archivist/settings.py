@@ -83,6 +83,12 @@ class Settings:
     """With grading: how many times a search that found nothing relevant is rewritten."""
     retrieve_first: bool = False
     """Search every store before the model answers, even with a model that can call tools."""
+    rerank_model: str | None = None
+    """An Ollama model that reranks each search's candidates (None: no reranking)."""
+    rerank_candidates: int = 20
+    """With reranking: how many of a search's best results are scored."""
+    rerank_parallel: int = 4
+    """With reranking: scoring requests sent at once (Ollama runs OLLAMA_NUM_PARALLEL)."""
     tracing: Tracing | None = None
     """LangSmith tracing as the environment sets it (LangChain reads it too); None when off."""
 
@@ -187,6 +193,9 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         grade=_flag(env, "ARCHIVIST_GRADE"),
         max_rewrites=int(_number(env, "ARCHIVIST_MAX_REWRITES", 2, 0, 10)),
         retrieve_first=_flag(env, "ARCHIVIST_RETRIEVE_FIRST"),
+        rerank_model=(env.get("ARCHIVIST_RERANK_MODEL") or "").strip() or None,
+        rerank_candidates=int(_number(env, "ARCHIVIST_RERANK_CANDIDATES", 20, 1, 100)),
+        rerank_parallel=int(_number(env, "ARCHIVIST_RERANK_PARALLEL", 4, 1, 32)),
         tracing=_tracing(env),
     )
 

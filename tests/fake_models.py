@@ -27,6 +27,7 @@ import ollama
 from fake_ollama import (
     _STREAM_PIECE,
     DEFAULT_MODELS,
+    VERSION,
     ModelSpec,
     ServedModels,
     chat_policy,
@@ -34,8 +35,14 @@ from fake_ollama import (
     count_tokens,
     embed_text,
     full_name,
+    is_judgement,
+    judgement_logprobs,
+    relevance,
+    sends_logprobs,
     show_body,
     structured_policy,
+    token_logprobs,
+    top_logprobs_error,
 )
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.embeddings import Embeddings
@@ -66,6 +73,13 @@ class FakeModels(ServedModels):
         self._scripts: dict[str, deque[dict]] = {}
         self._chats: list[dict[str, Any]] = []
         self._embeds: list[list[str]] = []
+        self.ollama_version = VERSION
+        """The Ollama release it stands for: before 0.12.11, logprobs are ignored."""
+        self.scorer = relevance
+
+    def score_with(self, scorer: Any) -> None:
+        """Answer relevance judgements with P("yes") = scorer(query, passage)."""
+        self.scorer = scorer
 
     def script(self, model: str, *turns: dict) -> None:
         """Queue chat turns for a model, as `FakeOllama.script` does (the same turn shapes;
@@ -110,6 +124,10 @@ class FakeModels(ServedModels):
         """Stand in for `models.chat_model`."""
         return FakeChatModel(models=self, model=model or settings.chat_model, options=options)
 
+    def version(self, settings: Any) -> str:
+        """Stand in for `models.version`."""
+        return self.ollama_version
+
     def embeddings(
         self, settings: Any, model: str | None = None, prefixes: tuple[str, str] | None = None
     ) -> PrefixedEmbeddings:
@@ -125,7 +143,7 @@ def install(fake: FakeModels, monkeypatch: Any) -> FakeModels:
     """Put `fake`'s models in the model factory for the test (through `monkeypatch`)."""
     from archivist import models
 
-    for name in ("client", "chat_model", "embeddings"):
+    for name in ("client", "chat_model", "embeddings", "version"):
         monkeypatch.setattr(models, name, getattr(fake, name))
     return fake
 
@@ -138,6 +156,61 @@ class FakeClient:
 
     def show(self, model: str) -> ollama.ShowResponse:
         return ollama.ShowResponse(**show_body(self.models._served(model), model))
+
+    def chat(
+        self,
+        model: str = "",
+        messages: Sequence[dict[str, Any]] | None = None,
+        *,
+        stream: bool = False,
+        think: bool | None = None,
+        logprobs: bool | None = None,
+        top_logprobs: int | None = None,
+        options: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> ollama.ChatResponse:
+        """Answer a plain (tool-less, unstreamed) chat request as the fake Ollama does,
+        relevance judgements and logprobs included; recorded in the /api/chat body shape."""
+        models = self.models
+        spec = models._served(model)
+        if "completion" not in spec.capabilities:
+            raise ollama.ResponseError(f'"{model}" does not support chat', 400)
+        if think and "thinking" not in spec.capabilities:
+            raise ollama.ResponseError(f'"{model}" does not support thinking', 400)
+        sent = [dict(m) for m in messages or []]
+        body: dict[str, Any] = {"model": model, "messages": sent, "stream": stream}
+        for key, value in (
+            ("think", think),
+            ("logprobs", logprobs),
+            ("top_logprobs", top_logprobs),
+        ):
+            if value is not None:
+                body[key] = value
+        body["options"] = dict(options or {})
+        if error := top_logprobs_error(body):
+            raise ollama.ResponseError(error, 400)
+        with models._lock:
+            models._chats.append(body)
+        top = int(top_logprobs or 0)
+        turn = models._next_turn(model)
+        judged = None if turn is not None else is_judgement(sent)
+        if judged is not None:
+            content, entries = judgement_logprobs(models.scorer(*judged), top)
+        else:
+            turn = turn or chat_policy(spec, sent, [])
+            if "error" in turn:
+                raise ollama.ResponseError(turn["error"], int(turn.get("status", 500)))
+            content = turn.get("content", "")
+            entries = [e for p in _STREAM_PIECE.findall(content) for e in token_logprobs(p, top)]
+        answer: dict[str, Any] = {
+            "model": model,
+            "message": {"role": "assistant", "content": content},
+            "done": True,
+            "done_reason": "stop",
+        }
+        if sends_logprobs(models.ollama_version, spec, body):
+            answer["logprobs"] = entries
+        return ollama.ChatResponse(**answer)
 
 
 class HashingEmbeddings(Embeddings):

@@ -20,6 +20,17 @@ numbers 0, strings empty. A request for a `question` and a `fragment` about a `<
 A model with the behaviour `chat_embeddings` answers /api/embed as a chat model does: with
 near-constant vectors (one shared direction plus a small part that depends on the whole text,
 not its words), so a search with them ranks passages at random.
+
+Log-probabilities (`"logprobs": true`, `"top_logprobs": N`, Ollama 0.12.11 and later) come as
+the real server sends them: a top-level `logprobs` list on each answer object, one entry per
+token it holds, `{"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob",
+"bytes"}, …]}`. A relevance judgement — a user message with a `Query:` line and a
+`<passage>` block (`is_judgement`) — is answered "yes" or "no" with P("yes") from
+`relevance` (the share of the query's content words, paraphrases applied, that the passage
+holds), or from a scorer set with `FakeOllama.score_with`. A server older than
+LOGPROBS_VERSION (`FakeOllama(version=…)`) and a model served with `logprobs=False` ignore the
+flags and send no `logprobs`, as real ones do; `top_logprobs` outside 0–20 is refused (400).
+`options.num_predict` cuts an answer short (`done_reason: "length"`).
 """
 
 from __future__ import annotations
@@ -46,7 +57,10 @@ from typing import Any
 
 import orjson
 
-VERSION = "0.12.6"
+VERSION = "0.13.1"
+LOGPROBS_VERSION = "0.12.11"
+"""The first Ollama release that returns log-probabilities."""
+MAX_TOP_LOGPROBS = 20
 MODIFIED_AT = "2025-06-01T12:00:00.000000000Z"
 GREETING_REPLY = "Hello! Ask me anything about the knowledge base."
 NOT_FOUND_REPLY = "I could not find this in the knowledge base."
@@ -102,6 +116,8 @@ class ModelSpec:
     context_length: int = 8192
     family: str = "qwen2"
     parameter_size: str = "3B"
+    logprobs: bool = True
+    """Whether its runner returns log-probabilities when asked (False: the flags are ignored)."""
 
 
 DEFAULT_MODELS: list[ModelSpec] = [
@@ -437,6 +453,86 @@ def structured_policy(schema: dict[str, Any], messages: list[dict[str, Any]]) ->
     return {"content": json.dumps(value(schema), ensure_ascii=False)}
 
 
+_JUDGED_QUERY = re.compile(r"^Query:\s*(.+)$", re.MULTILINE)
+_FILLER_TOKENS = (".", ",", " the", " and", "\n")
+
+
+def is_judgement(messages: list[dict[str, Any]]) -> tuple[str, str] | None:
+    """Return (query, passage) when the last user message asks for a relevance judgement: a
+    `Query:` line and a `<passage>` block (the passage's text unescaped)."""
+    prompt = next((_content(m) for m in reversed(messages) if m.get("role") == "user"), "")
+    query, passage = _JUDGED_QUERY.search(prompt), _PASSAGE.search(prompt)
+    if query is None or passage is None:
+        return None
+    return query.group(1).strip(), html.unescape(passage.group(1))
+
+
+def relevance(query: str, passage: str) -> float:
+    """The fake's P("yes") that a passage is relevant to a query: 0.05 plus 0.9 times the
+    share of the query's content words (or their paraphrases' words) the passage holds."""
+    asked = set(_content_words(query)) | set(_content_words(_paraphrased(query)))
+    if not asked:
+        return 0.05
+    held = set(_content_words(passage)) | set(_content_words(_paraphrased(passage)))
+    return 0.05 + 0.9 * len(asked & held) / len(asked)
+
+
+def _token_logprob(token: str, logprob: float) -> dict[str, Any]:
+    return {"token": token, "logprob": logprob, "bytes": list(token.encode())}
+
+
+def judgement_logprobs(p_yes: float, top: int) -> tuple[str, list[dict[str, Any]]]:
+    """The one-token answer to a relevance judgement and its logprobs entry: "yes" or "no",
+    whichever is likelier, with both (and "Yes", "No") among the top alternatives: read over
+    the top five, "yes" against "no" is exactly `p_yes`."""
+    p_yes = min(max(p_yes, 1e-6), 1 - 1e-6)
+    options = sorted(
+        [
+            ("yes", 0.97 * p_yes),
+            ("no", 0.97 * (1 - p_yes)),
+            ("Yes", 0.02 * p_yes),
+            ("No", 0.02 * (1 - p_yes)),
+            ("**", 0.01),
+        ],
+        key=lambda option: -option[1],
+    )
+    token, p = options[0]
+    entry = _token_logprob(token, math.log(p))
+    entry["top_logprobs"] = [_token_logprob(t, math.log(q)) for t, q in options[:top]]
+    return token, [entry]
+
+
+def token_logprobs(piece: str, top: int) -> list[dict[str, Any]]:
+    """A logprobs entry for one streamed piece of an ordinary answer: the piece, nearly sure."""
+    entry = _token_logprob(piece, -0.01)
+    alternatives = [_token_logprob(piece, -0.01)]
+    alternatives += [_token_logprob(t, -5.0 - n) for n, t in enumerate(_FILLER_TOKENS)]
+    entry["top_logprobs"] = alternatives[:top]
+    return [entry]
+
+
+def sends_logprobs(version: str, spec: ModelSpec, body: dict[str, Any]) -> bool:
+    """Whether an answer carries logprobs: asked for, a recent enough server, a model that has
+    them."""
+    return (
+        bool(body.get("logprobs"))
+        and spec.logprobs
+        and _release(version) >= _release(LOGPROBS_VERSION)
+    )
+
+
+def _release(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", version)[:3])
+
+
+def top_logprobs_error(body: dict[str, Any]) -> str | None:
+    """What Ollama answers (400) to a `top_logprobs` outside 0–20, else None."""
+    top = body.get("top_logprobs")
+    if top is None or (isinstance(top, int) and 0 <= top <= MAX_TOP_LOGPROBS):
+        return None
+    return f"top_logprobs must be between 0 and {MAX_TOP_LOGPROBS}"
+
+
 def show_body(spec: ModelSpec, name: str) -> dict[str, Any]:
     """What /api/show answers for a served model (asked for by `name`)."""
     tools = "{{ if .Tools }}{{ .Tools }}{{ end }}" if "tools" in spec.capabilities else ""
@@ -511,8 +607,14 @@ class FakeOllama(ServedModels):
         embed_delay_per_text: float = 0.0,
         embed_concurrency: int | None = None,
         embed_delay_per_char: float = 0.0,
+        version: str = VERSION,
     ) -> None:
         self.host, self.port = host, port
+        self.version = version
+        """What /api/version answers; before LOGPROBS_VERSION, logprobs are ignored."""
+        self.scorer: Callable[[str, str], float] = relevance
+        self.peak_chat_concurrency = 0
+        self._chats_in_flight = 0
         self.token_delay = token_delay
         self.embed_delay = embed_delay
         self.embed_delay_per_text = embed_delay_per_text
@@ -592,6 +694,10 @@ class FakeOllama(ServedModels):
         with self._lock:
             self._scripts.setdefault(full_name(model), deque()).extend(turns)
 
+    def score_with(self, scorer: Callable[[str, str], float]) -> None:
+        """Answer relevance judgements with P("yes") = scorer(query, passage)."""
+        self.scorer = scorer
+
     def open_gate(self) -> None:
         """Let every stream held at a turn's `hold_after` go on (see script)."""
         self._opened.set()
@@ -647,6 +753,18 @@ class FakeOllama(ServedModels):
         with self._lock:
             queue = self._scripts.get(full_name(model))
             return queue.popleft() if queue else None
+
+    @contextmanager
+    def _chat_slot(self) -> Iterator[None]:
+        """Count a chat request in flight, tracking the peak."""
+        with self._lock:
+            self._chats_in_flight += 1
+            self.peak_chat_concurrency = max(self.peak_chat_concurrency, self._chats_in_flight)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._chats_in_flight -= 1
 
     @contextmanager
     def _embed_slot(self) -> Iterator[None]:
@@ -745,7 +863,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, b"Ollama is running", "text/plain; charset=utf-8")
 
     def _version(self, _: Any) -> None:
-        self._send_json(200, {"version": VERSION})
+        self._send_json(200, {"version": self.server.fake.version})
 
     def _tags(self, _: Any) -> None:
         models = [
@@ -814,6 +932,10 @@ class _Handler(BaseHTTPRequestHandler):
         )
 
     def _chat(self, body: dict) -> None:
+        with self.server.fake._chat_slot():
+            self._answer_chat(body)
+
+    def _answer_chat(self, body: dict) -> None:
         fake, started = self.server.fake, time.perf_counter_ns()
         name = str(body.get("model") or "")
         spec = fake.model(name)
@@ -827,6 +949,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send_json(400, {"error": error})
         if body.get("think") and "thinking" not in spec.capabilities:
             return self._send_json(400, {"error": f'"{name}" does not support thinking'})
+        if error := top_logprobs_error(body):
+            return self._send_json(400, {"error": error})
         head = {"model": name, "created_at": _now()}
         messages = body.get("messages") or []
         if not messages:
@@ -835,11 +959,29 @@ class _Handler(BaseHTTPRequestHandler):
         turn = fake._next_turn(name)
         if turn is None and isinstance(body.get("format"), dict):
             turn = structured_policy(body["format"], messages)
+        with_logprobs = sends_logprobs(fake.version, spec, body)
+        top = int(body.get("top_logprobs") or 0)
+        judged = None if turn is not None or tools else is_judgement(messages)
+        if judged is not None:
+            answer, judgement = judgement_logprobs(fake.scorer(*judged), top)
+            turn = {"content": answer}
         turn = turn or chat_policy(spec, messages, tools)
         if "error" in turn:
             return self._send_json(int(turn.get("status", 500)), {"error": turn["error"]})
         broken = "mid_stream_error" in turn
         pieces = _STREAM_PIECE.findall(turn.get("content", "Let me check" if broken else ""))
+        limit = (body.get("options") or {}).get("num_predict")
+        stopped = "stop"
+        if isinstance(limit, int) and 0 < limit < len(pieces):
+            pieces, stopped = pieces[:limit], "length"
+
+        def logprobs(index: int) -> dict[str, Any]:
+            if not with_logprobs:
+                return {}
+            if judged is not None and index == 0:
+                return {"logprobs": judgement}
+            return {"logprobs": token_logprobs(pieces[index], top)}
+
         thoughts: list[str] = []
         if body.get("think") and "thinking" in spec.capabilities:
             asked = next((_content(m) for m in reversed(messages) if m.get("role") == "user"), "")
@@ -856,7 +998,7 @@ class _Handler(BaseHTTPRequestHandler):
             eval_count = len(thoughts) + len(pieces) + len(calls)
             return {
                 "done": True,
-                "done_reason": "stop",
+                "done_reason": stopped,
                 "total_duration": 250_000 + prompt_ns + elapsed,
                 "load_duration": 250_000,
                 "prompt_eval_count": prompt_tokens,
@@ -873,7 +1015,12 @@ class _Handler(BaseHTTPRequestHandler):
                 message["thinking"] = "".join(thoughts)
             if calls:
                 message["tool_calls"] = calls
-            return self._send_json(200, {**head, "message": message, **done()})
+            answer = {**head, "message": message, **done()}
+            if with_logprobs:
+                answer["logprobs"] = [
+                    e for i in range(len(pieces)) for e in logprobs(i)["logprobs"]
+                ]
+            return self._send_json(200, answer)
 
         def lines() -> Iterator[dict]:
             for piece in thoughts:
@@ -886,7 +1033,8 @@ class _Handler(BaseHTTPRequestHandler):
                     return
                 if fake._stopped.wait(fake.token_delay):
                     return
-                yield {**head, "message": {"role": "assistant", "content": piece}, "done": False}
+                message = {"role": "assistant", "content": piece}
+                yield {**head, "message": message, "done": False, **logprobs(index)}
             if broken:
                 yield {"error": turn["mid_stream_error"]}
                 return
@@ -952,6 +1100,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--embed-delay-per-text", type=float, default=0.0)
     parser.add_argument("--embed-concurrency", type=int, default=None)
     parser.add_argument("--models", help="JSON file: a list of ModelSpec field objects")
+    parser.add_argument("--ollama-version", default=VERSION, help="What /api/version answers.")
     args = parser.parse_args(argv)
     models = None
     if args.models:
@@ -967,6 +1116,7 @@ def main(argv: list[str] | None = None) -> int:
         embed_delay=args.embed_delay,
         embed_delay_per_text=args.embed_delay_per_text,
         embed_concurrency=args.embed_concurrency,
+        version=args.ollama_version,
     )
     with fake:
         print(f"FAKE_OLLAMA_URL={fake.url}", flush=True)

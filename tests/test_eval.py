@@ -14,7 +14,14 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, SHOP, run_cli
-from fake_ollama import GREETING_REPLY, UNKNOWN_REPLY, FakeOllama, ModelSpec, count_tokens
+from fake_ollama import (
+    GREETING_REPLY,
+    UNKNOWN_REPLY,
+    FakeOllama,
+    ModelSpec,
+    count_tokens,
+    relevance,
+)
 
 from archivist.app import Archivist
 from archivist.evaluation.run import (
@@ -399,3 +406,134 @@ def test_scoring_rules():
     assert both.expect_tools == ("search_a", "search_b")
     assert parse_case({"id": "c", "question": "q", "expect_tool": None}, "").expect_tools == ()
     assert parse_case({"id": "d", "question": "q"}, "").expect_tools is None
+
+
+FOLLOW_UP = {
+    "id": "refund-then-payment",
+    "history": ["How many days do I have to ask for a refund?"],
+    "question": "And how is the money paid back?",
+    "expect_tool": "search_shop_docs",
+    "expect_sources": ["refund.md"],
+}
+IRRELEVANT = [
+    {"id": "greeting", "question": "hi!", "expect_tool": None},
+    {"id": "arithmetic", "question": "What is 12 times 7?", "expect_tool": None},
+]
+
+
+def test_a_follow_up_is_asked_after_its_history_and_scored_on_its_own_searches(
+    fake, home_copy, tmp_path
+):
+    dataset = write_dataset(tmp_path / "cases.jsonl", [FOLLOW_UP, CASES[1]])
+    out = tmp_path / "report"
+    fake.clear_requests()
+    result = run_cli(
+        "eval", str(dataset), *STORES, "-m", "qwen2.5:3b", "--out", str(out), "--json",
+        ollama_url=fake.url, home=home_copy,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["categories"] == {"single-turn": 1, "multi-turn": 1, "irrelevance": 0}
+    follow_up = by_case(report, "qwen2.5:3b")["refund-then-payment"][0]
+    assert follow_up["category"] == "multi-turn"
+    assert follow_up["expect"]["history"] == FOLLOW_UP["history"]
+
+    # The earlier question was asked first, in the same conversation: the follow-up's request
+    # carries it and its answer. Only the follow-up's search is scored.
+    chats = fake.requests_to("/api/chat")
+    asked = [c for c in chats if c["messages"][-1].get("content") == FOLLOW_UP["question"]]
+    [request] = asked
+    users = [m["content"] for m in request["messages"] if m["role"] == "user"]
+    assert users == [*FOLLOW_UP["history"], FOLLOW_UP["question"]]
+    assert any(m["role"] == "assistant" and m.get("content") for m in request["messages"])
+    [call] = follow_up["tool_calls"]
+    assert call["args"] == {"query": "And how is the money paid back"}
+
+    app = Archivist(Settings(ollama_host=fake.url, home=home_copy))
+    try:
+        found = app.search("And how is the money paid back", "shop_docs")
+    finally:
+        app.close()
+    hit = any(r["source"] == "refund.md" for r in found)
+    assert follow_up["outcomes"]["followup_hit"] is hit
+    metrics, support = report["models"][0]["metrics"], report["models"][0]["support"]
+    assert metrics["followup_hit@k"] == float(hit) and support["followup_hit@k"] == 1
+    assert support["retrieval_hit@k"] == 2  # the follow-up counts among all retrieval cases
+    markdown = (out / "report.md").read_text()
+    assert f"| followup_hit@5 | {float(hit):.2f} (n=1) |" in markdown
+    assert "1 multi-turn" in markdown
+
+
+def test_irrelevance_cases_are_scored_as_such_for_each_model(fake, home_copy, tmp_path):
+    dataset = write_dataset(tmp_path / "cases.jsonl", [*IRRELEVANT, CASES[1]])
+    out = tmp_path / "report"
+    result = run_cli(
+        "eval", str(dataset), *STORES, "-m", "qwen2.5:3b", "-m", "qwen2.5:0.5b",
+        "-m", "gemma-notools:1b", "--out", str(out), "--json",
+        ollama_url=fake.url, home=home_copy,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["categories"]["irrelevance"] == 2
+    good, never, notools = report["models"]
+    # qwen2.5:3b greets back without a search but searches for the arithmetic question.
+    runs = by_case(report, "qwen2.5:3b")
+    assert runs["greeting"][0]["tool_calls"] == [] and runs["arithmetic"][0]["tool_calls"]
+    assert [runs[c][0]["outcomes"]["irrelevance"] for c in ("greeting", "arithmetic")] == [
+        True,
+        False,
+    ]
+    assert runs["boot"][0]["outcomes"]["irrelevance"] is None
+    assert good["metrics"]["irrelevance_accuracy"] == 0.5
+    assert good["support"]["irrelevance_accuracy"] == 2
+    assert runs["greeting"][0]["category"] == "irrelevance"
+    # Never searching is right on irrelevance, wrong elsewhere; the report says what to try.
+    assert never["metrics"]["irrelevance_accuracy"] == 1.0
+    assert never["metrics"]["tool_decision_accuracy"] == pytest.approx(2 / 3)
+    # Retrieve-then-answer always searches: the model made no decision to score.
+    assert notools["metrics"]["irrelevance_accuracy"] is None
+    markdown = (out / "report.md").read_text()
+    assert "| irrelevance_accuracy | 0.50 (n=2) | 1.00 (n=2) | – |" in markdown
+    assert "**qwen2.5:0.5b** never searched" in markdown and "--retrieve-first" in markdown
+    assert "qwen2.5:3b** never searched" not in markdown
+
+
+def test_rerank_is_compared_with_none_in_one_run(fake, stocked, home_copy, tmp_path):
+    def expected_first(query: str, passage: str) -> float:
+        wanted = {"refund": "30 days", "NW-TX-2290": "NW-TX-2290", "vacation": "vacation days"}
+        return next(
+            (0.9 for word, text in wanted.items() if word in query and text in passage), 0.1
+        )
+
+    dataset = write_dataset(tmp_path / "cases.jsonl", CASES[:3])
+    out = tmp_path / "report"
+    fake.score_with(expected_first)
+    try:
+        result = run_cli(
+            "eval", str(dataset), *STORES, "-m", "qwen2.5:3b", "--rerank", "qwen2.5:3b",
+            "--out", str(out), "--json", ollama_url=fake.url, home=home_copy,
+        )  # fmt: skip
+    finally:
+        fake.score_with(relevance)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["rerank_model"] == "qwen2.5:3b" and report["rerank_candidates"] == 20
+    assert [(m["label"], m["rerank"]) for m in report["models"]] == [
+        ("qwen2.5:3b", False),
+        ("qwen2.5:3b+rerank", True),
+    ]
+    plain, reranked = report["reranking"]
+    assert (plain["search"], reranked["search"]) == ("hybrid", "hybrid+rerank")
+    assert plain["cases"] == reranked["cases"] == 3
+    # The refund question's expected source is not first without reranking (see above).
+    assert stocked["ranks"]["refund"]["agent"] > 1
+    assert reranked["mrr@k"] == 1.0 > plain["mrr@k"] and reranked["hit@k"] == 1.0
+    assert plain["rerank_ms_p50"] is None and reranked["rerank_ms_p50"] > 0
+    assert report["models"][1]["metrics"]["retrieval_mrr@k"] == 1.0
+    for run in report["runs"]:
+        [call] = run["tool_calls"]
+        assert ("rerank_ms" in call) is run["rerank"]
+        assert ("rerank_score" in call["results"][0]) is run["rerank"]
+    markdown = (out / "report.md").read_text()
+    assert "## Reranking" in markdown and "| hybrid+rerank | 1.00 | 1.00 | 3 |" in markdown
+    assert "qwen2.5:3b+rerank (agent)" in markdown

@@ -15,12 +15,14 @@ from archivist.app import Archivist
 from archivist.evaluation.generate import (
     COPY_RUN,
     SCHEMA,
+    Plan,
     check,
     language,
     meta_path,
     passage_key,
     sample,
 )
+from archivist.evaluation.generate import generate as generate_set
 from archivist.evaluation.run import load_dataset
 
 
@@ -219,3 +221,48 @@ def test_eval_generate_sits_beside_eval_dataset_in_the_help(ollama, home):
         "eval", "generate", "--store", "nope", ollama_url=ollama.url, home=home
     )  # fmt: skip
     assert missing.returncode == 1 and "Traceback" not in missing.stderr
+
+
+def test_a_store_one_third_chinese_gives_about_one_third_chinese_cases(tmp_path):
+    """Sampling follows the store's language and source shares, however many are asked for:
+    the Chinese chunks sit in one source among six English ones."""
+    english = [
+        {
+            "source": f"guide-{s}.md",
+            "chunk_index": i,
+            "size": 300 + i,
+            "text": f"Section {s}{i}: the {word} policy covers item {s * 10 + i} for members. " * 3,
+        }
+        for s, word in enumerate(("refund", "shipping", "warranty", "privacy", "payment", "care"))
+        for i in range(4)
+    ]
+    openings = [
+        "包裹发出后", "运费按每单", "海关查验时", "退货申请须", "积分会员可", "发票开具前",
+        "保修期内若", "换货流程由", "客服热线在", "春节长假期", "香港地址须", "关税由顾客",
+    ]  # fmt: skip
+    chinese = [
+        {
+            "source": "配送说明.md",
+            "chunk_index": i,
+            "size": 200 + i,
+            "text": f"{opening}，相关规定适用于所有寄往中国大陆的订单，请仔细阅读。" * 4,
+        }
+        for i, opening in enumerate(openings)
+    ]
+    chunks = english + chinese
+    assert sum(language(c["text"]) == "zh" for c in chunks) == len(chunks) // 3
+
+    for n in (6, 9, 12, 18):
+        order = sample(chunks, seed=3)[:n]
+        assert sum(language(c["text"]) == "zh" for c in order) == n // 3
+    nine = sample(chunks, seed=3)[:9]
+    assert len({c["source"] for c in nine if language(c["text"]) == "en"}) == 6
+
+    def ask(system: str, request: str) -> dict:
+        return written_question(request.split("<passage>", 1)[1].split("</passage>", 1)[0])
+
+    plan = Plan(store="docs", tool="search_docs", model="m", n=9, seed=3)
+    generate_set(plan, chunks, ask, tmp_path / "set.jsonl")
+    cases = [c for c in load_dataset(tmp_path / "set.jsonl") if c.extra["kind"] == "passage"]
+    assert len(cases) == 9
+    assert sum(c.extra["language"] == "zh" for c in cases) == 3

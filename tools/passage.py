@@ -22,5 +22,9 @@ class Passage(TypedDict):
     chunk_id: str
     text: str
     metadata: dict[str, Any]
+    rerank_score: NotRequired[float]
+    """With reranking: the relevance model's probability that the passage is relevant."""
+    retrieval_rank: NotRequired[int]
+    """With reranking: its rank in the search before reranking."""
     n: NotRequired[int]
     """Its number within the turn, which `[n]` citations use (unique across the turn)."""

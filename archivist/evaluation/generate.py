@@ -146,16 +146,18 @@ def check(
 
 
 def sample(chunks: Sequence[dict[str, Any]], seed: int) -> list[dict[str, Any]]:
-    """Order a store's chunks for generation: spread over sources (round robin in a seeded
-    order) and, within a source, over sizes (short, middle, long thirds in turn)."""
+    """Order a store's chunks for generation: each language and each source in proportion to
+    its share of the store's chunks, at every length of the list (a store one third Chinese
+    gives about one Chinese passage in three from the start), in a seeded order; within a
+    source, over sizes (short, middle, long thirds in turn)."""
     rng = random.Random(seed)
-    by_source: dict[str, list[dict[str, Any]]] = {}
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for chunk in chunks:
         if len(chunk["text"].strip()) >= MIN_PASSAGE_CHARS:
-            by_source.setdefault(chunk["source"], []).append(chunk)
+            groups.setdefault((language(chunk["text"]), chunk["source"]), []).append(chunk)
     queues = []
-    for source in sorted(by_source):
-        ordered = sorted(by_source[source], key=lambda c: (c["size"], c["chunk_index"]))
+    for key in sorted(groups):
+        ordered = sorted(groups[key], key=lambda c: (c["size"], c["chunk_index"]))
         third = max(1, -(-len(ordered) // 3))
         bands = [ordered[i : i + third] for i in range(0, len(ordered), third)]
         for band in bands:
@@ -164,8 +166,21 @@ def sample(chunks: Sequence[dict[str, Any]], seed: int) -> list[dict[str, Any]]:
         longest = max(len(b) for b in bands)
         queues.append([b[i] for i in range(longest) for b in bands if i < len(b)])
     rng.shuffle(queues)
-    longest = max((len(q) for q in queues), default=0)
-    return [q[i] for i in range(longest) for q in queues if i < len(q)]
+    by_language: dict[str, list[list[dict[str, Any]]]] = {}
+    for queue in queues:
+        by_language.setdefault(language(queue[0]["text"]), []).append(queue)
+    return _spread([_spread(group) for group in by_language.values()])
+
+
+def _spread(queues: Sequence[Sequence[Any]]) -> list[Any]:
+    """Merge queues so that each is spread evenly over the result in proportion to its length:
+    the j-th of a queue of n goes at (j + 1/2) / n along it; ties go in the queues' order."""
+    placed = [
+        ((j + 0.5) / len(queue), turn, j)
+        for turn, queue in enumerate(queues)
+        for j in range(len(queue))
+    ]
+    return [queues[turn][j] for _, turn, j in sorted(placed)]
 
 
 def passage_key(chunk: dict[str, Any]) -> str:

@@ -114,6 +114,60 @@ def embedder_table(report: dict[str, Any]):
     return grid
 
 
+RERANK_COLUMNS = ("search", "hit@k", "MRR@k", "cases", "search ms p50", "rerank ms p50")
+
+
+def _rerank_cells(row: dict[str, Any]) -> list[str]:
+    def figure(value: float | None, spec: str) -> str:
+        return NOT_APPLICABLE if value is None else format(value, spec)
+
+    return [
+        row["search"],
+        figure(row["hit@k"], ".2f"),
+        figure(row["mrr@k"], ".2f"),
+        str(row["cases"]),
+        figure(row["search_ms_p50"], ",.0f"),
+        figure(row["rerank_ms_p50"], ",.0f"),
+    ]
+
+
+def _rerank_headers(report: dict[str, Any]) -> list[str]:
+    return [c.replace("@k", f"@{report['k']}") for c in RERANK_COLUMNS]
+
+
+def rerank_table(report: dict[str, Any]):
+    """Build the Rich table of the searches alone with and without reranking."""
+    from rich.table import Table
+
+    grid = Table(
+        title=f"reranking by {report['rerank_model']} · {report['rerank_candidates']} "
+        f"candidates · k={report['k']} · retrieval without a chat model"
+    )
+    for n, header in enumerate(_rerank_headers(report)):
+        grid.add_column(header, justify="left" if n == 0 else "right", style="bold" * (n == 0))
+    for row in report["reranking"]:
+        grid.add_row(*_rerank_cells(row))
+    return grid
+
+
+def _rerank_markdown(report: dict[str, Any]) -> list[str]:
+    headers = _rerank_headers(report)
+    lines = [
+        "## Reranking",
+        "",
+        f"Each question with `expect_sources` searched without a chat model, as it is and with "
+        f"its top {report['rerank_candidates']} candidates reranked by "
+        f"{report['rerank_model']} (one log-probability request per candidate); the models "
+        "below ran both ways too (`MODEL+rerank`).",
+        "",
+        "| " + " | ".join(headers) + " |",
+        "|---|" + "---:|" * (len(headers) - 1),
+    ]
+    for row in report["reranking"]:
+        lines.append("| " + " | ".join(_rerank_cells(row)) + " |")
+    return lines
+
+
 CHAT_EMBEDDER_NOTE = (
     "**{label}** is a chat model, not an embedding model: its vectors are shown only to say "
     "how poorly a chat model's embeddings retrieve. Use an embedding model for a store."
@@ -147,6 +201,8 @@ def markdown(report: dict[str, Any]) -> str:
     ]
     if report.get("embedders"):
         lines += ["", *_embedder_markdown(report)]
+    if report.get("reranking"):
+        lines += ["", *_rerank_markdown(report)]
     if report["models"]:
         lines += ["", "## Chat models", "", *_chat_markdown(report)]
     return "\n".join(lines) + "\n"
@@ -178,6 +234,14 @@ def _embedder_markdown(report: dict[str, Any]) -> list[str]:
 def _chat_markdown(report: dict[str, Any]) -> list[str]:
     models = report["models"]
     lines = [f"* judge: {report['judge'] or 'none'}"]
+    if categories := report.get("categories"):
+        lines.append(
+            "* cases: "
+            + ", ".join(f"{n} {category}" for category, n in categories.items())
+            + " (irrelevance: should answer without searching, scored by "
+            "irrelevance_accuracy; multi-turn: a follow-up after earlier questions, scored by "
+            "followup_hit@k on the follow-up's searches)"
+        )
     if any(s.get("grade") for s in models):
         lines.append(
             f"* `+grade`: the chat model grades each search's passages (one structured-output "

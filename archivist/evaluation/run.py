@@ -2,6 +2,7 @@
 
 import json
 import math
+import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -11,9 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from langgraph.checkpoint.memory import InMemorySaver
 
 from archivist import models
 from archivist.agent.records import Passage, ToolCall, Turn
+from archivist.agent.rerank import Reranked
 from archivist.agent.retrieval import format_results, tool_name
 from archivist.agent.setup import AGENT, AgentSetup
 from archivist.agent.turn import run_turn
@@ -24,9 +27,11 @@ from archivist.tools.store import SearchMode
 
 RATE_METRICS = (
     "tool_decision_accuracy",
+    "irrelevance_accuracy",
     "tool_selection_accuracy",
     "argument_validity",
     "retrieval_hit@k",
+    "followup_hit@k",
     "retrieval_mrr@k",
     "retrieval_recall@k",
     "context_precision",
@@ -51,7 +56,12 @@ corrected within the turn."""
 GRADING_METRICS = ("grade_calls", "rewrite_calls", "searches", "passages_shown")
 """Counts that show what grading costs: its model calls, extra searches, passages kept."""
 USAGE_KEYS = ("model_calls", "input_tokens", "output_tokens", "grade_calls", "rewrite_calls")
-ALLOWED_KEYS = {"id", "question", "expect_tool", "expect_sources", "answer_contains"}
+ALLOWED_KEYS = {"id", "question", "expect_tool", "expect_sources", "answer_contains", "history"}
+IRRELEVANCE = "irrelevance"
+MULTI_TURN = "multi-turn"
+SINGLE_TURN = "single-turn"
+"""The categories a case falls in: one that should not search (`expect_tool: null`), a
+follow-up asked after earlier turns (`history`), or an ordinary question."""
 
 
 @dataclass(frozen=True)
@@ -66,10 +76,22 @@ class Case:
     answer_contains: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
     """Other keys of the dataset line (kind, notes), kept in the report."""
+    history: tuple[str, ...] = ()
+    """Questions asked earlier in the same conversation, in order; `question` is the
+    follow-up, and only its turn is scored."""
+
+    @property
+    def category(self) -> str:
+        """IRRELEVANCE, MULTI_TURN or SINGLE_TURN."""
+        if self.expect_tools == ():
+            return IRRELEVANCE
+        return MULTI_TURN if self.history else SINGLE_TURN
 
     def to_dict(self) -> dict[str, Any]:
         """Return the case as the dataset states it."""
         expectation: dict[str, Any] = {"id": self.id, "question": self.question}
+        if self.history:
+            expectation["history"] = list(self.history)
         if self.expect_tools is not None:
             tools = list(self.expect_tools)
             expectation["expect_tool"] = (
@@ -112,6 +134,7 @@ def parse_case(data: Any, where: str) -> Case:
         expect_sources=_strings(data.get("expect_sources") or [], "expect_sources", where),
         answer_contains=_strings(data.get("answer_contains") or [], "answer_contains", where),
         extra={k: v for k, v in data.items() if k not in ALLOWED_KEYS},
+        history=_strings(data.get("history") or [], "history", where),
     )
 
 
@@ -220,7 +243,7 @@ def score_turn(case: Case, turn: Turn | None, mode: str, k: int) -> dict[str, An
     calls = turn["tool_calls"] if turn else []
     outcomes: dict[str, Any] = dict.fromkeys(
         ("tool_decision", "tool_selection", "retrieval_hit", "retrieval_rr", "retrieval_recall")
-        + ("answer_contains", "citations_valid")
+        + ("answer_contains", "citations_valid", "irrelevance", "followup_hit")
     )
     outcomes["valid_calls"] = outcomes["calls"] = 0
     written = turn.get("text_calls", []) if turn else []
@@ -239,6 +262,8 @@ def score_turn(case: Case, turn: Turn | None, mode: str, k: int) -> dict[str, An
         )
     if case.expect_tools is not None and agent:
         outcomes["tool_decision"] = bool(calls) == bool(case.expect_tools)
+        if case.category == IRRELEVANCE:
+            outcomes["irrelevance"] = outcomes["tool_decision"]
         if case.expect_tools and calls:
             outcomes["tool_selection"] = _tool_match([c["name"] for c in calls], case.expect_tools)
     if agent:
@@ -256,6 +281,8 @@ def score_turn(case: Case, turn: Turn | None, mode: str, k: int) -> dict[str, An
             if r["rank"] <= k and source_matches(r["source"], e)
         }
         outcomes["retrieval_recall"] = len(found) / len(case.expect_sources)
+        if case.history:
+            outcomes["followup_hit"] = outcomes["retrieval_hit"]
     if case.answer_contains:
         answer = _normalized(turn["answer"]) if turn else ""
         outcomes["answer_contains"] = all(_normalized(s) in answer for s in case.answer_contains)
@@ -288,16 +315,18 @@ def retrieval_ranks(
     store: str,
     modes: Sequence[SearchMode] = ("hybrid", "dense", "sparse"),
     k: int = 10,
+    rerank: bool = False,
 ) -> list[dict[str, Any]]:
     """Search `store` with each case's question in each mode, without a model; return, per
     case with `expect_sources` and mode, the best rank of an expected source in the top k
-    (`rank` None when none is there) and the top result's source."""
+    (`rank` None when none is there) and the top result's source. With `rerank`, the
+    searches are reranked by the settings' rerank model."""
     records = []
     for case in cases:
         if not case.expect_sources:
             continue
         for mode in modes:
-            results = archivist.search(case.question, store, k, mode)
+            results = archivist.search(case.question, store, k, mode, rerank=rerank)
             records.append(
                 {
                     "store": store,
@@ -383,6 +412,52 @@ def compare_embedders(
     return summaries, ranks
 
 
+def compare_reranking(
+    archivist: Archivist, cases: Sequence[Case], stores: Sequence[str], k: int
+) -> list[dict[str, Any]]:
+    """Search each case with `expect_sources` without a chat model, plainly and reranked by
+    the settings' rerank model; return one row each: hit@k, MRR@k, the cases counted, and
+    the searches' median time and (reranked) the median time reranking took.
+
+    A case searches the stores its `expect_tool` names (all stores when it names none); its
+    best rank over them counts. A follow-up is searched with its own words, as a model that
+    copies them would."""
+    rows = []
+    mode = archivist.settings.search_mode
+    for rerank in (False, True):
+        ranks: list[int | None] = []
+        search_ms: list[float] = []
+        rerank_ms: list[float] = []
+        for case in cases:
+            if not case.expect_sources:
+                continue
+            named = [t.removeprefix("search_") for t in case.expect_tools or ()]
+            best = None
+            for store in [s for s in stores if s in named] or list(stores):
+                started = time.perf_counter()
+                results = archivist.search(case.question, store, k, rerank=rerank)
+                search_ms.append((time.perf_counter() - started) * 1000)
+                if isinstance(results, Reranked):
+                    rerank_ms.append(results.ms)
+                rank = _first_match_rank({"results": results}, case.expect_sources, k)
+                if rank is not None and (best is None or rank < best):
+                    best = rank
+            ranks.append(best)
+        found = [r for r in ranks if r is not None]
+        rows.append(
+            {
+                "search": mode + "+rerank" if rerank else mode,
+                "rerank_model": archivist.settings.rerank_model if rerank else None,
+                "hit@k": _ratio(len(found), len(ranks)),
+                "mrr@k": sum(1 / r for r in found) / len(ranks) if ranks else None,
+                "cases": len(ranks),
+                "search_ms_p50": percentile(search_ms, 50),
+                "rerank_ms_p50": percentile(rerank_ms, 50) if rerank else None,
+            }
+        )
+    return rows
+
+
 def percentile(values: Sequence[float], q: float) -> float | None:
     """Return the q-th percentile (0–100) with linear interpolation between ranks."""
     if not values:
@@ -417,8 +492,10 @@ def summarize(runs: Sequence[dict[str, Any]], repeat: int) -> dict[str, Any]:
     support: dict[str, int] = {}
     for metric, key in (
         ("tool_decision_accuracy", "tool_decision"),
+        ("irrelevance_accuracy", "irrelevance"),
         ("tool_selection_accuracy", "tool_selection"),
         ("retrieval_hit@k", "retrieval_hit"),
+        ("followup_hit@k", "followup_hit"),
         ("retrieval_mrr@k", "retrieval_rr"),
         ("retrieval_recall@k", "retrieval_recall"),
         ("answer_contains_rate", "answer_contains"),
@@ -473,6 +550,8 @@ def summarize(runs: Sequence[dict[str, Any]], repeat: int) -> dict[str, Any]:
 
 
 GRADING_FIELDS = (
+    "rerank_ms",
+    "rerank_model",
     "rewritten_from",
     "grades",
     "kept",
@@ -481,6 +560,9 @@ GRADING_FIELDS = (
     "grading_error",
     "rewrite_error",
 )
+
+
+RESULT_FIELDS = ("rank", "n", "source", "score", "chunk_id", "rerank_score", "retrieval_rank")
 
 
 def _trajectory(calls: Sequence[ToolCall], agent: bool) -> list[dict[str, Any]]:
@@ -495,10 +577,7 @@ def _trajectory(calls: Sequence[ToolCall], agent: bool) -> list[dict[str, Any]]:
             **({"error": c["error"]} if "error" in c else {}),
             "latency_ms": c.get("latency_ms"),
             **{key: c[key] for key in GRADING_FIELDS if key in c},
-            "results": [
-                {k: r[k] for k in ("rank", "n", "source", "score", "chunk_id")}
-                for r in c["results"]
-            ],
+            "results": [{k: r[k] for k in RESULT_FIELDS if k in r} for r in c["results"]],
         }
         for c in calls
     ]
@@ -554,9 +633,10 @@ def _raise_if_unreachable(exc: BaseException, model: str) -> None:
         ) from None
 
 
-def variant_label(model: str, grade: bool) -> str:
-    """Name a model's column in the report: `MODEL`, or `MODEL+grade` with grading."""
-    return f"{model}+grade" if grade else model
+def variant_label(model: str, grade: bool, rerank: bool = False) -> str:
+    """Name a model's column in the report: `MODEL`, `MODEL+grade` with grading,
+    `MODEL+rerank` with reranking (`MODEL+grade+rerank` with both)."""
+    return model + ("+grade" if grade else "") + ("+rerank" if rerank else "")
 
 
 def evaluate(
@@ -575,9 +655,11 @@ def evaluate(
     """Run every case `repeat` times against every model; return the report.
 
     `grading` lists the variants to run per model: without grading (False), with it (True),
-    or both, each reported in its own column. `embed_models` are compared on retrieval alone
-    (`compare_embedders`). `on_progress` hears a `CaseRan` after each run of a case and a
-    `StoreReady` as each embedder's store is made ready.
+    or both, each reported in its own column. With a rerank model in the settings every
+    variant also runs reranked (`MODEL+rerank`), and `reranking` compares the searches alone
+    with and without it. `embed_models` are compared on retrieval alone (`compare_embedders`).
+    `on_progress` hears a `CaseRan` after each run of a case and a `StoreReady` as each
+    embedder's store is made ready.
     """
     if repeat < 1:
         raise ArchivistError("--repeat must be at least 1.", "Use --repeat 1 or more.")
@@ -594,11 +676,21 @@ def evaluate(
         check_tools(cases, stores)
         k = archivist.settings.k
         started = datetime.now(UTC)
+        rerank_model = archivist.settings.rerank_model
+        reranking = [False, True] if rerank_model else [False]
         # Build every graph first: a missing model or store fails before any time is spent.
+        # A checkpointer keeps a multi-turn case's earlier turns; every run has its own thread.
+        memory = InMemorySaver()
         setups = [
-            archivist.agent(stores, name, seed=seed, grade=grade)
+            (
+                archivist.agent(
+                    stores, name, seed=seed, grade=grade, rerank=rerank, checkpointer=memory
+                ),
+                rerank,
+            )
             for name in dict.fromkeys(model_names)
             for grade in dict.fromkeys(grading)
+            for rerank in reranking
         ]
         if judge_model:
             models.show(archivist.settings, judge_model)
@@ -608,16 +700,23 @@ def evaluate(
             if embed_models
             else ([], [])
         )
+        compared = compare_reranking(archivist, cases, stores, k) if rerank_model else []
         runs: list[dict[str, Any]] = []
         summaries = []
-        for setup in setups:
-            label = variant_label(setup.model, setup.grade)
+        for setup, rerank in setups:
+            label = variant_label(setup.model, setup.grade, rerank)
             model_runs = []
             for case in cases:
                 for attempt in range(repeat):
-                    model_runs.append(_run_case(archivist, setup, case, attempt, judge))
+                    model_runs.append(_run_case(archivist, setup, case, attempt, judge, rerank))
                     on_progress(CaseRan(label, case.id, attempt))
-            about = {"model": setup.model, "label": label, "grade": setup.grade, "mode": setup.mode}
+            about = {
+                "model": setup.model,
+                "label": label,
+                "grade": setup.grade,
+                "rerank": rerank,
+                "mode": setup.mode,
+            }
             # Whether the model can call tools: retrieve-then-answer is then --retrieve-first.
             about["tools"] = bool(setup.info and setup.info.tools)
             summaries.append({**about, **summarize(model_runs, repeat)})
@@ -632,6 +731,13 @@ def evaluate(
             "judge": judge_model,
             "grading": ["on" if g else "off" for g in dict.fromkeys(grading)],
             "max_rewrites": archivist.settings.max_rewrites,
+            "rerank_model": rerank_model or None,
+            "rerank_candidates": archivist.settings.rerank_candidates if rerank_model else None,
+            "reranking": compared,
+            "categories": {
+                category: sum(1 for case in cases if case.category == category)
+                for category in (SINGLE_TURN, MULTI_TURN, IRRELEVANCE)
+            },
             "cases": len(cases),
             "started_at": started.isoformat(timespec="seconds"),
             "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -654,24 +760,35 @@ def provenance(dataset: Path) -> dict[str, Any] | None:
 
 
 def _run_case(
-    archivist: Archivist, setup: AgentSetup, case: Case, attempt: int, judge: Judge | None
+    archivist: Archivist,
+    setup: AgentSetup,
+    case: Case,
+    attempt: int,
+    judge: Judge | None,
+    rerank: bool = False,
 ) -> dict[str, Any]:
-    """Run one case once in a fresh thread and score it."""
+    """Run one case once in a fresh thread and score it: its earlier questions (`history`)
+    first, in the same thread, then the question scored."""
     model, mode, grade = setup.model, setup.mode, setup.grade
     turn: Turn | None = None
     error = None
+    thread = f"eval-{uuid.uuid4()}"
     try:
-        turn = run_turn(setup, case.question, f"eval-{uuid.uuid4()}")
+        for earlier in case.history:
+            run_turn(setup, earlier, thread)
+        turn = run_turn(setup, case.question, thread)
     except Exception as exc:
         _raise_if_unreachable(exc, model)
         explained = models.explain(exc, archivist.settings)
         error = str(explained) if explained else f"{type(exc).__name__}: {exc}"
     run: dict[str, Any] = {
         "model": model,
-        "label": variant_label(model, grade),
+        "label": variant_label(model, grade, rerank),
         "grade": grade,
+        "rerank": rerank,
         "mode": mode,
         "case_id": case.id,
+        "category": case.category,
         "repeat": attempt,
         "question": case.question,
         "expect": case.to_dict(),
