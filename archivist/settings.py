@@ -1,11 +1,12 @@
 """Settings, read from the environment once; command-line flags override them."""
 
+import base64
 import math
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from archivist.tools.errors import ArchivistError
 
@@ -160,6 +161,19 @@ def mask_url(url: str) -> str:
         return url
     netloc = "***@" + parts.netloc.rsplit("@", 1)[1]
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def split_credentials(url: str) -> tuple[str, dict[str, str]]:
+    """Take the user and password out of a URL: return the URL without them, and the HTTP
+    Basic `Authorization` header that carries them (no header when there are none)."""
+    parts = urlsplit(url)
+    if not (parts.username or parts.password):
+        return url, {}
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    pair = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}"
+    header = "Basic " + base64.b64encode(pair.encode()).decode()
+    bare = urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    return bare, {"Authorization": header}
 
 
 def load_settings(env: dict[str, str] | None = None) -> Settings:

@@ -471,6 +471,8 @@ class KnowledgeStore:
             self._upsert(writes)
 
     def _upsert(self, writes: Sequence["ChunkWrite"]) -> None:
+        for length in {len(write.vector) for write in writes}:
+            self.check_dimension(length)
         encode = self.sparse_encoder().document
         now = time.time()
         points = []
@@ -688,8 +690,26 @@ class KnowledgeStore:
         one passage collapse into one result; `min_score` drops results scoring below it (in
         the mode's own score); `mmr` (0–1, 1 = relevance only) re-ranks for diversity.
         """
+        if query_vector is not None:
+            self.check_dimension(len(query_vector))
         with self._held():
             return self._search(query_vector, query_text, k, mode, sources, min_score, mmr, fusion)
+
+    def check_dimension(self, length: int) -> None:
+        """Refuse vectors of another length than the store's, naming the model and the fix
+        (the engine would only say "Vector dimension error")."""
+        stored = self.fingerprint
+        dimension, model = stored.get("dimension"), stored.get("embed_model")
+        if dimension is None or dimension == length:
+            return
+        raise StoreMismatch(
+            f"Store '{self.name}' holds {dimension}-dimension vectors made by '{model}', but "
+            f"the embedding model gives {length}-dimension ones: what runs as '{model}' now is "
+            "not the model the store was built with.",
+            f"Pull the store's model again (`ollama pull {model}`); to use the model now "
+            f"served, ingest into a new store (or `archivist delete --store {self.name}` and "
+            "ingest again).",
+        )
 
     def indexing_aside(self) -> AbstractContextManager[Any]:
         """Through the block, the embedded store indexes a segment due while it is written in
