@@ -162,6 +162,8 @@ def options(
     # Traces carry questions and passages off the machine: never silently.
     if _ctx.settings.tracing is not None:
         _notice(_ctx.settings.tracing.notice())
+    elif _ctx.settings.tracing_warning:
+        _notice(_ctx.settings.tracing_warning)
 
 
 def _sample_kb() -> Path:

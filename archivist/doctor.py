@@ -73,6 +73,8 @@ def _fix(explained: ArchivistError | None) -> str:
 
 def _tracing_check(settings: Settings) -> Check:
     tracing = settings.tracing
+    if tracing is None and settings.tracing_warning:
+        return Check(False, settings.tracing_warning, warning=True)
     if tracing is None:
         return Check(True, "LangSmith tracing is off: questions and passages stay on this machine")
     return Check(

@@ -1,6 +1,7 @@
 """Settings, read from the environment once; command-line flags override them."""
 
 import base64
+import json
 import math
 import os
 from dataclasses import dataclass, field, replace
@@ -86,6 +87,9 @@ class Settings:
     """Search every store before the model answers, even with a model that can call tools."""
     tracing: Tracing | None = None
     """LangSmith tracing as the environment sets it (LangChain reads it too); None when off."""
+    tracing_warning: str | None = None
+    """Why a tracing variable that looks like a yes leaves tracing off (LangSmith reads only
+    `true`), to be said out loud; None when there is nothing to say."""
 
     @property
     def store_path(self) -> Path:
@@ -202,6 +206,7 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         max_rewrites=int(_number(env, "ARCHIVIST_MAX_REWRITES", 2, 0, 10)),
         retrieve_first=_flag(env, "ARCHIVIST_RETRIEVE_FIRST"),
         tracing=_tracing(env),
+        tracing_warning=_tracing_warning(env),
     )
 
 
@@ -226,22 +231,67 @@ def _address(env, name: str, default: str | None, example: str) -> str | None:
     return address
 
 
-def _tracing(env) -> Tracing | None:
-    """Read LangSmith's tracing switch the way LangSmith itself reads it."""
+def _tracing_variable(env) -> str | None:
+    """The variable LangSmith reads to decide whether to trace (None when none is set)."""
     for group in TRACING_VARIABLES:
         variable = next((name for name in group if (env.get(name) or "").strip()), None)
-        if variable is None:
-            continue
-        if env[variable] != "true":
-            return None
-        endpoint = _first(env, "LANGSMITH_ENDPOINT", "LANGCHAIN_ENDPOINT")
-        project = _first(env, "LANGSMITH_PROJECT", "LANGCHAIN_PROJECT")
-        return Tracing(
-            variable,
-            mask_url((endpoint or DEFAULT_LANGSMITH_ENDPOINT).strip().strip("'\"").rstrip("/")),
-            project or "default",
-        )
+        if variable is not None:
+            return variable
     return None
+
+
+def _tracing(env) -> Tracing | None:
+    """Read LangSmith's tracing switch the way LangSmith itself reads it: only `true` traces,
+    to the write endpoints of LANGSMITH_RUNS_ENDPOINTS when it names some, else to
+    LANGSMITH_ENDPOINT (or the default)."""
+    variable = _tracing_variable(env)
+    if variable is None or env[variable] != "true":
+        return None
+    runs = _runs_endpoints(_first(env, "LANGSMITH_RUNS_ENDPOINTS", "LANGCHAIN_RUNS_ENDPOINTS"))
+    endpoint = _first(env, "LANGSMITH_ENDPOINT", "LANGCHAIN_ENDPOINT")
+    endpoints = runs or [endpoint or DEFAULT_LANGSMITH_ENDPOINT]
+    project = _first(env, "LANGSMITH_PROJECT", "LANGCHAIN_PROJECT")
+    return Tracing(
+        variable,
+        ", ".join(mask_url(url.strip().strip("'\"").rstrip("/")) for url in endpoints),
+        project or "default",
+    )
+
+
+def _runs_endpoints(value: str | None) -> list[str]:
+    """The URLs traces are written to under LANGSMITH_RUNS_ENDPOINTS, read as LangSmith reads
+    it: a JSON list of objects with string `api_url` and `api_key`, or an object mapping each
+    URL to its key; anything else it ignores (and so tracing goes to the endpoint)."""
+    try:
+        parsed = json.loads(value) if value else None
+    except ValueError:
+        return []
+    if isinstance(parsed, dict):
+        return [url for url, key in parsed.items() if isinstance(key, str)]
+    if isinstance(parsed, list):
+        return [
+            item["api_url"]
+            for item in parsed
+            if isinstance(item, dict)
+            and isinstance(item.get("api_url"), str)
+            and isinstance(item.get("api_key"), str)
+        ]
+    return []
+
+
+def _tracing_warning(env) -> str | None:
+    """Say so when a tracing variable reads as a yes to a person but not to LangSmith."""
+    variable = _tracing_variable(env)
+    if variable is None:
+        return None
+    value = env[variable].strip()
+    if value == "true" or value.lower() not in ("true", "1", "yes", "on"):
+        return None
+    return (
+        f"Tracing is off: LangSmith turns it on only for {variable}=true (lowercase), not "
+        f"{variable}={value}. Questions and passages stay on this machine; set "
+        f"{variable}=true to trace, or unset it."
+    )
 
 
 def _first(env, *names: str) -> str | None:
