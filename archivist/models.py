@@ -65,10 +65,11 @@ def _langchain_kwargs(settings: Settings) -> dict[str, Any]:
     }
 
 
-def client(settings: Settings, timeout: float | None = None) -> ollama.Client:
-    """Return an Ollama client for the configured host."""
+def client(settings: Settings) -> ollama.Client:
+    """Return an Ollama client for the configured host (its credentials sent as a header,
+    each request bounded by the timeout: `_client_kwargs`)."""
     host = split_credentials(settings.ollama_host)[0]
-    return ollama.Client(host=host, **_client_kwargs(settings, timeout))
+    return ollama.Client(host=host, **_client_kwargs(settings))
 
 
 class UnreadableAnswer(Exception):
