@@ -40,7 +40,7 @@ from archivist.agent.records import ModelCall, Passage, ToolCall
 from archivist.agent.rerank import Reranked
 from archivist.agent.retrieval import format_results
 from archivist.agent.state import AgentState, Ungraded
-from archivist.agent.textcalls import describe_tools, recovered_ids, settle
+from archivist.agent.textcalls import describe_tools, recovered_ids, settle, turn_results
 from archivist.tools.errors import ArchivistError
 from archivist.tools.progress import CHANNEL, Event, Note, Searched
 from archivist.words import count
@@ -156,10 +156,13 @@ def schemas(tools: Sequence[BaseTool]) -> dict[str, dict[str, Any]]:
     return {t.name: convert_to_openai_tool(t)["function"]["parameters"] for t in tools}
 
 
-def settled(response: AIMessage, tools: Sequence[BaseTool]) -> tuple[AIMessage, list[str]]:
+def settled(
+    response: AIMessage, tools: Sequence[BaseTool], quoted: Sequence[str] = ()
+) -> tuple[AIMessage, list[str]]:
     """Recover calls the model wrote as text and separate its thinking (agent.textcalls);
-    return the message to keep and notes on written calls that could not be run."""
-    response, notes = settle(response, schemas(tools))
+    return the message to keep and notes on written calls that could not be run. Calls the
+    `quoted` tool results hold too are a document's, never run."""
+    response, notes = settle(response, schemas(tools), quoted)
     for note in notes:
         _emit(Note(note))
     return response, notes
@@ -324,7 +327,11 @@ class AgentSteps:
     def call_model(self, state: AgentState) -> dict[str, Any]:
         """Ask the model for its next move: tool calls, or the answer."""
         messages, notes = self.prompter(state["messages"])
-        response, written = settled(self.with_tools.invoke(messages), list(self.tools.values()))
+        response, written = settled(
+            self.with_tools.invoke(messages),
+            list(self.tools.values()),
+            turn_results(state["messages"]),
+        )
         notes += written + self.prompter.answer_notes(response)
         return {"messages": [response], "steps": state.get("steps", 0) + 1, "notes": notes}
 

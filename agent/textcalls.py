@@ -13,10 +13,14 @@ of a structured tool call. The shapes recognised here are those their chat templ
 
 A call is run only when it names an offered tool (exactly, or the only tool when the name is a
 plain near-miss such as `search`) and its arguments fit the tool's schema; any other call-shaped
-text is reported and never shown as an answer. All but `settle` are pure functions of text.
+text is reported and never shown as an answer. A call is recovered only from what the model
+wrote itself: one that a tool result of the turn holds too (a document's text, which the model
+may quote in its answer) is never run, however it is written. All but `settle` are pure
+functions of text.
 """
 
 import ast
+import html
 import json
 import re
 import uuid
@@ -24,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from archivist.agent.context import turn_start
 
@@ -91,16 +95,42 @@ def split_thinking(text: str) -> tuple[str, str]:
     return "", text
 
 
-def read_text(text: str, tools: Mapping[str, Schema]) -> Reading:
-    """Find the thinking and the tool calls written in `text`, resolved against `tools`."""
+QUOTED = "it repeats a call written in a search result (a document's text), not one the model made"
+
+
+def read_text(text: str, tools: Mapping[str, Schema], quoted: Sequence[str] = ()) -> Reading:
+    """Find the thinking and the tool calls written in `text`, resolved against `tools`; a
+    call that one of the `quoted` texts (the turn's tool results) holds too is not run."""
     thinking, rest = split_thinking(text)
     found, spans = find_calls(rest)
     answer = rest
     for start, end in reversed(spans):
         answer = answer[:start] + answer[end:]
     answer = re.sub(r"\n{3,}", "\n\n", answer).strip() if spans else answer
-    calls = tuple(resolve(name, args, tools) for name, args in found)
+    seen = quoted_calls(quoted) if found else set()
+    calls = tuple(
+        TextCall(name, args if isinstance(args, dict) else {}, None, QUOTED)
+        if _call_key(name, args) in seen
+        else resolve(name, args, tools)
+        for name, args in found
+    )
     return Reading(answer, thinking, calls)
+
+
+def quoted_calls(texts: Sequence[str]) -> set[str]:
+    """The calls written in `texts` (tool results, escaped as the model reads them), as keys
+    that compare a call's name and arguments whatever its shape or spacing."""
+    return {
+        _call_key(name, args)
+        for text in texts
+        if "{" in text or "[" in text
+        for name, args in find_calls(html.unescape(text))[0]
+    }
+
+
+def _call_key(name: str, args: Any) -> str:
+    plain = name.removeprefix("functions.").strip().casefold()
+    return json.dumps([plain, args], sort_keys=True, ensure_ascii=False, default=repr)
 
 
 def find_calls(text: str) -> tuple[list[tuple[str, Any]], list[tuple[int, int]]]:
@@ -478,12 +508,16 @@ def _may_open(rest: str) -> bool:
     return bool(_MAYBE.fullmatch(rest))
 
 
-def settle(response: AIMessage, tools: Mapping[str, Schema]) -> tuple[AIMessage, list[str]]:
+def settle(
+    response: AIMessage, tools: Mapping[str, Schema], quoted: Sequence[str] = ()
+) -> tuple[AIMessage, list[str]]:
     """Turn calls a model wrote as text into real tool calls, and its thinking into reasoning.
 
     Returns the message to keep and notes on written calls that could not be run. The message
     records every written call under `response_metadata["text_calls"]`; recovered calls keep
-    their id there, so the tool records can be marked.
+    their id there, so the tool records can be marked. A call that one of the `quoted` texts
+    (the turn's tool results: `turn_results`) holds too is the model quoting a document, and
+    is never run.
     """
     if not isinstance(response.content, str) or not response.content:
         return response, []
@@ -491,7 +525,7 @@ def settle(response: AIMessage, tools: Mapping[str, Schema]) -> tuple[AIMessage,
         thinking, answer = split_thinking(response.content)
         reading = Reading(answer, thinking, ())
     else:
-        reading = read_text(response.content, tools)
+        reading = read_text(response.content, tools, quoted)
     if not reading.thinking and not reading.calls:
         return response, []
     records, calls, notes = [], [], []
@@ -522,6 +556,15 @@ def settle(response: AIMessage, tools: Mapping[str, Schema]) -> tuple[AIMessage,
         id=response.id,
     )
     return settled, notes
+
+
+def turn_results(messages: Sequence[BaseMessage]) -> list[str]:
+    """The text of the current turn's tool results: what a written call may be quoting."""
+    return [
+        message.content
+        for message in messages[turn_start(messages) :]
+        if isinstance(message, ToolMessage) and isinstance(message.content, str)
+    ]
 
 
 def recovered_ids(message: AIMessage) -> set[str]:

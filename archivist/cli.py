@@ -218,6 +218,8 @@ def options(
     # Traces carry questions and passages off the machine: never silently.
     if settings.tracing is not None:
         _notice(settings.tracing.notice())
+    elif settings.tracing_warning:
+        _notice(settings.tracing_warning)
 
 
 def _sample_kb() -> Path:

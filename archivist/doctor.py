@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from archivist import models
 from archivist.settings import Settings, mask_url
 from archivist.tools import sparse
-from archivist.tools.errors import ArchivistError
+from archivist.tools.errors import ArchivistError, ModelMissing
 from archivist.tools.store import KnowledgeStore, connect, list_stores, sparse_hint
 
 
@@ -23,12 +23,16 @@ def run_checks(settings: Settings) -> list[Check]:
     checks = []
     try:
         checks.append(Check(True, f"Ollama {models.version(settings)} at {host}"))
-    except Exception:
+    except Exception as exc:
+        explained = models.explain(exc, settings)
+        unreachable = explained is None or explained.message.startswith("Cannot reach")
         checks.append(
             Check(
                 False,
-                f"Ollama is not reachable at {host}",
-                "Start it with `ollama serve`, or set OLLAMA_HOST.",
+                f"Ollama is not reachable at {host}" if unreachable else explained.message,
+                "Start it with `ollama serve`, or set OLLAMA_HOST."
+                if unreachable
+                else explained.fix or "",
             )
         )
     if checks[0].ok:
@@ -58,7 +62,9 @@ def _store_model_check(settings: Settings, model: str, stores: list[str]) -> Che
             False,
             f"embedding model '{model}' of {built}: {explained.message if explained else exc}",
             f"Pull it with `ollama pull {model}`: a store is searched with the model it was "
-            "built with.",
+            "built with."
+            if isinstance(explained, ModelMissing)
+            else _fix(explained),
         )
     return Check(True, f"embedding model '{model}' of {built}")
 
@@ -73,8 +79,14 @@ def _rerank_check(settings: Settings, model: str) -> Check:
     return Check(True, f"rerank model '{model}' (answers with log-probabilities)")
 
 
+def _fix(explained: ArchivistError | None) -> str:
+    return (explained.fix if explained else None) or "Check the Ollama server's log."
+
+
 def _tracing_check(settings: Settings) -> Check:
     tracing = settings.tracing
+    if tracing is None and settings.tracing_warning:
+        return Check(False, settings.tracing_warning, warning=True)
     if tracing is None:
         return Check(True, "LangSmith tracing is off: questions and passages stay on this machine")
     return Check(
@@ -94,7 +106,11 @@ def _model_check(settings: Settings, name: str, role: str) -> Check:
         return Check(
             False,
             f"{role} model '{name}': {explained.message if explained else exc}",
-            f"Pull it with `ollama pull {name}`.",
+            # Only a model Ollama says it lacks is pulled; refused credentials, a timeout or
+            # a broken answer have their own fix.
+            f"Pull it with `ollama pull {name}`."
+            if isinstance(explained, ModelMissing)
+            else _fix(explained),
         )
     if role == "embedding":
         if "embedding" not in info.capabilities:

@@ -1,6 +1,7 @@
 """The model factory: the one module that talks to Ollama through its client libraries."""
 
 import errno
+import json
 import math
 import re
 import sqlite3
@@ -10,11 +11,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from functools import cache
 from html import escape
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import ollama
 import orjson
+import pydantic
 from langchain_core.callbacks import dispatch_custom_event
 from langchain_ollama import ChatOllama, OllamaEmbeddings
 
@@ -22,10 +24,13 @@ from archivist import prefetch
 from archivist.agent import prompts
 from archivist.agent.records import ModelInfo
 from archivist.agent.rerank import Scorer
-from archivist.settings import Settings, mask_url
+from archivist.deadline import DeadlineTransport
+from archivist.settings import Settings, mask_url, split_credentials
 from archivist.tools.embedding import PrefixedEmbeddings
 from archivist.tools.errors import ArchivistError, ModelMissing
 from archivist.tools.progress import CHANNEL, Retried
+
+T = TypeVar("T")
 
 
 @cache
@@ -35,24 +40,114 @@ def _tls_context() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
-def _client_kwargs(settings: Settings) -> dict[str, Any]:
-    return {"timeout": settings.timeout, "verify": _tls_context()}
+def _client_kwargs(settings: Settings, timeout: float | None = None) -> dict[str, Any]:
+    """What every HTTP client to Ollama is built with: the credentials of OLLAMA_HOST (sent
+    as a header on every request, whichever library makes it) and a transport that ends each
+    request within ARCHIVIST_TIMEOUT from its first byte to its last (archivist.deadline)."""
+    seconds = settings.timeout if timeout is None else timeout
+    _, credentials = split_credentials(settings.ollama_host)
+    return {
+        "timeout": seconds,
+        "headers": credentials,
+        "transport": DeadlineTransport(seconds, verify=_tls_context()),
+    }
+
+
+def _langchain_kwargs(settings: Settings) -> dict[str, Any]:
+    """The address and clients of a LangChain Ollama model, as `_client_kwargs` makes them.
+
+    LangChain hands `client_kwargs` to its async client too, which cannot use a synchronous
+    transport: the transport goes to the synchronous client alone (the one Archivist uses).
+    """
+    kwargs = _client_kwargs(settings)
+    transport = kwargs.pop("transport")
+    return {
+        "base_url": split_credentials(settings.ollama_host)[0],
+        "client_kwargs": kwargs,
+        "sync_client_kwargs": {"transport": transport},
+    }
 
 
 def client(settings: Settings) -> ollama.Client:
-    """Return an Ollama client for the configured host."""
-    return ollama.Client(host=settings.ollama_host, **_client_kwargs(settings))
+    """Return an Ollama client for the configured host (its credentials sent as a header,
+    each request bounded by the timeout: `_client_kwargs`)."""
+    host = split_credentials(settings.ollama_host)[0]
+    return ollama.Client(host=host, **_client_kwargs(settings))
 
 
-# A chat request Ollama answers with a 5xx or 429 before its first token is tried this many
-# times, waiting CHAT_BACKOFF seconds, then twice as long each time: as ingest's requests.
+class UnreadableAnswer(Exception):
+    """What answered at Ollama's address sent something that is not Ollama's API: not JSON,
+    an empty body, numbers that are not numbers, fields of the wrong kind."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path, self.problem = path, problem
+
+
+@contextmanager
+def _reading(path: str, misfits: tuple[type[Exception], ...] = ()) -> Iterator[None]:
+    """Turn the client's failures to read an answer into UnreadableAnswer: JSON it cannot
+    decode, fields its models refuse, and `misfits` (the failures of reading a value of the
+    wrong kind where the caller knows it can only come from the answer)."""
+    try:
+        yield
+    except json.JSONDecodeError as exc:  # orjson's error is one too
+        raise UnreadableAnswer(path, _not_json(exc)) from None
+    except (pydantic.ValidationError, *misfits):
+        raise UnreadableAnswer(path, "not what Ollama answers") from None
+
+
+def _not_json(exc: json.JSONDecodeError) -> str:
+    return "an empty answer" if not exc.doc.strip() else f"not JSON ({exc.msg})"
+
+
+# A request that failed in a way that may pass (`transient`: a 5xx or 429 before the answer's
+# first token, a connection cut) is tried this many times, waiting CHAT_BACKOFF seconds, then
+# twice as long each time: as ingest's requests.
 CHAT_ATTEMPTS = 4
 CHAT_BACKOFF = 1.0
 
 
+def transient(exc: BaseException) -> bool:
+    """Whether a request that failed so may pass if sent again: Ollama busy or restarting its
+    runner (a 5xx or 429), or the connection cut under it. Not a refused connection (Ollama
+    is not running) nor a timeout (the wait is already as long as the user allows)."""
+    if isinstance(exc, ollama.ResponseError):
+        return exc.status_code >= 500 or exc.status_code == 429
+    return isinstance(exc, httpx.ReadError | httpx.WriteError | httpx.RemoteProtocolError)
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, ollama.ResponseError):
+        return f"Ollama answered with an error ({exc.error})"
+    return f"The connection to Ollama was cut ({exc or type(exc).__name__})"
+
+
+def with_retries(send: Callable[[], T], attempts: int | None = None) -> T:
+    """Send a request, sending it again while it fails in a way that may pass (`transient`),
+    up to `attempts` times in all, waiting CHAT_BACKOFF seconds, then twice as long each
+    time; each retry is announced (a `Retried` event)."""
+    attempts = attempts or CHAT_ATTEMPTS
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            return send()
+        except Exception as exc:
+            if not transient(exc) or attempt >= attempts:
+                raise
+            _wait(exc, attempt, attempts)
+
+
+def _wait(exc: BaseException, attempt: int, attempts: int) -> None:
+    wait = CHAT_BACKOFF * 2 ** (attempt - 1)
+    _announce(Retried(_why(exc), attempt, wait, "chat", attempts - 1))
+    time.sleep(wait)
+
+
 class CompleteChatOllama(ChatOllama):
-    """ChatOllama that retries a request a busy Ollama refused, and refuses an answer whose
-    stream ended before Ollama's closing line.
+    """ChatOllama that retries a request a busy Ollama refused (or whose connection was cut),
+    and refuses an answer whose stream ended before Ollama's closing line.
 
     A retry is announced (a `Retried` event, which the chat and `ask` show) and made only while no
     token has been shown: a half-streamed answer is never started again. When Ollama dies
@@ -66,14 +161,16 @@ class CompleteChatOllama(ChatOllama):
             attempt += 1
             watched = _Streamed(run_manager)
             try:
-                result = super()._generate(messages, stop, watched, **kwargs)
-            except ollama.ResponseError as exc:
-                busy = exc.status_code >= 500 or exc.status_code == 429
-                if watched.tokens or not busy or attempt == CHAT_ATTEMPTS:
+                with _reading("/api/chat"):
+                    result = super()._generate(messages, stop, watched, **kwargs)
+            except ValueError as exc:
+                if "No data received" not in str(exc):
                     raise
-                wait = CHAT_BACKOFF * 2 ** (attempt - 1)
-                _announce(Retried(str(exc.error), attempt, wait, "chat", CHAT_ATTEMPTS - 1))
-                time.sleep(wait)
+                raise UnreadableAnswer("/api/chat", "an empty answer") from None
+            except Exception as exc:
+                if watched.tokens or not transient(exc) or attempt == CHAT_ATTEMPTS:
+                    raise
+                _wait(exc, attempt, CHAT_ATTEMPTS)
                 continue
             if not (result.generations[0].generation_info or {}).get("done"):
                 raise httpx.RemoteProtocolError("Ollama stopped before the answer was complete.")
@@ -106,10 +203,7 @@ def _announce(event: Retried) -> None:
 def chat_model(settings: Settings, model: str | None = None, **options) -> ChatOllama:
     """Build the chat model (no request is made until it is used)."""
     return CompleteChatOllama(
-        model=model or settings.chat_model,
-        base_url=settings.ollama_host,
-        client_kwargs=_client_kwargs(settings),
-        **options,
+        model=model or settings.chat_model, **_langchain_kwargs(settings), **options
     )
 
 
@@ -138,7 +232,11 @@ class StrictOllamaEmbeddings(OllamaEmbeddings):
     The request goes through the ollama client's own connection, headers and error mapping,
     but its body is written and the answer read with orjson: the client's pydantic models
     check each of an answer's floats one by one, which costs more CPU than a fast embedder
-    spends computing them (see the Performance section of the README)."""
+    spends computing them (see the Performance section of the README). What is checked
+    instead, in C: one vector per input, all numbers, all finite, all of one length — the
+    model's declared length once `show` has read it. A query is sent again while it fails in
+    a way that may pass (`with_retries`); documents are retried by the ingest
+    (archivist.ingest.embedder), which reports each retry as progress."""
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         body: dict[str, object] = {"model": self.model, "input": texts, "truncate": False}
@@ -150,13 +248,54 @@ class StrictOllamaEmbeddings(OllamaEmbeddings):
         if self.dimensions is not None:
             body["dimensions"] = self.dimensions
         response = self._client._request_raw("POST", "/api/embed", content=orjson.dumps(body))
-        vectors = orjson.loads(response.content).get("embeddings")
+        with _reading("/api/embed", (AttributeError,)):
+            vectors = orjson.loads(response.content).get("embeddings")
         if not isinstance(vectors, list) or len(vectors) != len(texts):
-            raise ollama.ResponseError(
-                f"/api/embed answered {len(vectors or [])} embeddings for {len(texts)} inputs",
-                response.status_code,
+            raise UnreadableAnswer(
+                "/api/embed", f"{len(vectors or [])} embeddings for {len(texts)} inputs"
             )
+        self._check(vectors)
         return vectors
+
+    def _check(self, vectors: list) -> None:
+        """Refuse vectors that are not lists of finite numbers of one (the declared) length."""
+        try:
+            # sum() runs in C and fails on anything but numbers; NaN and infinity stay so.
+            finite = vectors == [] or math.isfinite(sum(map(sum, vectors)))
+        except TypeError:
+            finite = False
+        if not finite:
+            raise UnreadableAnswer("/api/embed", "vectors that are not all finite numbers")
+        lengths = set(map(len, vectors))
+        declared = None if self.dimensions else _DECLARED.get((self.base_url, _bare(self.model)))
+        if len(lengths) > 1 or (declared and lengths and lengths != {declared}):
+            sizes = ", ".join(map(str, sorted(lengths)))
+            said = f", but Ollama lists it as {declared}-dimensional" if declared else ""
+            raise ArchivistError(
+                f"The embedding model '{self.model}' answered vectors of {sizes} dimensions"
+                f"{said}: what runs under that name is not the model it declares.",
+                f"Pull it again (`ollama pull {self.model}`), or check the model Ollama at "
+                f"{mask_url(self.base_url or '')} serves under that name; nothing was stored.",
+            )
+
+    def embed_query(self, text: str) -> list[float]:
+        return with_retries(lambda: self.embed_documents([text])[0])
+
+
+_DECLARED: dict[tuple[str, str], int] = {}
+"""Each embedding model's vector length as /api/show declared it, by (address, model)."""
+
+
+def _bare(model: str) -> str:
+    return model.removesuffix(":latest")
+
+
+def _declare(settings: Settings, model: str, capabilities: list[str], info: dict) -> int | None:
+    """Note an embedding model's declared vector length (for StrictOllamaEmbeddings)."""
+    dimension = next((v for k, v in info.items() if k.endswith(".embedding_length")), None)
+    if isinstance(dimension, int) and "embedding" in capabilities:
+        _DECLARED[split_credentials(settings.ollama_host)[0], _bare(model)] = dimension
+    return dimension
 
 
 def embeddings(
@@ -165,22 +304,29 @@ def embeddings(
     """Build the embedding model, with the (document, query) task prefixes given, else those
     it was trained with."""
     name = model or settings.embed_model
-    inner = StrictOllamaEmbeddings(
-        model=name, base_url=settings.ollama_host, client_kwargs=_client_kwargs(settings)
-    )
+    inner = StrictOllamaEmbeddings(model=name, **_langchain_kwargs(settings))
     if prefixes is None:
         return PrefixedEmbeddings.for_model(inner, name)
     return PrefixedEmbeddings(inner, name, *prefixes)
 
 
+def _show(settings: Settings, model: str) -> ollama.ShowResponse:
+    """Ask /api/show about a model (the prefetched answer if there is one)."""
+    with _reading("/api/show", (TypeError, AttributeError)):
+        answer = prefetch.take_show(settings.ollama_host, model)
+        if answer is None:
+            return client(settings).show(model)
+        return ollama.ShowResponse(**answer)
+
+
 def show(settings: Settings, model: str) -> ModelInfo:
     """Probe a model's capabilities and sizes through /api/show (or its prefetched answer)."""
-    answer = prefetch.take_show(settings.ollama_host, model)
-    response = client(settings).show(model) if answer is None else ollama.ShowResponse(**answer)
+    response = _show(settings, model)
     info = response.modelinfo or {}
+    capabilities = list(response.capabilities or ())
     context = next((v for k, v in info.items() if k.endswith(".context_length")), None)
-    dimension = next((v for k, v in info.items() if k.endswith(".embedding_length")), None)
-    return ModelInfo(model, tuple(response.capabilities or ()), context, dimension)
+    dimension = _declare(settings, model, capabilities, info)
+    return ModelInfo(model, tuple(capabilities), context, dimension)
 
 
 def embed_context(settings: Settings, model: str | None = None, allow_chat: bool = False) -> int:
@@ -192,7 +338,8 @@ def embed_context(settings: Settings, model: str | None = None, allow_chat: bool
     it must be rebuilt to change model.
     """
     name = model or settings.embed_model
-    response = client(settings).show(name)
+    with _reading("/api/show", (TypeError, AttributeError)):
+        response = client(settings).show(name)
     capabilities = list(response.capabilities or ())
     if capabilities and "embedding" not in capabilities and not allow_chat:
         raise ArchivistError(
@@ -202,6 +349,7 @@ def embed_context(settings: Settings, model: str | None = None, allow_chat: bool
             "--allow-chat-embedder to embed with it anyway.",
         )
     info = response.modelinfo or {}
+    _declare(settings, name, capabilities, info)
     trained = next((v for k, v in info.items() if k.endswith(".context_length")), None)
     match = re.search(r"^num_ctx\s+(\d+)", response.parameters or "", re.M)
     num_ctx = int(match.group(1)) if match else OLLAMA_DEFAULT_NUM_CTX
@@ -210,15 +358,21 @@ def embed_context(settings: Settings, model: str | None = None, allow_chat: bool
 
 def version(settings: Settings) -> str:
     """Return the Ollama server's version (raises if it cannot be reached)."""
-    response = httpx.get(f"{settings.ollama_host}/api/version", timeout=5)
-    response.raise_for_status()
-    return response.json().get("version", "?")
+    kwargs = _client_kwargs(settings, min(5.0, settings.timeout))
+    host = split_credentials(settings.ollama_host)[0]
+    with httpx.Client(base_url=host, **kwargs) as http:
+        response = http.get("/api/version")
+    if response.is_error:
+        raise ollama.ResponseError(response.text, response.status_code)
+    with _reading("/api/version", (AttributeError,)):
+        return str(response.json().get("version", "?"))
 
 
 def pull(settings: Settings, model: str, on_progress: Callable[[str, int, int], None]) -> None:
     """Pull a model through /api/pull, reporting (status, completed, total) as it goes."""
-    for update in client(settings).pull(model, stream=True):
-        on_progress(update.status or "", update.completed or 0, update.total or 0)
+    with _reading("/api/pull"):
+        for update in client(settings).pull(model, stream=True):
+            on_progress(update.status or "", update.completed or 0, update.total or 0)
 
 
 # Alternatives read at the first answer token: enough to find both "yes" and "no" (and their
@@ -325,12 +479,26 @@ def explain(exc: BaseException, settings: Settings) -> ArchivistError | None:
             "Start it with `ollama serve` (or open the Ollama app), or set OLLAMA_HOST to the "
             "address of a running Ollama.",
         )
-    if isinstance(exc, httpx.TimeoutException):
+    if isinstance(exc, httpx.TimeoutException | TimeoutError):
         return ArchivistError(
             f"Ollama at {host} did not answer within {settings.timeout:g} s.",
             "The model may still be loading; try again, or raise ARCHIVIST_TIMEOUT.",
         )
+    if isinstance(exc, httpx.ReadError | httpx.WriteError):
+        return ArchivistError(
+            f"The connection to Ollama at {host} was cut ({exc or type(exc).__name__}).",
+            "Check that Ollama is running at that address; a proxy or firewall in between may "
+            "be resetting connections. Then run the same command again.",
+        )
+    if isinstance(exc, UnreadableAnswer):
+        return ArchivistError(
+            f"What answers at {host} is not speaking Ollama's API: {exc.path} gave {exc.problem}.",
+            "Check that OLLAMA_HOST is Ollama's own address, not another server's or a proxy's "
+            "page, and that Ollama is up to date; `archivist doctor` checks the setup.",
+        )
     if isinstance(exc, ollama.ResponseError):
+        if exc.status_code in (401, 403):
+            return refused(settings, exc)
         if exc.status_code == 404 and (match := _MODEL_NOT_FOUND.search(exc.error)):
             name = match.group(1)
             return ModelMissing(
@@ -343,6 +511,23 @@ def explain(exc: BaseException, settings: Settings) -> ArchivistError | None:
             "Check the Ollama server's log; `archivist doctor` checks the whole setup.",
         )
     return _explain_qdrant(exc, settings) or _explain_disk(exc, settings)
+
+
+def refused(settings: Settings, exc: ollama.ResponseError) -> ArchivistError:
+    """Word a 401 or 403 from Ollama's address: the credentials, not a model, are the matter."""
+    host = mask_url(settings.ollama_host)
+    status = f"{exc.status_code} {'Unauthorized' if exc.status_code == 401 else 'Forbidden'}"
+    if split_credentials(settings.ollama_host)[1]:
+        return ArchivistError(
+            f"Ollama at {host} refused the credentials in OLLAMA_HOST ({status}).",
+            "Correct the user name and password in OLLAMA_HOST "
+            "(http://USER:PASSWORD@host:port; a character such as @ or : in them written "
+            "%40, %3A).",
+        )
+    return ArchivistError(
+        f"Ollama at {host} asks for credentials ({status}).",
+        "Put the user name and password in OLLAMA_HOST: http://USER:PASSWORD@host:port.",
+    )
 
 
 # What the operating system says when Archivist's home cannot take a write.

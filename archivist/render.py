@@ -10,10 +10,7 @@ def retry_notice(event: Retried) -> str:
     """Say that a refused request is tried again, as the ingest bar, `ask` and the chat do."""
     if event.request == "chat":
         of = f" of {event.limit}" if event.limit else ""
-        return (
-            f"Ollama answered with an error ({event.error}); trying again in {event.wait:g} s "
-            f"(retry {event.attempt}{of})."
-        )
+        return f"{event.error}; trying again in {event.wait:g} s (retry {event.attempt}{of})."
     return (
         f"  embedding request failed ({event.error}); retry {event.attempt} in {event.wait:.1f} s"
     )

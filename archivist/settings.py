@@ -1,11 +1,13 @@
 """Settings, read from the environment once; command-line flags override them."""
 
+import base64
+import json
 import math
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from archivist.tools.errors import ArchivistError
 
@@ -91,6 +93,9 @@ class Settings:
     """With reranking: scoring requests sent at once (Ollama runs OLLAMA_NUM_PARALLEL)."""
     tracing: Tracing | None = None
     """LangSmith tracing as the environment sets it (LangChain reads it too); None when off."""
+    tracing_warning: str | None = None
+    """Why a tracing variable that looks like a yes leaves tracing off (LangSmith reads only
+    `true`), to be said out loud; None when there is nothing to say."""
 
     @property
     def store_path(self) -> Path:
@@ -168,6 +173,19 @@ def mask_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
+def split_credentials(url: str) -> tuple[str, dict[str, str]]:
+    """Take the user and password out of a URL: return the URL without them, and the HTTP
+    Basic `Authorization` header that carries them (no header when there are none)."""
+    parts = urlsplit(url)
+    if not (parts.username or parts.password):
+        return url, {}
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    pair = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}"
+    header = "Basic " + base64.b64encode(pair.encode()).decode()
+    bare = urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    return bare, {"Authorization": header}
+
+
 def load_settings(env: dict[str, str] | None = None) -> Settings:
     """Read the settings from the environment."""
     env = os.environ if env is None else env
@@ -197,6 +215,7 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         rerank_candidates=int(_number(env, "ARCHIVIST_RERANK_CANDIDATES", 20, 1, 100)),
         rerank_parallel=int(_number(env, "ARCHIVIST_RERANK_PARALLEL", 4, 1, 32)),
         tracing=_tracing(env),
+        tracing_warning=_tracing_warning(env),
     )
 
 
@@ -221,22 +240,67 @@ def _address(env, name: str, default: str | None, example: str) -> str | None:
     return address
 
 
-def _tracing(env) -> Tracing | None:
-    """Read LangSmith's tracing switch the way LangSmith itself reads it."""
+def _tracing_variable(env) -> str | None:
+    """The variable LangSmith reads to decide whether to trace (None when none is set)."""
     for group in TRACING_VARIABLES:
         variable = next((name for name in group if (env.get(name) or "").strip()), None)
-        if variable is None:
-            continue
-        if env[variable] != "true":
-            return None
-        endpoint = _first(env, "LANGSMITH_ENDPOINT", "LANGCHAIN_ENDPOINT")
-        project = _first(env, "LANGSMITH_PROJECT", "LANGCHAIN_PROJECT")
-        return Tracing(
-            variable,
-            mask_url((endpoint or DEFAULT_LANGSMITH_ENDPOINT).strip().strip("'\"").rstrip("/")),
-            project or "default",
-        )
+        if variable is not None:
+            return variable
     return None
+
+
+def _tracing(env) -> Tracing | None:
+    """Read LangSmith's tracing switch the way LangSmith itself reads it: only `true` traces,
+    to the write endpoints of LANGSMITH_RUNS_ENDPOINTS when it names some, else to
+    LANGSMITH_ENDPOINT (or the default)."""
+    variable = _tracing_variable(env)
+    if variable is None or env[variable] != "true":
+        return None
+    runs = _runs_endpoints(_first(env, "LANGSMITH_RUNS_ENDPOINTS", "LANGCHAIN_RUNS_ENDPOINTS"))
+    endpoint = _first(env, "LANGSMITH_ENDPOINT", "LANGCHAIN_ENDPOINT")
+    endpoints = runs or [endpoint or DEFAULT_LANGSMITH_ENDPOINT]
+    project = _first(env, "LANGSMITH_PROJECT", "LANGCHAIN_PROJECT")
+    return Tracing(
+        variable,
+        ", ".join(mask_url(url.strip().strip("'\"").rstrip("/")) for url in endpoints),
+        project or "default",
+    )
+
+
+def _runs_endpoints(value: str | None) -> list[str]:
+    """The URLs traces are written to under LANGSMITH_RUNS_ENDPOINTS, read as LangSmith reads
+    it: a JSON list of objects with string `api_url` and `api_key`, or an object mapping each
+    URL to its key; anything else it ignores (and so tracing goes to the endpoint)."""
+    try:
+        parsed = json.loads(value) if value else None
+    except ValueError:
+        return []
+    if isinstance(parsed, dict):
+        return [url for url, key in parsed.items() if isinstance(key, str)]
+    if isinstance(parsed, list):
+        return [
+            item["api_url"]
+            for item in parsed
+            if isinstance(item, dict)
+            and isinstance(item.get("api_url"), str)
+            and isinstance(item.get("api_key"), str)
+        ]
+    return []
+
+
+def _tracing_warning(env) -> str | None:
+    """Say so when a tracing variable reads as a yes to a person but not to LangSmith."""
+    variable = _tracing_variable(env)
+    if variable is None:
+        return None
+    value = env[variable].strip()
+    if value == "true" or value.lower() not in ("true", "1", "yes", "on"):
+        return None
+    return (
+        f"Tracing is off: LangSmith turns it on only for {variable}=true (lowercase), not "
+        f"{variable}={value}. Questions and passages stay on this machine; set "
+        f"{variable}=true to trace, or unset it."
+    )
 
 
 def _first(env, *names: str) -> str | None:

@@ -25,18 +25,23 @@ class EmbedSettings:
     4 by default) and queues the others, so with more in flight than it serves, the next one
     is already waiting whenever one finishes."""
     attempts: int = 4
-    """Tries per request before the ingest stops, for server errors, timeouts and drops."""
+    """Tries per request before the ingest stops, for server errors and dropped connections
+    (not timeouts: a request is already given all of ARCHIVIST_TIMEOUT)."""
     backoff: float = 1.0
     """Seconds before the first retry; each later wait doubles, up to `max_backoff`."""
     max_backoff: float = 16.0
 
 
 def is_transient(exc: BaseException) -> bool:
-    """Whether a failure may pass if tried again: 5xx and 429 answers, timeouts, drops."""
+    """Whether a failure may pass if tried again: 5xx and 429 answers, dropped connections.
+    Not a timeout: the request already took as long as the user allows, and each retry
+    would take that long again."""
     status = getattr(exc, "status_code", None)
     if isinstance(status, int) and status > 0:
         return status >= 500 or status == 429
-    return isinstance(exc, TimeoutError | ConnectionError | httpx.TransportError)
+    if isinstance(exc, TimeoutError | httpx.TimeoutException):
+        return False
+    return isinstance(exc, ConnectionError | httpx.TransportError)
 
 
 def is_rejected(exc: BaseException) -> bool:

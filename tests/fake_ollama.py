@@ -36,6 +36,7 @@ flags and send no `logprobs`, as real ones do; `top_logprobs` outside 0–20 is 
 from __future__ import annotations
 
 import argparse
+import base64
 import hashlib
 import html
 import json
@@ -44,6 +45,8 @@ import operator
 import random
 import re
 import signal
+import socket
+import struct
 import sys
 import threading
 import time
@@ -118,6 +121,9 @@ class ModelSpec:
     parameter_size: str = "3B"
     logprobs: bool = True
     """Whether its runner returns log-probabilities when asked (False: the flags are ignored)."""
+    served_length: int | None = None
+    """The length of the vectors /api/embed answers, when not the declared `embedding_length`
+    (a model file replaced under its name)."""
 
 
 DEFAULT_MODELS: list[ModelSpec] = [
@@ -164,6 +170,11 @@ SMALL_MODELS: list[ModelSpec] = [
 `written_call` instead of calling it; `small-unknown` writes a call to `web_search`, a tool
 never offered; `small-wrongname` calls `search_knowledge_base` first and the right tool once
 told the tools' names; `small-think` puts `<think>…</think>` before what it says."""
+ECHO_MODEL = ModelSpec(
+    "small-echo:1b", ["completion", "tools"], behaviour="echo", parameter_size="1B"
+)
+"""A small model that writes its call as JSON text (as `small-json`) and answers by quoting
+the top passage whole, as small models copy what they read (serve it with add_model)."""
 CHAT_EMBEDDER = ModelSpec(
     "llama3.2:1b",
     ["completion", "tools"],
@@ -302,6 +313,15 @@ def _answer_from_results(text: str) -> str:
     return f"{sentence} [{n}]"
 
 
+def _quote_results(text: str) -> str:
+    """Answer by quoting the lowest-numbered result whole, with its citation."""
+    results = [(int(n), body) for n, body in _RESULT.findall(text)]
+    if not results:
+        return NOT_FOUND_REPLY
+    n, body = min(results, key=lambda result: result[0])
+    return f"The document says: {html.unescape(body).strip()} [{n}]"
+
+
 def _answer_without_tools(messages: list[dict[str, Any]]) -> str:
     """Answer from the last message holding results, else greet back or admit ignorance."""
     for message in reversed(messages):
@@ -323,6 +343,14 @@ def chat_policy(spec: ModelSpec, messages: list[dict[str, Any]], tools: list[Any
         return {**turn, "content": thought + turn.get("content", "")}
     if spec.behaviour == "chat_embeddings":
         return chat_policy(ModelSpec(spec.name, spec.capabilities), messages, tools)
+    if spec.behaviour == "echo":
+        turn = chat_policy(ModelSpec(spec.name, spec.capabilities), messages, tools)
+        if "tool_calls" in turn:
+            [call] = turn["tool_calls"]
+            return {"content": written_call("json", call["name"], call["arguments"])}
+        if last.get("role") == "tool":
+            return {"content": _quote_results(_content(last))}
+        return turn
     if spec.behaviour not in ("tools", "never_tools") and tools:
         turn = chat_policy(ModelSpec(spec.name, spec.capabilities), messages, tools)
         if spec.behaviour == "wrongname" and "tool_calls" in turn:
@@ -608,6 +636,7 @@ class FakeOllama(ServedModels):
         embed_concurrency: int | None = None,
         embed_delay_per_char: float = 0.0,
         version: str = VERSION,
+        drip_interval: float = 0.05,
     ) -> None:
         self.host, self.port = host, port
         self.version = version
@@ -615,6 +644,8 @@ class FakeOllama(ServedModels):
         self.scorer: Callable[[str, str], float] = relevance
         self.peak_chat_concurrency = 0
         self._chats_in_flight = 0
+        self.drip_interval = drip_interval
+        """Seconds between two bytes of an answer with the `drip` fault."""
         self.token_delay = token_delay
         self.embed_delay = embed_delay
         self.embed_delay_per_text = embed_delay_per_text
@@ -627,7 +658,9 @@ class FakeOllama(ServedModels):
         self._lock = threading.Lock()
         self._models: dict[str, ModelSpec] = {}
         self._scripts: dict[str, deque[dict]] = {}
-        self._failures: dict[str, deque[tuple[int, str] | None]] = {}
+        self._failures: dict[str, deque[tuple[int | str, str] | None]] = {}
+        self._faults: dict[str, str] = {}
+        self._credentials: str | None = None
         self._embed_slots = (
             threading.BoundedSemaphore(embed_concurrency) if embed_concurrency else None
         )
@@ -716,6 +749,37 @@ class FakeOllama(ServedModels):
             queue = self._failures.setdefault(path, deque())
             queue.extend([None] * after + [(status, error)] * times)
 
+    FAULTS = ("drip", "not_json", "empty", "nan", "reset")
+
+    def misbehave(self, path: str, fault: str, times: int | None = None, after: int = 0) -> None:
+        """Answer requests to a path as a broken server or proxy does, every one (`times`
+        None) or `times` of them once `after` more were answered as usual. The faults:
+        `drip` sends the real answer, status line and headers included, one byte every
+        `drip_interval` seconds; `not_json` a 200 HTML page; `empty` a 200 with no body;
+        `nan` the real answer with NaN numbers in it (a vector's first value, a chat's
+        durations); `reset` reads the request and resets the connection."""
+        if fault not in self.FAULTS:
+            raise ValueError(f"unknown fault {fault!r}")
+        with self._lock:
+            if times is None:
+                self._faults[path] = fault
+            else:
+                queue = self._failures.setdefault(path, deque())
+                queue.extend([None] * after + [(fault, "")] * times)
+
+    def behave(self) -> None:
+        """Stop every fault set with `misbehave` (queued ones and HTTP errors too)."""
+        with self._lock:
+            self._faults.clear()
+            self._failures.clear()
+
+    def require_auth(self, user: str, password: str) -> None:
+        """Answer 401 to every request without this user and password (HTTP Basic), as
+        an authenticating proxy in front of Ollama does."""
+        pair = base64.b64encode(f"{user}:{password}".encode()).decode()
+        with self._lock:
+            self._credentials = f"Basic {pair}"
+
     def refuse_inputs_containing(self, fragment: str) -> None:
         """Refuse (400) every /api/embed request with an input containing `fragment`, as
         Ollama refuses one input it cannot embed: the whole request fails."""
@@ -737,17 +801,32 @@ class FakeOllama(ServedModels):
         with self._lock:
             return [raw for recorded, raw in self._raw_bodies if recorded == path]
 
-    def _record(self, method: str, path: str, body: Any, raw: bytes = b"") -> None:
+    def _record(
+        self, method: str, path: str, body: Any, raw: bytes = b"", authorization: str = ""
+    ) -> None:
         with self._lock:
             self.requests.append(
-                {"method": method, "path": path, "body": body, "time": time.time()}
+                {
+                    "method": method,
+                    "path": path,
+                    "body": body,
+                    "time": time.time(),
+                    "authorization": authorization,
+                }
             )
             self._raw_bodies.append((path, raw))
 
-    def _next_failure(self, path: str) -> tuple[int, str] | None:
+    def _next_failure(self, path: str) -> tuple[int | str, str] | None:
         with self._lock:
             queue = self._failures.get(path)
-            return queue.popleft() if queue else None
+            if queue:
+                return queue.popleft()
+            fault = self._faults.get(path)
+            return (fault, "") if fault else None
+
+    def _authorized(self, header: str) -> bool:
+        with self._lock:
+            return self._credentials is None or header == self._credentials
 
     def _next_turn(self, model: str) -> dict | None:
         with self._lock:
@@ -792,8 +871,30 @@ class _Server(ThreadingHTTPServer):
         self.fake = fake
 
 
+class _Drip:
+    """A connection's writer that sends one byte every `interval` seconds."""
+
+    def __init__(self, inner: Any, interval: float, stopped: threading.Event) -> None:
+        self.inner, self.interval, self.stopped = inner, interval, stopped
+
+    def write(self, data: bytes) -> int:
+        for at in range(len(data)):
+            if self.stopped.wait(self.interval):
+                raise BrokenPipeError("the fake stopped")
+            self.inner.write(data[at : at + 1])
+            self.inner.flush()
+        return len(data)
+
+    def flush(self) -> None:
+        self.inner.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
+    _fault = ""
 
     def log_message(self, format: str, *args: Any) -> None:
         """Keep test output quiet."""
@@ -810,24 +911,55 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0]
         raw = self._read_raw()
         body = self._parse(raw)
-        fake._record(self.command, path, body, raw)
+        authorization = self.headers.get("Authorization") or ""
+        fake._record(self.command, path, body, raw, authorization)
+        self._fault = ""
         try:
             if fake._stopped.is_set():
                 self.close_connection = True  # a kept-alive connection to a stopped server
+            elif not fake._authorized(authorization):
+                self._send_json(401, {"error": "unauthorized"})
             elif failure := fake._next_failure(path):
-                if failure[0] == 0:  # stop_after: no answer, and the server goes away
-                    self.close_connection = True
-                    fake.stop()
-                else:
-                    self._send_json(failure[0], {"error": failure[1]})
-            elif (route := _ROUTES.get((self.command, path))) is None:
-                self._send(404, b"404 page not found", "text/plain")
-            elif self.command == "POST" and not isinstance(body, dict):
-                self._send_json(400, {"error": "invalid request body"})
+                self._fail(*failure, path, body)
             else:
-                route(self, body)
+                self._route(path, body)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
+
+    def _route(self, path: str, body: Any) -> None:
+        if (route := _ROUTES.get((self.command, path))) is None:
+            self._send(404, b"404 page not found", "text/plain")
+        elif self.command == "POST" and not isinstance(body, dict):
+            self._send_json(400, {"error": "invalid request body"})
+        else:
+            route(self, body)
+
+    def _fail(self, status: int | str, error: str, path: str, body: Any) -> None:
+        """Answer with an injected HTTP error or fault (see FakeOllama.fail and misbehave)."""
+        fake = self.server.fake
+        if status == 0:  # stop_after: no answer, and the server goes away
+            self.close_connection = True
+            fake.stop()
+        elif status == "reset":
+            # Linger 0: closing sends a reset (RST), not an orderly end (FIN).
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.rfile.close()
+            self.connection.close()
+            self.close_connection = True
+        elif status == "not_json":
+            page = b"<html><body><h1>502 Bad Gateway</h1></body></html>"
+            self._send(200, page, "text/html")
+        elif status == "empty":
+            self._send(200, b"", "application/json; charset=utf-8")
+        elif status == "drip":
+            self.wfile = _Drip(self.wfile, fake.drip_interval, fake._stopped)
+            self.close_connection = True
+            self._route(path, body)
+        elif status == "nan":
+            self._fault = "nan"
+            self._route(path, body)
+        else:
+            self._send_json(int(status), {"error": error})
 
     def _read_raw(self) -> bytes:
         return self.rfile.read(int(self.headers.get("Content-Length") or 0))
@@ -848,7 +980,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send_json(self, status: int, obj: Any) -> None:
         # Compact, as Ollama (Go) writes it; orjson keeps the fake's CPU out of the timings.
-        self._send(status, orjson.dumps(obj), "application/json; charset=utf-8")
+        # (The `nan` fault needs the standard library, which writes NaN as Go never does.)
+        payload = json.dumps(obj).encode() if self._fault == "nan" else orjson.dumps(obj)
+        self._send(status, payload, "application/json; charset=utf-8")
 
     def _stream(self, lines: Iterable[dict]) -> None:
         """Send NDJSON lines, flushing each one."""
@@ -908,12 +1042,13 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send_json(400, {"error": "failed to process inputs"})
         # The vectors are worked out before a slot is taken: the slot's time is the cost
         # model's alone (a real model's work), not the fake's own Python.
+        length = spec.served_length or spec.embedding_length
         vectors = [
-            chat_vector(t, spec.embedding_length)
-            if as_chat
-            else embed_text(t, spec.embedding_length, spec.context_length)
+            chat_vector(t, length) if as_chat else embed_text(t, length, spec.context_length)
             for t in texts
         ]
+        if self._fault == "nan" and vectors:
+            vectors[0][0] = math.nan
         with fake._embed_slot():
             time.sleep(
                 fake.embed_delay
@@ -999,7 +1134,9 @@ class _Handler(BaseHTTPRequestHandler):
             return {
                 "done": True,
                 "done_reason": stopped,
-                "total_duration": 250_000 + prompt_ns + elapsed,
+                "total_duration": math.nan
+                if self._fault == "nan"
+                else 250_000 + prompt_ns + elapsed,
                 "load_duration": 250_000,
                 "prompt_eval_count": prompt_tokens,
                 "prompt_eval_duration": prompt_ns,

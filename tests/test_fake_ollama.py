@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import ollama
 import pytest
-from fake_ollama import CHAT_EMBEDDER, DEFAULT_MODELS, FakeOllama, ModelSpec, embed_text
+from fake_ollama import CHAT_EMBEDDER, DEFAULT_MODELS, VERSION, FakeOllama, ModelSpec, embed_text
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
 from langchain_ollama import ChatOllama, OllamaEmbeddings
@@ -315,6 +315,7 @@ def test_requests_are_recorded_and_plain_endpoints_answer(fake: FakeOllama) -> N
         "method": "GET",
         "path": "/",
         "body": None,
+        "authorization": "",
     }
     assert isinstance(first["time"], float)  # when it arrived: the benchmark's gap measure
     fake.clear_requests()
@@ -411,3 +412,39 @@ def test_a_chat_model_embeds_with_near_constant_vectors(fake: FakeOllama, client
         client.embed("qwen2.5:3b", ["x"])  # other chat models still refuse, as before
     reply = client.chat("llama3.2:1b", [{"role": "user", "content": "hi"}])
     assert reply.message.content  # and it chats like the default model
+
+
+def test_the_faults_are_on_the_wire_as_a_broken_server_sends_them(fake: FakeOllama) -> None:
+    embed = {"model": "nomic-embed-text", "input": ["a lantern"]}
+    fake.misbehave("/api/embed", "not_json", times=1)
+    fake.misbehave("/api/embed", "empty", times=1)
+    fake.misbehave("/api/embed", "nan", times=1)
+    page = httpx.post(f"{fake.url}/api/embed", json=embed)
+    assert page.status_code == 200 and page.text.startswith("<html>")
+    empty = httpx.post(f"{fake.url}/api/embed", json=embed)
+    assert empty.status_code == 200 and empty.content == b""
+    nan = httpx.post(f"{fake.url}/api/embed", json=embed)
+    assert nan.content.startswith(b'{"model": "nomic-embed-text", "embeddings": [[NaN, ')
+    assert len(httpx.post(f"{fake.url}/api/embed", json=embed).json()["embeddings"][0]) == 768
+
+    fake.misbehave("/api/tags", "reset")
+    with pytest.raises(httpx.ReadError):
+        httpx.get(f"{fake.url}/api/tags")
+    fake.behave()
+    fake.drip_interval = 0.005
+    fake.misbehave("/api/version", "drip")
+    started = time.monotonic()
+    assert httpx.get(f"{fake.url}/api/version").json() == {"version": VERSION}
+    assert time.monotonic() - started > 0.005 * 100  # status line and headers dripped too
+    fake.behave()
+
+    fake.add_model(ModelSpec("resized:latest", ["embedding"], served_length=384))
+    resized = httpx.post(f"{fake.url}/api/embed", json={"model": "resized", "input": ["x"]})
+    assert len(resized.json()["embeddings"][0]) == 384
+    shown = httpx.post(f"{fake.url}/api/show", json={"model": "resized"}).json()
+    assert shown["model_info"]["qwen2.embedding_length"] == 768
+
+    fake.require_auth("ann", "pw")
+    assert httpx.get(f"{fake.url}/api/tags").status_code == 401
+    assert httpx.get(f"{fake.url}/api/tags", auth=("ann", "pw")).status_code == 200
+    assert fake.requests[-1]["authorization"] == "Basic YW5uOnB3"

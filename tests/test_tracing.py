@@ -1,10 +1,13 @@
 """Nothing leaves the machine unless asked: LangSmith tracing, when on, is said out loud."""
 
+import json
+
 import pytest
 from conftest import run_cli
+from langsmith import run_trees
 from langsmith import utils as langsmith_utils
 
-from archivist.settings import DEFAULT_LANGSMITH_ENDPOINT, load_settings
+from archivist.settings import DEFAULT_LANGSMITH_ENDPOINT, load_settings, mask_url
 
 ENVIRONMENTS = [
     {},
@@ -71,3 +74,48 @@ def test_with_tracing_off_nothing_is_said(ollama, home):
     assert done.returncode == 0 and done.stderr == ""
     doctor = run_cli("doctor", ollama_url=ollama.url, home=home)
     assert "✓ LangSmith tracing is off" in doctor.stdout
+
+
+RUNS_ENDPOINTS = [
+    json.dumps({"https://eu.smith.example/": "key-1", "https://us.smith.example": "key-2"}),
+    json.dumps([{"api_url": "https://ann:pw@smith.internal/", "api_key": "k"}]),
+    json.dumps(
+        [
+            {"api_url": "https://a.example", "api_key": 3},
+            {"api_url": "https://b.example", "api_key": "k"},
+        ]
+    ),
+    "not JSON",
+    json.dumps("https://a.example"),
+]
+
+
+@pytest.mark.parametrize("runs", RUNS_ENDPOINTS)
+def test_the_notice_names_the_runs_endpoints_traces_really_go_to(runs, monkeypatch):
+    monkeypatch.setattr(run_trees.logger, "disabled", True)  # its warnings on bad values
+    written = [r["api_url"] for r in run_trees._parse_write_replicas_from_env_var(runs)]
+    tracing = load_settings({"LANGSMITH_TRACING": "true", "LANGSMITH_RUNS_ENDPOINTS": runs}).tracing
+    # Where LangSmith writes runs (its own parser), masked; the default when it ignores them.
+    expected = [mask_url(url) for url in written] or [DEFAULT_LANGSMITH_ENDPOINT]
+    assert tracing.endpoint == ", ".join(expected)
+    assert "pw" not in tracing.notice()
+    if written:
+        assert f"sent to LangSmith at {expected[0]}" in tracing.notice()
+
+
+@pytest.mark.parametrize("value", ["True", "TRUE", "1", "yes"])
+def test_a_tracing_switch_langsmith_does_not_read_is_warned_about(value, ollama, home, monkeypatch):
+    monkeypatch.setenv("LANGSMITH_TRACING", value)
+    langsmith_utils.get_env_var.cache_clear()
+    try:
+        assert langsmith_utils.tracing_is_enabled() is False  # LangSmith: off
+    finally:
+        langsmith_utils.get_env_var.cache_clear()
+    warning = (
+        "Tracing is off: LangSmith turns it on only for LANGSMITH_TRACING=true (lowercase), "
+        f"not LANGSMITH_TRACING={value}."
+    )
+    done = run_cli("stores", ollama_url=ollama.url, home=home)
+    assert done.returncode == 0 and done.stderr.count(warning) == 1, done.stderr
+    doctor = run_cli("doctor", ollama_url=ollama.url, home=home)
+    assert doctor.returncode == 0 and f"! {warning}" in doctor.stdout, doctor.stdout

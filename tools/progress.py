@@ -70,7 +70,8 @@ class Failed:
 @dataclass(frozen=True)
 class Retried:
     """A request Ollama refused is tried again: retry `attempt` (of `limit`, when known) in
-    `wait` s. `request` says which: "embedding" or "chat"."""
+    `wait` s. `request` says which: "embedding" (`error`: the failure) or "chat" (`error`:
+    why, in words, e.g. "Ollama answered with an error (…)")."""
 
     name: ClassVar[str] = "retry"
     error: str

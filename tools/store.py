@@ -14,7 +14,7 @@ import unicodedata
 import uuid
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -467,7 +467,7 @@ class KnowledgeStore:
         made ahead (of the store's `sparse_scheme`) are taken as given; those missing (None)
         are made here."""
         # Held through: the vectors are made in the scheme the store has when it is written.
-        with self._held():
+        with self._held(), self._sized(write.vector for write in writes):
             self._upsert(writes)
 
     def _upsert(self, writes: Sequence["ChunkWrite"]) -> None:
@@ -688,8 +688,35 @@ class KnowledgeStore:
         one passage collapse into one result; `min_score` drops results scoring below it (in
         the mode's own score); `mmr` (0–1, 1 = relevance only) re-ranks for diversity.
         """
-        with self._held():
+        with self._held(), self._sized([] if query_vector is None else [query_vector]):
             return self._search(query_vector, query_text, k, mode, sources, min_score, mmr, fusion)
+
+    @contextmanager
+    def _sized(self, vectors: Iterable[Sequence[float]]) -> Iterator[None]:
+        """When the engine refuses the block's vectors, say so with the store's fingerprint if
+        their length is not the store's (the engine says only "Vector dimension error");
+        checked only then, so a search or write that succeeds costs nothing more."""
+        try:
+            yield
+        except Exception:
+            for length in {len(vector) for vector in vectors}:
+                self.check_dimension(length)
+            raise
+
+    def check_dimension(self, length: int) -> None:
+        """Refuse vectors of another length than the store's, naming the model and the fix."""
+        stored = self.fingerprint
+        dimension, model = stored.get("dimension"), stored.get("embed_model")
+        if dimension is None or dimension == length:
+            return
+        raise StoreMismatch(
+            f"Store '{self.name}' holds {dimension}-dimension vectors made by '{model}', but "
+            f"the embedding model gives {length}-dimension ones: what runs as '{model}' now is "
+            "not the model the store was built with.",
+            f"Pull the store's model again (`ollama pull {model}`); to use the model now "
+            f"served, ingest into a new store (or `archivist delete --store {self.name}` and "
+            "ingest again).",
+        )
 
     def indexing_aside(self) -> AbstractContextManager[Any]:
         """Through the block, the embedded store indexes a segment due while it is written in
