@@ -4,6 +4,7 @@ import math
 import time
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any
 
@@ -116,6 +117,8 @@ class Archivist:
             request = IngestRequest.build(request, store, **options)
         elif store is not None or options:
             raise TypeError("ingest(request) takes its options from the request")
+        if request.urls and request.web.cache is None:
+            request = replace(request, web=replace(request.web, cache=str(self.settings.web_cache)))
         with self.released_on_failure():
             context = models.embed_context(self.settings, allow_chat=request.allow_chat_embedder)
         # One writer at a time; searches get through between its writes.

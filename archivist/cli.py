@@ -223,7 +223,9 @@ def _question(text: str | None) -> str:
 
 @app.command()
 def ingest(
-    paths: Annotated[list[Path], typer.Argument(help="Files and folders to ingest.")],
+    paths: Annotated[
+        list[str], typer.Argument(help="Files, folders and web pages or sites (URLs) to ingest.")
+    ],
     store: StoreOpt,
     prune: Annotated[bool, typer.Option(help="Remove sources that no longer exist.")] = False,
     description: Annotated[
@@ -300,12 +302,22 @@ def ingest(
             help="Embed with a model Ollama does not list as an embedding model.",
         ),
     ] = False,
+    max_pages: Annotated[
+        int | None,
+        typer.Option(metavar="N", help="Pages read at most from each URL's site. Default: 200."),
+    ] = None,
+    max_depth: Annotated[
+        int | None,
+        typer.Option(
+            metavar="N", help="Links followed at most from each URL (no sitemap). Default: 10."
+        ),
+    ] = None,
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="List every skipped file with its reason.")
     ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Ingest files and folders into a store; unchanged files are skipped."""
+    """Ingest files, folders and web sites into a store; unchanged files are skipped."""
     from archivist.ingest.request import IngestRequest
     from archivist.progress import IngestProgress
 
@@ -327,6 +339,8 @@ def ingest(
         include=include or (),
         exclude=exclude or (),
         allow_chat_embedder=allow_chat_embedder,
+        max_pages=max_pages,
+        max_depth=max_depth,
     )
     archivist = _app(embed_model=embed_model, store_wait=wait)
     progress = IngestProgress(enabled=not as_json, live=sys.stderr.isatty())

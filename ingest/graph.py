@@ -16,6 +16,7 @@ resumed in another process sends again whatever was in flight.
 
 import functools
 import itertools
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -26,7 +27,7 @@ from typing import Annotated, Any, TypedDict
 
 from langgraph.graph import END, START, StateGraph
 
-from archivist.ingest import worker
+from archivist.ingest import web, worker
 from archivist.ingest.embedder import EmbedQueue, EmbedSettings, embed_with_retry
 from archivist.ingest.loaders import LoadError, NotADocument, Section
 from archivist.ingest.request import IngestRequest
@@ -132,15 +133,25 @@ class RunResources:
     """The record file being read in slices: (source, its documents not yet taken)."""
     helper: worker.WorkerRun | None = None
     """The helper process (splitting, sparse vectors)."""
+    folder: tempfile.TemporaryDirectory | None = None
+    """The run's own folder for the web pages it fetched, when there is no web cache."""
+
+    def scratch(self) -> Path:
+        """The run's own folder, made on first use, removed when the run ends."""
+        if self.folder is None:
+            self.folder = tempfile.TemporaryDirectory(prefix="archivist-web-")
+        return Path(self.folder.name)
 
     def close(self) -> None:
         """Stop the requests in flight and the helper process; forget the rest."""
-        queue, helper = self.queue, self.helper
-        self.queue = self.helper = self.reader = self.held = None
+        queue, helper, folder = self.queue, self.helper, self.folder
+        self.queue = self.helper = self.reader = self.held = self.folder = None
         if queue is not None:
             queue.close()
         if helper is not None:
             helper.close()
+        if folder is not None:
+            folder.cleanup()
 
 
 @dataclass
@@ -178,13 +189,30 @@ class IngestSteps:
         )
         shard = request.shard
         files, failed, skipped = discover(
-            [Path(p) for p in request.paths], request.loader, request.folder_rules
+            [Path(p) for p in request.local_paths], request.loader, request.folder_rules
         )
         # A run that stopped between storing a document's new version and removing its old
         # one left both: finish that now, since the file now looks unchanged.
         store.finish_replacements()
         held = store.sources()
         known = {s: info.doc_hash for s, info in held.items() if info.complete}
+        run = uuid.uuid4().hex
+        removed: list[str] = []
+        kept: list[str] = []
+        if request.urls:
+            crawled = self._crawl(request, held, run)
+            files += crawled.files
+            failed += crawled.failed
+            skipped += crawled.skipped
+            kept = crawled.kept
+            # A page the site says is gone is removed (a file deleted is, only with --prune:
+            # its absence says less than a 404 does).
+            for source in crawled.gone:
+                if not shard or shard.owns(source):
+                    store.delete_source(source)
+                    removed.append(source)
+            held = {s: info for s, info in held.items() if s not in removed}
+            known = {s: h for s, h in known.items() if s not in removed}
         if shard:
             # A record file is read by every shard; each keeps the records it owns.
             files = [f for f in files if f.has_records or shard.owns(f.source)]
@@ -193,7 +221,6 @@ class IngestSteps:
         self.notify(Discovered(len(files)))
         for failure in failed:
             self.notify(Failed(**failure.to_dict()))
-        run = uuid.uuid4().hex
         self.resources(run).held = set(held)
         return {
             "run": run,
@@ -204,7 +231,16 @@ class IngestSteps:
             "pending": [],
             "failed": [f.to_dict() for f in failed],
             "skipped": [f.to_dict() for f in skipped],
+            "removed": removed,
+            "present": kept,
         }
+
+    def _crawl(self, request: IngestRequest, held: dict[str, Any], run: str) -> web.Crawl:
+        """Crawl the request's URLs into the web cache (else a folder of the run's own)."""
+        cache = None
+        if request.web.cache is None:
+            cache = self.resources(run).scratch()
+        return web.crawl(request.urls, request.web, held, self.notify, cache)
 
     def load_batch(self, state: IngestState) -> dict[str, Any]:
         """Read the next batch of files; queue the documents that changed."""

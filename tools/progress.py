@@ -83,7 +83,37 @@ class Copied:
     total: int | None = None
 
 
-Event = Discovered | Loaded | Embedded | Stored | BatchStored | Failed | Retried | Copied
+@dataclass(frozen=True)
+class Fetched:
+    """A web page was asked for: its URL (after redirects) and the HTTP status it got."""
+
+    name: ClassVar[str] = "fetched"
+    url: str
+    status: int
+
+
+@dataclass(frozen=True)
+class Recognised:
+    """OCR read page `page` of the `pages` of a file's that it reads (`file`: its path)."""
+
+    name: ClassVar[str] = "recognised"
+    file: str
+    page: int
+    pages: int
+
+
+Event = (
+    Discovered
+    | Loaded
+    | Embedded
+    | Stored
+    | BatchStored
+    | Failed
+    | Retried
+    | Copied
+    | Fetched
+    | Recognised
+)
 
 ProgressFn = Callable[[Event], None]
 """Called with each event as it happens."""
