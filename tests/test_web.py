@@ -373,3 +373,34 @@ def test_source_names_are_normalised_urls():
     assert web.normalise("http://example.com") == "http://example.com/"
     assert web.prefix_of("https://example.com/docs/intro.html") == "https://example.com/docs/"
     assert replace(web.WebOptions(), max_pages=3).max_pages == 3
+
+
+def test_the_command_line_takes_a_url_and_its_bounds(ollama, home, site):
+    import json
+
+    from conftest import run_cli
+
+    docs_site(site)
+    done = run_cli(
+        "ingest",
+        f"{site.url}/docs/",
+        "--store",
+        "docs",
+        "--max-pages",
+        "2",
+        "--json",
+        ollama_url=ollama.url,
+        home=home,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert [s["source"] for s in report["stored"]][0] == f"{site.url}/docs/"
+    assert len(report["stored"]) == 2
+    # The pages are cached in the home, for the next crawl's conditional requests.
+    assert list((home / "web").glob("*.md"))
+    refused = run_cli(
+        "ingest", "ftp://example.com/x/", "--store", "docs", ollama_url=ollama.url, home=home
+    )
+    assert refused.returncode == 1
+    assert "only http:// and https:// URLs are read" in refused.stderr
+    assert "Traceback" not in refused.stderr
