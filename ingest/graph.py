@@ -30,6 +30,7 @@ from langgraph.graph import END, START, StateGraph
 from archivist.ingest import web, worker
 from archivist.ingest.embedder import EmbedQueue, EmbedSettings, embed_with_retry
 from archivist.ingest.loaders import LoadError, NotADocument, Section
+from archivist.ingest.loaders.base import reporting
 from archivist.ingest.request import IngestRequest
 from archivist.ingest.sync import (
     Document,
@@ -244,6 +245,10 @@ class IngestSteps:
 
     def load_batch(self, state: IngestState) -> dict[str, Any]:
         """Read the next batch of files; queue the documents that changed."""
+        with reporting(self.notify):  # a long load (OCR) tells how it goes
+            return self._load_batch(state)
+
+    def _load_batch(self, state: IngestState) -> dict[str, Any]:
         start = state["position"]
         offset = state.get("offset", 0)
         # A batch is `batch_files` files to load; unchanged files, only hashed, are cheap, so

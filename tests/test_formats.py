@@ -160,7 +160,12 @@ def test_pptx_one_section_per_slide_with_notes_and_tables(tmp_path):
     path = tmp_path / "review.pptx"
     deck.save(str(path))
     first, prices = load(path)
-    assert first.metadata == {"title": "Quarterly review", "slide": 1, "slide_title": "Sales"}
+    assert first.metadata == {
+        "title": "Quarterly review",
+        "page": 1,
+        "slide": 1,
+        "slide_title": "Sales",
+    }
     assert first.text == (
         "# Sales\n\nRevenue grew 12%\n  - Europe led the growth\n\nNotes: Mention the Berlin store."
     )

@@ -2,13 +2,17 @@
 bounded reading of zip packages (DOCX, PPTX, XLSX, ODT, EPUB)."""
 
 import codecs
+import contextlib
 import datetime
 import re
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from archivist.tools.progress import Event, ProgressFn, ignore
 
 MAX_FILE_BYTES = 50 * 1024 * 1024
 MAX_UNPACKED_BYTES = 24 * 1024 * 1024
@@ -78,6 +82,23 @@ class LoaderOptions:
 
 
 Loader = Callable[[Path, LoaderOptions], list[Section]]
+
+_progress: ContextVar[ProgressFn] = ContextVar("loader_progress", default=ignore)
+
+
+@contextlib.contextmanager
+def reporting(notify: ProgressFn) -> Iterator[None]:
+    """Send the progress of long loads (OCR's pages) to `notify` while in the block."""
+    token = _progress.set(notify)
+    try:
+        yield
+    finally:
+        _progress.reset(token)
+
+
+def report(event: Event) -> None:
+    """Tell whoever listens (`reporting`) how a long load goes."""
+    _progress.get()(event)
 
 
 def looks_binary(data: bytes) -> bool:
