@@ -18,6 +18,10 @@ MAX_FILE_BYTES = 50 * 1024 * 1024
 MAX_UNPACKED_BYTES = 24 * 1024 * 1024
 """The most a zip package's text parts (XML, HTML) may hold unpacked: parsing XML takes
 about 25 times its size in memory, and a few KB of deflate can unpack to hundreds of MB."""
+MAX_STREAMED_BYTES = 256 * 1024 * 1024
+"""The most a workbook's parts may hold unpacked: calamine reads a sheet's XML as a stream,
+not a tree in memory, so the limit is time (about 20 MB a second), not memory; a sheet that
+declares all 1,048,576 rows, each empty and styled, is about 40 MB of XML."""
 SNIFF_BYTES = 8192
 _BOMS = (
     (codecs.BOM_UTF32_LE, "utf-32"),
@@ -143,8 +147,8 @@ def read_text(path: Path) -> str:
     return decode_text(path.read_bytes())
 
 
-def open_package(path: Path, kind: str) -> zipfile.ZipFile:
-    """Open a zip package, refusing one whose text parts unpack to more than the limit.
+def open_package(path: Path, kind: str, limit: int = MAX_UNPACKED_BYTES) -> zipfile.ZipFile:
+    """Open a zip package, refusing one whose text parts unpack to more than `limit` bytes.
 
     The sizes are the ones the zip declares; zipfile stops reading a part at its declared
     size (and fails its checksum), so a part cannot unpack to more than it says.
@@ -156,11 +160,11 @@ def open_package(path: Path, kind: str) -> zipfile.ZipFile:
     unpacked = sum(
         info.file_size for info in package.infolist() if not _BINARY_PARTS.search(info.filename)
     )
-    if unpacked > MAX_UNPACKED_BYTES:
+    if unpacked > limit:
         package.close()
         raise LoadError(
             f"{kind} unpacks to {unpacked // 2**20} MB of text, over the "
-            f"{MAX_UNPACKED_BYTES // 2**20} MB limit (a zip bomb, or split the document)"
+            f"{limit // 2**20} MB limit (a zip bomb, or split the document)"
         )
     return package
 

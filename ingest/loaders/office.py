@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from archivist.ingest.loaders.base import (
+    MAX_STREAMED_BYTES,
     LoaderOptions,
     LoadError,
     Section,
@@ -252,7 +253,7 @@ def _workbook_title(path: Path, kind: str) -> str | None:
     with path.open("rb") as handle:
         if handle.read(len(_OLE_MAGIC)) == _OLE_MAGIC:
             return None
-    with open_package(path, kind) as package:
+    with open_package(path, kind, MAX_STREAMED_BYTES) as package:
         # Part names are case-insensitive in practice (`docProps/Core.xml` exists).
         names = {name.lower(): name for name in package.namelist()}
         part = names.get("docprops/core.xml") or names.get("meta.xml")
