@@ -217,6 +217,8 @@ class Crawler:
         self._last = 0.0
         self.robots: urllib.robotparser.RobotFileParser | None = None
         self.result = Crawl()
+        self.reached: set[str] = set()
+        """The pages answered, by their URL after redirects."""
 
     def close(self) -> None:
         self.client.close()
@@ -249,7 +251,9 @@ class Crawler:
                 # The starting page settles the prefix (a redirect of `/docs` to `/docs/`
                 # moves it), then the sitemap, if any, lists the pages.
                 prefix = prefix_of(page.url if page else url)
-                listed = [u for u in self._sitemap_pages(prefix) if u not in seen]
+                listed = []
+                if self.options.max_depth > 0:
+                    listed = [u for u in self._sitemap_pages(prefix) if u not in seen]
                 follow = not listed
                 for link in listed:
                     seen.add(link)
@@ -283,6 +287,9 @@ class Crawler:
             return None
         final = answer.url
         self.notify(Fetched(final, answer.status))
+        if final in self.reached:
+            return None  # a redirect to a page read already
+        self.reached.add(final)
         if answer.status == 304:
             entry = self._entry(final)
             path = self._content_path(final, entry)
@@ -539,7 +546,9 @@ def crawl(
             found = crawler.crawl(start, mine)
         finally:
             crawler.close()
-        for name in ("files", "failed", "skipped", "gone", "kept", "requests"):
+        names = {f.source for f in total.files}
+        total.files += [f for f in found.files if f.source not in names]  # sites overlapping
+        for name in ("failed", "skipped", "gone", "kept", "requests"):
             getattr(total, name).extend(getattr(found, name))
     return total
 

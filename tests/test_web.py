@@ -404,3 +404,28 @@ def test_the_command_line_takes_a_url_and_its_bounds(ollama, home, site):
     assert refused.returncode == 1
     assert "only http:// and https:// URLs are read" in refused.stderr
     assert "Traceback" not in refused.stderr
+
+
+def test_a_page_reached_twice_by_redirects_is_stored_once_and_depth_zero_reads_one_page(
+    archivist, site
+):
+    site.routes.update(
+        {
+            "/docs/": Route(page("Index", INSTALL_TEXT, ("old.html", "new.html", "other.html"))),
+            "/docs/old.html": Route(b"", 301, headers={"Location": "/docs/new.html"}),
+            "/docs/new.html": Route(page("New", REFUND_TEXT)),
+            "/docs/other.html": Route(page("Other", SHIPPING_TEXT)),
+        }
+    )
+    report = ingest(archivist, f"{site.url}/docs/")
+    sources = [s["source"] for s in report.stored]
+    assert sorted(sources) == [
+        f"{site.url}/docs/",
+        f"{site.url}/docs/new.html",
+        f"{site.url}/docs/other.html",
+    ]
+    site.log.clear()
+    one = ingest(archivist, f"{site.url}/docs/", max_depth=0)
+    assert f"{site.url}/docs/" in one.unchanged
+    # The pages the store holds are asked for again (to notice one gone), not their links.
+    assert "/docs/old.html" not in site.paths()
