@@ -106,11 +106,16 @@ class Root:
             return Path(self.location)
         return Path(self.location) / relative if relative else Path(self.location)
 
-    def _parts(self) -> list[str]:
+    def label_choices(self) -> list[str]:
+        """The labels this root can have, shortest first: a folder's or file's name, then
+        with its parents (`en`, `docs/en`, …); a site's host, then with its path."""
         if self.kind == "url":
             split = urlsplit(self.location)
-            return [split.hostname or "site", *[p for p in split.path.split("/") if p]]
-        return [p for p in Path(self.location).parts if p not in ("/", os.sep)] or ["root"]
+            host = split.hostname or "site"
+            parts = [p for p in split.path.split("/") if p]
+            return [host] + ["/".join([host, *parts[:n]]) for n in range(1, len(parts) + 1)]
+        parts = [p for p in Path(self.location).parts if p not in ("/", os.sep)] or ["root"]
+        return ["/".join(parts[-n:]) for n in range(1, len(parts) + 1)]
 
 
 @dataclass(frozen=True)
@@ -208,8 +213,7 @@ def assign_labels(kept: Sequence[Root], new: Sequence[Root]) -> None:
     suffix = {r.id: 0 for r in new}
 
     def label(root: Root) -> str:
-        parts = root._parts()
-        text = "/".join(parts[-depth[root.id] :])
+        text = root.label_choices()[depth[root.id] - 1]
         return f"{text}-{suffix[root.id] + 1}" if suffix[root.id] else text
 
     for _ in range(1000):
@@ -222,7 +226,7 @@ def assign_labels(kept: Sequence[Root], new: Sequence[Root]) -> None:
         ]
         if not clashing:
             break
-        growable = [r for r in clashing if depth[r.id] < len(r._parts())]
+        growable = [r for r in clashing if depth[r.id] < len(r.label_choices())]
         if growable:
             for r in growable:
                 depth[r.id] += 1
