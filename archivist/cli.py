@@ -835,26 +835,50 @@ def stores(as_json: JsonOpt = False) -> None:
 
 @app.command()
 def sources(store: StoreOpt, as_json: JsonOpt = False) -> None:
-    """List a store's sources with their chunk counts."""
-    from datetime import UTC, datetime
+    """List a store's sources by root, each with its chunks and its status against the disk:
+    ok, changed, deleted, new (not yet stored), failed (with why), or unknown (no root)."""
+    from archivist.ingest.status import STATUSES, store_status
 
-    listing = [
-        {
-            "source": info.source,
-            "chunks": info.chunks,
-            "complete": info.complete,
-            "ingested_at": datetime.fromtimestamp(info.ingested_at, UTC).isoformat(
-                timespec="seconds"
-            ),
-        }
-        for info in _app().store(store).sources().values()
-    ]
+    archivist = _app()
+    opened = archivist.store(store)
+    with archivist.released_on_failure():
+        listing = store_status(opened)
+    rows = [row for status in listing for row in status.sources]
     if as_json:
-        _print_json(listing)
+        _print_json(rows)
         return
-    for s in listing:
-        source = printable_name(s["source"])
-        print(f"{source}\t{count(s['chunks'], 'chunk')}\t{s['ingested_at']}")
+    totals = {status: 0 for status in STATUSES}
+    for status in listing:
+        counts = status.counts()
+        for key, value in counts.items():
+            totals[key] += value
+        where = (
+            f"{printable_name(status.root.location)} ({printable_name(status.root.label)})"
+            if status.root is not None
+            else "sources with no recorded root (ingest their folder again to record it)"
+        )
+        print(f"{where}: {_status_counts(counts)}")
+        for row in status.sources:
+            chunks, when = count(row["chunks"], "chunk"), row["ingested_at"] or "-"
+            line = f"  {row['status']}\t{printable_name(row['source'])}\t{chunks}\t{when}"
+            if row.get("reason"):
+                line += f"\t{printable(row['reason'])}"
+            print(line)
+    roots = sum(1 for status in listing if status.root is not None)
+    print(
+        f"{store}: {count(len(rows), 'source')} in {count(roots, 'root')}: "
+        f"{_status_counts(totals)}"
+        + (
+            f". Bring it up to date with: archivist sync --store {store}"
+            if any(totals[k] for k in ("changed", "deleted", "new"))
+            else ""
+        )
+    )
+
+
+def _status_counts(counts: dict[str, int]) -> str:
+    shown = [f"{number(n)} {status}" for status, n in counts.items() if n or status == "ok"]
+    return ", ".join(shown)
 
 
 @app.command()

@@ -37,6 +37,8 @@ class IngestRequest:
     splitter: SplitterSettings = field(default_factory=SplitterSettings)
     chunk_size: int | None = None
     """The chunk size asked for (None: the default, which shrinks to fit the model)."""
+    chunk_overlap: int | None = None
+    """The chunk overlap asked for (None: the default)."""
     embed: EmbedSettings = field(default_factory=EmbedSettings)
     loader: LoaderOptions = field(default_factory=LoaderOptions)
     folder_rules: FolderRules = field(default_factory=FolderRules)
@@ -134,6 +136,7 @@ class IngestRequest:
             shard=shard,
             splitter=splitter,
             chunk_size=chunk_size,
+            chunk_overlap=chunk_overlap,
             embed=replace(embed or EmbedSettings(), **{k: v for k, v in sizes.items() if v}),
             loader=LoaderOptions(
                 text_field or None,

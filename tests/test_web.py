@@ -429,3 +429,31 @@ def test_a_page_reached_twice_by_redirects_is_stored_once_and_depth_zero_reads_o
     assert f"{site.url}/docs/" in one.unchanged
     # The pages the store holds are asked for again (to notice one gone), not their links.
     assert "/docs/old.html" not in site.paths()
+
+
+def test_a_site_is_recorded_as_a_root_beside_a_folder(archivist, site, tmp_path):
+    from archivist.ingest.roots import RootSet, request_arguments
+
+    docs_site(site)
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "warranty.md").write_text("# Warranty\n\nTwo years on every widget.\n")
+    report = ingest(archivist, f"{site.url}/docs/", str(folder), max_pages=10)
+    assert report.failed == []
+    store = archivist.store("docs")
+    roots = RootSet.of(store.info())
+    site_root = next(r for r in roots.roots if r.kind == "url")
+    assert site_root.location == f"{site.url}/docs/"
+    assert request_arguments(site_root)["max_pages"] == 10
+    # Its pages are recorded by their paths under the prefix; their names stay their URLs
+    # while the folder's files get the folder's label in a store of two roots.
+    assert set(site_root.files) == {"", "install.html", "refunds.html", "shipping.html"}
+    names = set(store.source_names())
+    assert f"{site.url}/docs/install.html" in names and "notes/warranty.md" in names
+    # A page gone is removed from the store and from its root's record.
+    del site.routes["/docs/shipping.html"]
+    again = ingest(archivist, f"{site.url}/docs/", max_pages=10)
+    assert again.removed == [f"{site.url}/docs/shipping.html"]
+    site_root = next(r for r in RootSet.of(store.info()).roots if r.kind == "url")
+    assert "shipping.html" not in site_root.files
+    assert "notes/warranty.md" in store.source_names()
