@@ -386,9 +386,7 @@ class Crawler:
                     _content_type(answer.headers) in HTML_TYPES
                     and len(answer.body) > self.options.max_page_bytes
                 ):
-                    raise _PageFailed(
-                        f"a page over the {self.options.max_page_bytes // 2**20} MB limit"
-                    )
+                    raise _PageFailed(f"a page over the {_size(self.options.max_page_bytes)} limit")
                 return answer
             location = answer.headers.get("location")
             if not location:
@@ -429,7 +427,7 @@ class Crawler:
                     for block in response.iter_bytes():
                         body += block
                         if len(body) > limit:
-                            raise _PageFailed(f"over the {limit // 2**20} MB limit")
+                            raise _PageFailed(f"over the {_size(limit)} limit")
                     return _Answer(response.status_code, url, response.headers, bytes(body))
             except httpx.TimeoutException:
                 self._last = time.monotonic()
@@ -448,6 +446,11 @@ class Crawler:
         rules = urllib.robotparser.RobotFileParser(url)
         try:
             answer = self._get(url, {}, 512 * 1024)
+            for _ in range(MAX_REDIRECTS):  # as the robots.txt standard asks: up to five
+                location = answer.headers.get("location")
+                if answer.status not in (301, 302, 303, 307, 308) or not location:
+                    break
+                answer = self._get(normalise(urljoin(url, location)), {}, 512 * 1024)
         except _PageFailed as exc:
             return f"robots.txt could not be read ({exc}): nothing fetched; try again later"
         if answer.status >= 500:
@@ -588,6 +591,10 @@ def page_markdown(html: str, url: str) -> tuple[str, str]:
 
 
 # Helpers
+
+
+def _size(limit: int) -> str:
+    return f"{limit // 2**20} MB" if limit >= 2**20 else f"{limit // 1024} KB"
 
 
 def _under(url: str, prefix: str) -> bool:

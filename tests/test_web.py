@@ -2,6 +2,7 @@
 
 import http.server
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
@@ -33,6 +34,7 @@ class Route:
     kind: str = "text/html; charset=utf-8"
     etag: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
 
 
 class Site:
@@ -51,6 +53,8 @@ class Site:
                     route = route.pop(0) if len(route) > 1 else route[0]
                 if route is None:
                     route = Route(b"not here", 404, "text/plain")
+                if route.delay:
+                    time.sleep(route.delay)
                 if route.etag and self.headers.get("If-None-Match") == route.etag:
                     self.send_response(304)
                     self.send_header("ETag", route.etag)
@@ -457,3 +461,31 @@ def test_a_site_is_recorded_as_a_root_beside_a_folder(archivist, site, tmp_path)
     site_root = next(r for r in RootSet.of(store.info()).roots if r.kind == "url")
     assert "shipping.html" not in site_root.files
     assert "notes/warranty.md" in store.source_names()
+
+
+def test_a_slow_page_and_a_page_too_large_fail_alone(site, tmp_path):
+    docs_site(site)
+    site.routes["/docs/install.html"] = Route(page("Install", INSTALL_TEXT), delay=1.5)
+    site.routes["/docs/refunds.html"] = Route(page("Refunds", REFUND_TEXT * 60))
+    options = web.WebOptions(timeout=0.5, max_page_bytes=4096)
+    found = web.crawl([f"{site.url}/docs/"], options, cache=tmp_path / "cache")
+    failed = {f.source: f.reason for f in found.failed}
+    assert failed == {
+        f"{site.url}/docs/install.html": "no answer within 0.5 s",
+        f"{site.url}/docs/refunds.html": "a page over the 4 KB limit",
+    }
+    assert sorted(f.source for f in found.files) == [
+        f"{site.url}/docs/",
+        f"{site.url}/docs/shipping.html",
+    ]
+
+
+def test_robots_txt_is_followed_through_a_redirect(site, tmp_path):
+    docs_site(site)
+    site.routes["/robots.txt"] = Route(b"", 301, headers={"Location": "/real-robots.txt"})
+    site.routes["/real-robots.txt"] = Route(
+        b"User-agent: *\nDisallow: /docs/refunds", kind="text/plain"
+    )
+    found = web.crawl([f"{site.url}/docs/"], web.WebOptions(), cache=tmp_path / "cache")
+    assert "/docs/refunds.html" not in site.paths()
+    assert f"{site.url}/docs/install.html" in {f.source for f in found.files}
