@@ -176,8 +176,6 @@ class Crawl:
     kept: list[str] = field(default_factory=list)
     """Pages the store held that were not read this time (not reached within the bounds, or
     a failure): what the store holds of them is kept."""
-    requests: list[str] = field(default_factory=list)
-    """Every URL asked for, in order (robots.txt and sitemaps included)."""
 
 
 @dataclass
@@ -200,7 +198,6 @@ class Crawler:
         options: WebOptions,
         cache: Path,
         notify: ProgressFn = ignore,
-        client: Any = None,
     ) -> None:
         import httpx
 
@@ -208,7 +205,7 @@ class Crawler:
         self.cache = cache
         self.notify = notify
         self.agent = user_agent()
-        self.client = client or httpx.Client(
+        self.client = httpx.Client(
             headers={"User-Agent": self.agent},
             timeout=httpx.Timeout(options.timeout, connect=min(10.0, options.timeout)),
             follow_redirects=False,
@@ -409,7 +406,6 @@ class Crawler:
             wait = self.delay - (time.monotonic() - self._last)
             if wait > 0:
                 pause(wait)
-            self.result.requests.append(url)
             try:
                 with self.client.stream("GET", url, headers=headers) as response:
                     self._last = time.monotonic()
@@ -551,7 +547,7 @@ def crawl(
             crawler.close()
         names = {f.source for f in total.files}
         total.files += [f for f in found.files if f.source not in names]  # sites overlapping
-        for name in ("failed", "skipped", "gone", "kept", "requests"):
+        for name in ("failed", "skipped", "gone", "kept"):
             getattr(total, name).extend(getattr(found, name))
     return total
 
