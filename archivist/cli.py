@@ -315,6 +315,10 @@ def ingest(
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="List every skipped file with its reason.")
     ] = False,
+    watch: Annotated[
+        bool,
+        typer.Option("--watch", help="Then keep the store in sync as files change, until Ctrl-C."),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Ingest files, folders and web sites into a store; unchanged files are skipped."""
@@ -376,8 +380,88 @@ def ingest(
             print(line)
         for failure in report.failed:
             print(f"  failed: {printable_name(failure['source'])}: {printable(failure['reason'])}")
+        if report.renamed:
+            print(
+                f"  {count(len(report.renamed), 'source')} renamed with its root's label "
+                "(the store has several roots); nothing embedded again."
+            )
+    if watch:
+        _watch(archivist, [store], as_json)
     if report.failed:
         raise typer.Exit(1)
+
+
+@app.command()
+def sync(
+    stores: Annotated[
+        list[str] | None,
+        typer.Option("--store", "-s", help="A store to sync (repeatable). Default: all."),
+    ] = None,
+    watch: Annotated[
+        bool, typer.Option("--watch", help="Keep syncing as files change, until Ctrl-C.")
+    ] = False,
+    wait: WaitOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Bring every root the stores record up to date with its recorded options: new and
+    changed files embedded, deleted ones removed, nothing else touched."""
+    archivist = _app(store_wait=wait)
+    targets = archivist.recorded_roots(stores or [])
+    archivist.close()
+    if not targets:
+        names = ", ".join(stores) if stores else "any store"
+        raise ArchivistError(
+            f"No roots recorded in {names}: nothing to sync.",
+            "Ingest a folder first: archivist ingest PATH --store NAME",
+        )
+    reports, failed = [], False
+    for store, root in targets:
+        try:
+            request = archivist.sync_request(store, root)
+            report = archivist.ingest(request, release=True)
+        except ArchivistError as exc:
+            failed = True
+            if as_json:
+                reports.append({"store": store, "root": root.location, "error": exc.message})
+            else:
+                _notice(f"Error: {exc}")
+            continue
+        failed = failed or bool(report.failed)
+        if as_json:
+            reports.append({"root": root.location, **report.to_dict()})
+        else:
+            _print_sync_report(root, report)
+    if as_json:
+        _print_json(reports)
+    if watch:
+        _watch(archivist, sorted({store for store, _ in targets}), as_json)
+    if failed:
+        raise typer.Exit(1)
+
+
+def _print_sync_report(root: Any, report: Any) -> None:
+    print(
+        f"{report.store} {printable_name(root.label)}: {count(len(report.stored), 'file')} "
+        f"stored, {number(len(report.unchanged))} unchanged, {number(len(report.failed))} "
+        f"failed, {number(len(report.removed))} removed."
+    )
+    for failure in report.failed:
+        print(f"  failed: {printable_name(failure['source'])}: {printable(failure['reason'])}")
+
+
+def _watch(archivist: Any, stores: list[str], as_json: bool = False) -> None:
+    """Keep the stores' roots in sync until Ctrl-C, a line per change."""
+    from archivist.watching import Watcher
+
+    def say(line: str) -> None:
+        print(printable(line), flush=True)
+
+    def ready(roots: int) -> None:
+        _notice(f"Watching {count(roots, 'root')} of {', '.join(stores)} (Ctrl-C stops).")
+
+    watcher = Watcher(archivist, stores, say, on_ready=ready)
+    watcher.run()  # returns on Ctrl-C, once what was being stored is whole
+    _notice(f"Stopped watching: {count(watcher.changes, 'change')} synced.")
 
 
 def skip_summary(skipped: list[dict[str, str]], verbose: bool = False) -> list[str]:
@@ -888,14 +972,49 @@ def delete(
         str | None,
         typer.Option(help="The source to remove, as `sources` lists it. Without it: the store."),
     ] = None,
+    root: Annotated[
+        str | None,
+        typer.Option(
+            help="A root to remove with all its sources: its label or path, as `sources` lists it."
+        ),
+    ] = None,
     yes: Annotated[
-        bool, typer.Option("--yes", "-y", help="Delete a whole store without asking.")
+        bool, typer.Option("--yes", "-y", help="Delete a whole store or root without asking.")
     ] = False,
     wait: WaitOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Remove one source's chunks from a store, or the whole store (after a confirmation)."""
+    """Remove one source's chunks from a store, one root and its sources, or the whole store
+    (a root or a store after a confirmation)."""
     archivist = _app(store_wait=wait)
+    if source is not None and root is not None:
+        raise ArchivistError("--source and --root both say what to remove.", "Give one.")
+    if root is not None:
+        from archivist.ingest.roots import RootSet
+
+        found = RootSet.of(archivist.store(store).info()).find(root)
+        if found is not None and not yes:
+            what = f"the root {printable_name(found.location)} ({printable_name(found.label)})"
+            if not _interactive(as_json):
+                raise ArchivistError(
+                    f"Removing {what} from '{store}' needs a confirmation, and there is no "
+                    "terminal to ask in.",
+                    f"Add --yes: archivist delete --store {store} --root {root} --yes",
+                )
+            if not typer.confirm(f"Remove {what} and all its sources from '{store}'?", err=True):
+                _notice("Nothing was deleted.")
+                raise typer.Exit(1)
+        done = archivist.delete_root(store, root)
+        if as_json:
+            _print_json({"store": store, **done})
+        else:
+            print(
+                f"Removed the root {printable_name(done['root'])} from {store} "
+                f"({count(done['chunks'], 'chunk')})."
+            )
+            if done["renamed"]:
+                print(f"  {count(len(done['renamed']), 'source')} renamed without its label.")
+        return
     if source is not None:
         name = archivist.store(store).find_source(source)
         removed = archivist.delete_source(store, name) if name is not None else 0
@@ -1184,6 +1303,7 @@ METAVARS = {
     "api_key": "KEY",
     "from_api_key": "KEY",
     "source": "SOURCE",
+    "root": "ROOT",
     "shard": "I/N",
     "mode": "MODE",
     "grade": "off|on|both",

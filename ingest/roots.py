@@ -561,3 +561,37 @@ def record_run(store: Any, state: dict[str, Any]) -> None:
             if covered and (root.id, relative) not in seen:
                 del root.failed[relative]  # no longer there, or no longer failing
     store.annotate(**{ROOTS_KEY: roots.to_list()})
+
+
+def root_sources(roots: RootSet, root: Root, names: Iterable[str]) -> list[str]:
+    """The stored sources of `root`: those its files are, and, in a store of several roots,
+    any other named under its label."""
+    found = []
+    for name in names:
+        owner = roots.owner(name)
+        if owner is not None:
+            if owner[0].id == root.id:
+                found.append(name)
+        elif roots.several and (
+            name.startswith(root.label + "/")
+            if root.kind != "file"
+            else name == root.label or name.startswith(root.label + "#")
+        ):
+            found.append(name)
+    return found
+
+
+def remove_root(store: Any, root: Root) -> tuple[int, dict[str, str]]:
+    """Remove a root and every source of it from `store`; the other sources get the names the
+    remaining roots call for (a store left with one root drops the labels). Return the chunks
+    removed and the renames."""
+    before = RootSet.of(store.info())
+    names = store.source_names()
+    removed = sum(store.delete_source(name) for name in root_sources(before, root, names))
+    after = Resolution(RootSet(r for r in before.roots if r.id != root.id), [], [], {})
+    renames = renames_for(store.source_names(), before, after)
+    store.annotate(**{ROOTS_KEY: after.roots.to_list(), RENAMING_KEY: renames})
+    if renames:
+        store.rename_sources(renames)
+        store.annotate(**{RENAMING_KEY: {}})
+    return removed, renames
