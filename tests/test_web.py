@@ -489,3 +489,28 @@ def test_robots_txt_is_followed_through_a_redirect(site, tmp_path):
     found = web.crawl([f"{site.url}/docs/"], web.WebOptions(), cache=tmp_path / "cache")
     assert "/docs/refunds.html" not in site.paths()
     assert f"{site.url}/docs/install.html" in {f.source for f in found.files}
+
+
+def test_sync_crawls_a_recorded_site_again_within_its_bounds(ollama, home, site):
+    import json
+
+    from conftest import run_cli
+
+    docs_site(site)
+    first = run_cli(
+        "ingest", f"{site.url}/docs/", "--store", "docs", "--max-pages", "3",
+        ollama_url=ollama.url, home=home,
+    )  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    site.log.clear()
+    changed = REFUND_TEXT.replace("thirty days", "fourteen days")
+    site.routes["/docs/refunds.html"] = Route(page("Refunds", changed), etag='"refunds-2"')
+    del site.routes["/docs/install.html"]
+    done = run_cli("sync", "--store", "docs", "--json", ollama_url=ollama.url, home=home)
+    assert done.returncode == 0, done.stderr
+    [report] = json.loads(done.stdout)
+    assert report["root"] == f"{site.url}/docs/"
+    assert [s["source"] for s in report["stored"]] == [f"{site.url}/docs/refunds.html"]
+    assert report["removed"] == [f"{site.url}/docs/install.html"]
+    # The recorded bound holds: 3 pages asked for, as in the first crawl.
+    assert len([p for p in site.paths() if p.startswith("/docs/")]) == 3
