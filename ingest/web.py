@@ -296,6 +296,7 @@ class Crawler:
             result.files.append(SourceFile(path, final))
             return _Page(final, [link for link in entry.get("links", []) if isinstance(link, str)])
         if answer.status in (404, 410):
+            self._forget(final)
             if url in known or final in known:
                 result.gone.append(final if final in known else url)
             elif prefix is None:
@@ -496,6 +497,14 @@ class Crawler:
         return pages
 
     # The cache
+
+    def _forget(self, url: str) -> None:
+        """Drop a page gone from the cache (its entry and its file)."""
+        entry = self._entry(url)
+        for path in (self._content_path(url, entry), self._entry_path(url)):
+            if path is not None:
+                with contextlib.suppress(OSError):
+                    path.unlink()
 
     def _entry_path(self, url: str) -> Path:
         return self.cache / f"{_key(url)}.json"

@@ -155,11 +155,11 @@ def ingest(archivist, *urls: str, **options):
     return archivist.ingest(request)
 
 
-def embedded_texts(ollama) -> list[str]:
-    return [t for body in ollama.requests_to("/api/embed") for t in body["input"]]
+def embedded_texts(fake_models) -> list[str]:
+    return [t for request in fake_models.embed_requests() for t in request]
 
 
-def test_a_site_is_crawled_under_its_prefix_by_its_links(archivist, ollama, site):
+def test_a_site_is_crawled_under_its_prefix_by_its_links(fake_models, archivist, site):
     docs_site(site)
     report = ingest(archivist, f"{site.url}/docs/")
     stored = sorted(s["source"] for s in report.stored)
@@ -192,7 +192,7 @@ def test_a_site_is_crawled_under_its_prefix_by_its_links(archivist, ollama, site
     assert refund["metadata"]["url"] == f"{site.url}/docs/refunds.html"
 
 
-def test_a_sitemap_lists_the_pages_and_robots_txt_names_it(archivist, site):
+def test_a_sitemap_lists_the_pages_and_robots_txt_names_it(fake_models, archivist, site):
     docs_site(site, sitemap=True)
     site.routes["/robots.txt"] = Route(
         f"User-agent: *\nDisallow: /docs/private/\nSitemap: {site.url}/maps/site.xml\n".encode(),
@@ -213,13 +213,13 @@ def test_a_sitemap_lists_the_pages_and_robots_txt_names_it(archivist, site):
 
 
 def test_a_recrawl_asks_conditionally_prunes_gone_pages_and_re_embeds_changed_ones(
-    archivist, ollama, site
+    fake_models, archivist, site
 ):
     docs_site(site)
     first = ingest(archivist, f"{site.url}/docs/")
     assert len(first.stored) == 4
     site.log.clear()
-    ollama.clear_requests()
+    fake_models.clear_requests()
     del site.routes["/docs/shipping.html"]  # now a 404
     changed = REFUND_TEXT.replace("thirty days", "fourteen days")
     site.routes["/docs/refunds.html"] = Route(page("Refunds", changed), etag='"refunds-2"')
@@ -238,14 +238,17 @@ def test_a_recrawl_asks_conditionally_prunes_gone_pages_and_re_embeds_changed_on
     install = [h for path, h in site.log if path == "/docs/install.html"]
     assert install and install[0].get("if-none-match") == '"install-1"'
     # Only the changed page was embedded again.
-    texts = embedded_texts(ollama)
+    texts = embedded_texts(fake_models)
     assert texts and all("fourteen days" in t or "Refunds" in t for t in texts)
     assert f"{site.url}/docs/shipping.html" not in archivist.store("docs").source_names()
+    # Nor is it kept in the web cache.
+    cached = [p.read_text() for p in (archivist.settings.web_cache).glob("*.md")]
+    assert len(cached) == 3 and not any("Parcels are tracked" in text for text in cached)
     results = archivist.search("refunds", "docs", k=3)
     assert any("fourteen days" in r["text"] for r in results)
 
 
-def test_max_pages_bounds_the_crawl(archivist, site):
+def test_max_pages_bounds_the_crawl(fake_models, archivist, site):
     docs_site(site)
     report = ingest(archivist, f"{site.url}/docs/", max_pages=2)
     assert len(report.stored) == 2
@@ -253,7 +256,7 @@ def test_max_pages_bounds_the_crawl(archivist, site):
     assert len(pages) == 2
 
 
-def test_a_429_is_waited_out_as_retry_after_asks(archivist, site, monkeypatch):
+def test_a_429_is_waited_out_as_retry_after_asks(fake_models, archivist, site, monkeypatch):
     waits: list[float] = []
     monkeypatch.setattr(web, "pause", waits.append)
     docs_site(site)
@@ -267,7 +270,9 @@ def test_a_429_is_waited_out_as_retry_after_asks(archivist, site, monkeypatch):
     assert site.paths().count("/docs/install.html") == 2
 
 
-def test_a_server_asking_too_long_a_wait_fails_the_page_not_the_crawl(archivist, site, monkeypatch):
+def test_a_server_asking_too_long_a_wait_fails_the_page_not_the_crawl(
+    fake_models, archivist, site, monkeypatch
+):
     monkeypatch.setattr(web, "pause", lambda s: None)
     docs_site(site)
     site.routes["/docs/install.html"] = Route(
@@ -283,7 +288,9 @@ def test_a_server_asking_too_long_a_wait_fails_the_page_not_the_crawl(archivist,
     assert len(report.stored) == 3
 
 
-def test_a_pdf_is_read_by_its_loader_and_other_types_are_skipped_with_a_reason(archivist, site):
+def test_a_pdf_is_read_by_its_loader_and_other_types_are_skipped_with_a_reason(
+    fake_models, archivist, site
+):
     site.routes.update(
         {
             "/docs/": Route(page("Manuals", "The manuals of the widget.", ("manual", "logo"))),
@@ -307,7 +314,7 @@ def test_a_pdf_is_read_by_its_loader_and_other_types_are_skipped_with_a_reason(a
     assert {r["metadata"]["page"] for r in manual} <= {1, 2} and manual
 
 
-def test_redirects_stay_under_the_prefix(archivist, site):
+def test_redirects_stay_under_the_prefix(fake_models, archivist, site):
     site.routes.update(
         {
             "/docs": Route(b"", 301, headers={"Location": "/docs/"}),
@@ -332,7 +339,7 @@ def test_redirects_stay_under_the_prefix(archivist, site):
     ]
 
 
-def test_a_robots_txt_that_disallows_everything_fetches_nothing(archivist, site):
+def test_a_robots_txt_that_disallows_everything_fetches_nothing(fake_models, archivist, site):
     docs_site(site)
     site.routes["/robots.txt"] = Route(b"User-agent: archivist\nDisallow: /\n", kind="text/plain")
     report = ingest(archivist, f"{site.url}/docs/")
@@ -341,7 +348,7 @@ def test_a_robots_txt_that_disallows_everything_fetches_nothing(archivist, site)
     assert report.skipped == [{"source": f"{site.url}/docs/", "reason": "disallowed by robots.txt"}]
 
 
-def test_progress_reports_each_page_fetched(archivist, site):
+def test_progress_reports_each_page_fetched(fake_models, archivist, site):
     docs_site(site)
     events = []
     request = IngestRequest.build([f"{site.url}/docs/"], "docs")
@@ -411,7 +418,7 @@ def test_the_command_line_takes_a_url_and_its_bounds(ollama, home, site):
 
 
 def test_a_page_reached_twice_by_redirects_is_stored_once_and_depth_zero_reads_one_page(
-    archivist, site
+    fake_models, archivist, site
 ):
     site.routes.update(
         {
@@ -435,7 +442,7 @@ def test_a_page_reached_twice_by_redirects_is_stored_once_and_depth_zero_reads_o
     assert "/docs/old.html" not in site.paths()
 
 
-def test_a_site_is_recorded_as_a_root_beside_a_folder(archivist, site, tmp_path):
+def test_a_site_is_recorded_as_a_root_beside_a_folder(fake_models, archivist, site, tmp_path):
     from archivist.ingest.roots import RootSet, request_arguments
 
     docs_site(site)
