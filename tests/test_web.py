@@ -521,3 +521,20 @@ def test_sync_crawls_a_recorded_site_again_within_its_bounds(ollama, home, site)
     assert report["removed"] == [f"{site.url}/docs/install.html"]
     # The recorded bound holds: 3 pages asked for, as in the first crawl.
     assert len([p for p in site.paths() if p.startswith("/docs/")]) == 3
+
+
+def test_the_progress_shows_ocr_pages_off_a_terminal(capsys):
+    from archivist.progress import IngestProgress
+    from archivist.tools.progress import Recognised
+
+    progress = IngestProgress(enabled=True, live=False)
+    with progress:
+        for page in range(1, 13):
+            progress.update(Recognised("scan.pdf", page, 12))
+        progress.update(Recognised("short.pdf", 1, 2))  # a short scan: no lines
+        progress.update(Fetched("https://example.com/docs/", 200))
+    assert capsys.readouterr().err.splitlines() == [
+        "  OCR scan.pdf: page 1 of 12",
+        "  OCR scan.pdf: page 10 of 12",
+        "  OCR scan.pdf: page 12 of 12",
+    ]
