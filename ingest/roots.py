@@ -143,7 +143,17 @@ class RootSet:
 
     @classmethod
     def of(cls, metadata: dict[str, Any]) -> "RootSet":
-        return cls(Root.from_dict(r) for r in metadata.get(ROOTS_KEY) or [])
+        """The roots a store's metadata records (an entry that is not a root is passed over:
+        its sources then show as no root's)."""
+        roots = []
+        for entry in metadata.get(ROOTS_KEY) or []:
+            try:
+                root = Root.from_dict(entry)
+            except (KeyError, TypeError, ValueError, AttributeError):
+                continue
+            if root.kind in KINDS:
+                roots.append(root)
+        return cls(roots)
 
     def to_list(self) -> list[dict[str, Any]]:
         return [r.to_dict() for r in self.roots]
