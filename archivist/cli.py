@@ -454,7 +454,10 @@ def _watch(archivist: Any, stores: list[str], as_json: bool = False) -> None:
     from archivist.watching import Watcher
 
     def say(line: str) -> None:
-        print(printable(line), flush=True)
+        if as_json:  # stdout holds the one JSON document already printed
+            _notice(line)
+        else:
+            print(printable(line), flush=True)
 
     def ready(roots: int) -> None:
         _notice(f"Watching {count(roots, 'root')} of {', '.join(stores)} (Ctrl-C stops).")

@@ -144,7 +144,17 @@ class RootSet:
 
     @classmethod
     def of(cls, metadata: dict[str, Any]) -> "RootSet":
-        return cls(Root.from_dict(r) for r in metadata.get(ROOTS_KEY) or [])
+        """The roots a store's metadata records (an entry that is not a root is passed over:
+        its sources then show as no root's)."""
+        roots = []
+        for entry in metadata.get(ROOTS_KEY) or []:
+            try:
+                root = Root.from_dict(entry)
+            except (KeyError, TypeError, ValueError, AttributeError):
+                continue
+            if root.kind in KINDS:
+                roots.append(root)
+        return cls(roots)
 
     def to_list(self) -> list[dict[str, Any]]:
         return [r.to_dict() for r in self.roots]
@@ -389,10 +399,14 @@ def request_arguments(root: Root) -> dict[str, Any]:
     }
 
 
-def _digest(request: Any, file: Any) -> str:
+def _digests(request: Any) -> dict[bool, str]:
+    """The settings digest of a run's files: {holds records: digest}."""
     from archivist.ingest.sync import settings_digest
 
-    return settings_digest(request.splitter, request.loader if file.has_records else None)
+    return {
+        False: settings_digest(request.splitter, None),
+        True: settings_digest(request.splitter, request.loader),
+    }
 
 
 def prepare_roots(store: Any, request: Any) -> tuple[Resolution, list, list, list]:
@@ -510,6 +524,7 @@ def cached_hashes(roots: RootSet, files: Iterable[Any], request: Any) -> dict[st
     """The content hashes of files unchanged since they were last read (the same size,
     modification time and settings), by source: these files need not be hashed again."""
     cached: dict[str, str] = {}
+    digests = _digests(request)
     for file in files:
         root = roots.get(file.root)
         entry = root.files.get(file.relative) if root is not None else None
@@ -519,7 +534,7 @@ def cached_hashes(roots: RootSet, files: Iterable[Any], request: Any) -> dict[st
             and file.size >= 0
             and entry[0] == file.size
             and entry[1] == file.mtime_ns
-            and entry[3] == _digest(request, file)
+            and entry[3] == digests[file.has_records]
         ):
             cached[file.source] = entry[2]
     return cached
@@ -530,7 +545,8 @@ def record_run(store: Any, state: dict[str, Any]) -> None:
     size, modification time and hash, failures and their reasons, the sources removed."""
     request = state["request"]
     roots = RootSet.of({ROOTS_KEY: state.get("roots", [])})
-    current = {r.id: r for r in RootSet.of(store.info()).roots}
+    recorded = store.info().get(ROOTS_KEY) or []
+    current = {r.id: r for r in RootSet.of({ROOTS_KEY: recorded}).roots}
     for root in roots.roots:
         if root.id in current:  # another run (a shard elsewhere) may have recorded more
             root.files = {**current[root.id].files, **root.files}
@@ -540,6 +556,7 @@ def record_run(store: Any, state: dict[str, Any]) -> None:
     failed = {f["source"]: f["reason"] for f in state.get("failed", [])}
     settled = set(state.get("settled", []))
     seen: set[tuple[str, str]] = set()
+    digests = _digests(request)
     for file in state.get("files", []):
         root = roots.get(file.root)
         if root is None:
@@ -548,7 +565,7 @@ def record_run(store: Any, state: dict[str, Any]) -> None:
         if file.source in failed:
             root.failed[file.relative] = [file.size, file.mtime_ns, failed[file.source]]
         elif file.source in settled and file.source in hashes:
-            entry = [file.size, file.mtime_ns, hashes[file.source], _digest(request, file)]
+            entry = [file.size, file.mtime_ns, hashes[file.source], digests[file.has_records]]
             root.files[file.relative] = entry
             root.failed.pop(file.relative, None)
     for root, relative, record in gone:
@@ -560,7 +577,8 @@ def record_run(store: Any, state: dict[str, Any]) -> None:
             covered = any(s.root == root.id and s.covers(relative) for s in scopes)
             if covered and (root.id, relative) not in seen:
                 del root.failed[relative]  # no longer there, or no longer failing
-    store.annotate(**{ROOTS_KEY: roots.to_list()})
+    if roots.to_list() != recorded:  # nothing changed: nothing written
+        store.annotate(**{ROOTS_KEY: roots.to_list()})
 
 
 def root_sources(roots: RootSet, root: Root, names: Iterable[str]) -> list[str]:
