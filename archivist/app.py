@@ -4,7 +4,9 @@ import math
 import time
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from functools import cached_property, partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from archivist import failures, models, stores
@@ -86,6 +88,48 @@ class Archivist:
         with self.writing():
             return self.store(store).delete_source(source)
 
+    def delete_root(self, store: str, root: str) -> dict[str, Any]:
+        """Remove one root of a store (named by its label, its location or a path) and all
+        its sources; return what was removed: the root's location, chunks and renames."""
+        from archivist.ingest.roots import RootSet, remove_root
+
+        with self.writing():
+            opened = self.store(store)
+            roots = RootSet.of(opened.info())
+            found = roots.find(root)
+            if found is None:
+                recorded = ", ".join(f"{r.label} ({r.location})" for r in roots.roots) or "none"
+                raise ArchivistError(
+                    f"Store '{store}' has no root '{root}'. Its roots: {recorded}.",
+                    f"Name one by its label or path; archivist sources --store {store} lists them.",
+                )
+            chunks, renamed = remove_root(opened, found)
+        return {"root": found.location, "label": found.label, "chunks": chunks, "renamed": renamed}
+
+    def recorded_roots(self, stores: Sequence[str] = ()) -> list[tuple[str, Any]]:
+        """(store, root) for every root the named stores record (all stores: none named)."""
+        from archivist.ingest.roots import RootSet
+
+        names = list(stores) or [s["store"] for s in self.stores()]
+        return [
+            (name, root) for name in names for root in RootSet.of(self.store(name).info()).roots
+        ]
+
+    def sync_request(self, store: str, root: Any) -> "IngestRequest":
+        """The ingest run that brings one recorded root of a store up to date: the root read
+        again with its recorded options, its deleted files removed."""
+        from archivist.ingest.request import IngestRequest
+        from archivist.ingest.roots import request_arguments
+
+        if root.kind != "url" and not Path(root.location).exists():
+            raise ArchivistError(
+                f"{root.location} ({root.label}, a root of '{store}') is missing: its sources "
+                "are kept.",
+                f"Bring it back, or remove it: archivist delete --store {store} --root "
+                f"{root.label}",
+            )
+        return IngestRequest.build([root.location], store, prune=True, **request_arguments(root))
+
     def stores(self) -> list[dict[str, Any]]:
         """List the stores with their size, embedding model, sparse scheme and description."""
         return stores.describe_stores(self.client)
@@ -117,6 +161,8 @@ class Archivist:
             request = IngestRequest.build(request, store, **options)
         elif store is not None or options:
             raise TypeError("ingest(request) takes its options from the request")
+        if request.urls and request.web.cache is None:
+            request = replace(request, web=replace(request.web, cache=str(self.settings.web_cache)))
         with self.released_on_failure():
             context = models.embed_context(self.settings, allow_chat=request.allow_chat_embedder)
         # One writer at a time; searches get through between its writes.

@@ -281,7 +281,9 @@ def _question(text: str | None) -> str:
 
 @app.command()
 def ingest(
-    paths: Annotated[list[Path], typer.Argument(help="Files and folders to ingest.")],
+    paths: Annotated[
+        list[str], typer.Argument(help="Files, folders and web pages or sites (URLs) to ingest.")
+    ],
     store: StoreOpt,
     prune: Annotated[bool, typer.Option(help="Remove sources that no longer exist.")] = False,
     description: Annotated[
@@ -358,12 +360,26 @@ def ingest(
             help="Embed with a model Ollama does not list as an embedding model.",
         ),
     ] = False,
+    max_pages: Annotated[
+        int | None,
+        typer.Option(metavar="N", help="Pages read at most from each URL's site. Default: 200."),
+    ] = None,
+    max_depth: Annotated[
+        int | None,
+        typer.Option(
+            metavar="N", help="Links followed at most from each URL (no sitemap). Default: 10."
+        ),
+    ] = None,
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="List every skipped file with its reason.")
     ] = False,
+    watch: Annotated[
+        bool,
+        typer.Option("--watch", help="Then keep the store in sync as files change, until Ctrl-C."),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Ingest files and folders into a store; unchanged files are skipped."""
+    """Ingest files, folders and web sites into a store; unchanged files are skipped."""
     from archivist.ingest.request import IngestRequest
     from archivist.progress import IngestProgress
 
@@ -385,6 +401,8 @@ def ingest(
         include=include or (),
         exclude=exclude or (),
         allow_chat_embedder=allow_chat_embedder,
+        max_pages=max_pages,
+        max_depth=max_depth,
     )
     archivist = _app(embed_model=embed_model, store_wait=wait)
     progress = IngestProgress(enabled=not as_json, live=sys.stderr.isatty())
@@ -420,8 +438,91 @@ def ingest(
             print(line)
         for failure in report.failed:
             print(f"  failed: {printable_name(failure['source'])}: {printable(failure['reason'])}")
+        if report.renamed:
+            print(
+                f"  {count(len(report.renamed), 'source')} renamed with its root's label "
+                "(the store has several roots); nothing embedded again."
+            )
+    if watch:
+        _watch(archivist, [store], as_json)
     if report.failed:
         raise typer.Exit(1)
+
+
+@app.command()
+def sync(
+    stores: Annotated[
+        list[str] | None,
+        typer.Option("--store", "-s", help="A store to sync (repeatable). Default: all."),
+    ] = None,
+    watch: Annotated[
+        bool, typer.Option("--watch", help="Keep syncing as files change, until Ctrl-C.")
+    ] = False,
+    wait: WaitOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Bring every root the stores record up to date with its recorded options: new and
+    changed files embedded, deleted ones removed, nothing else touched."""
+    archivist = _app(store_wait=wait)
+    targets = archivist.recorded_roots(stores or [])
+    archivist.close()
+    if not targets:
+        names = ", ".join(stores) if stores else "any store"
+        raise ArchivistError(
+            f"No roots recorded in {names}: nothing to sync.",
+            "Ingest a folder first: archivist ingest PATH --store NAME",
+        )
+    reports, failed = [], False
+    for store, root in targets:
+        try:
+            request = archivist.sync_request(store, root)
+            report = archivist.ingest(request, release=True)
+        except ArchivistError as exc:
+            failed = True
+            if as_json:
+                reports.append({"store": store, "root": root.location, "error": exc.message})
+            else:
+                _notice(f"Error: {exc}")
+            continue
+        failed = failed or bool(report.failed)
+        if as_json:
+            reports.append({"root": root.location, **report.to_dict()})
+        else:
+            _print_sync_report(root, report)
+    if as_json:
+        _print_json(reports)
+    if watch:
+        _watch(archivist, sorted({store for store, _ in targets}), as_json)
+    if failed:
+        raise typer.Exit(1)
+
+
+def _print_sync_report(root: Any, report: Any) -> None:
+    print(
+        f"{report.store} {printable_name(root.label)}: {count(len(report.stored), 'file')} "
+        f"stored, {number(len(report.unchanged))} unchanged, {number(len(report.failed))} "
+        f"failed, {number(len(report.removed))} removed."
+    )
+    for failure in report.failed:
+        print(f"  failed: {printable_name(failure['source'])}: {printable(failure['reason'])}")
+
+
+def _watch(archivist: Any, stores: list[str], as_json: bool = False) -> None:
+    """Keep the stores' roots in sync until Ctrl-C, a line per change."""
+    from archivist.watching import Watcher
+
+    def say(line: str) -> None:
+        if as_json:  # stdout holds the one JSON document already printed
+            _notice(line)
+        else:
+            print(printable(line), flush=True)
+
+    def ready(roots: int) -> None:
+        _notice(f"Watching {count(roots, 'root')} of {', '.join(stores)} (Ctrl-C stops).")
+
+    watcher = Watcher(archivist, stores, say, on_ready=ready)
+    watcher.run()  # returns on Ctrl-C, once what was being stored is whole
+    _notice(f"Stopped watching: {count(watcher.changes, 'change')} synced.")
 
 
 def skip_summary(skipped: list[dict[str, str]], verbose: bool = False) -> list[str]:
@@ -933,26 +1034,50 @@ def stores(as_json: JsonOpt = False) -> None:
 
 @app.command()
 def sources(store: StoreOpt, as_json: JsonOpt = False) -> None:
-    """List a store's sources with their chunk counts."""
-    from datetime import UTC, datetime
+    """List a store's sources by root, each with its chunks and its status against the disk:
+    ok, changed, deleted, new (not yet stored), failed (with why), or unknown (no root)."""
+    from archivist.ingest.status import STATUSES, store_status
 
-    listing = [
-        {
-            "source": info.source,
-            "chunks": info.chunks,
-            "complete": info.complete,
-            "ingested_at": datetime.fromtimestamp(info.ingested_at, UTC).isoformat(
-                timespec="seconds"
-            ),
-        }
-        for info in _app().store(store).sources().values()
-    ]
+    archivist = _app()
+    opened = archivist.store(store)
+    with archivist.released_on_failure():
+        listing = store_status(opened)
+    rows = [row for status in listing for row in status.sources]
     if as_json:
-        _print_json(listing)
+        _print_json(rows)
         return
-    for s in listing:
-        source = printable_name(s["source"])
-        print(f"{source}\t{count(s['chunks'], 'chunk')}\t{s['ingested_at']}")
+    totals = {status: 0 for status in STATUSES}
+    for status in listing:
+        counts = status.counts()
+        for key, value in counts.items():
+            totals[key] += value
+        where = (
+            f"{printable_name(status.root.location)} ({printable_name(status.root.label)})"
+            if status.root is not None
+            else "sources with no recorded root (ingest their folder again to record it)"
+        )
+        print(f"{where}: {_status_counts(counts)}")
+        for row in status.sources:
+            chunks, when = count(row["chunks"], "chunk"), row["ingested_at"] or "-"
+            line = f"  {row['status']}\t{printable_name(row['source'])}\t{chunks}\t{when}"
+            if row.get("reason"):
+                line += f"\t{printable(row['reason'])}"
+            print(line)
+    roots = sum(1 for status in listing if status.root is not None)
+    print(
+        f"{store}: {count(len(rows), 'source')} in {count(roots, 'root')}: "
+        f"{_status_counts(totals)}"
+        + (
+            f". Bring it up to date with: archivist sync --store {store}"
+            if any(totals[k] for k in ("changed", "deleted", "new"))
+            else ""
+        )
+    )
+
+
+def _status_counts(counts: dict[str, int]) -> str:
+    shown = [f"{number(n)} {status}" for status, n in counts.items() if n or status == "ok"]
+    return ", ".join(shown)
 
 
 @app.command()
@@ -962,14 +1087,49 @@ def delete(
         str | None,
         typer.Option(help="The source to remove, as `sources` lists it. Without it: the store."),
     ] = None,
+    root: Annotated[
+        str | None,
+        typer.Option(
+            help="A root to remove with all its sources: its label or path, as `sources` lists it."
+        ),
+    ] = None,
     yes: Annotated[
-        bool, typer.Option("--yes", "-y", help="Delete a whole store without asking.")
+        bool, typer.Option("--yes", "-y", help="Delete a whole store or root without asking.")
     ] = False,
     wait: WaitOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Remove one source's chunks from a store, or the whole store (after a confirmation)."""
+    """Remove one source's chunks from a store, one root and its sources, or the whole store
+    (a root or a store after a confirmation)."""
     archivist = _app(store_wait=wait)
+    if source is not None and root is not None:
+        raise ArchivistError("--source and --root both say what to remove.", "Give one.")
+    if root is not None:
+        from archivist.ingest.roots import RootSet
+
+        found = RootSet.of(archivist.store(store).info()).find(root)
+        if found is not None and not yes:
+            what = f"the root {printable_name(found.location)} ({printable_name(found.label)})"
+            if not _interactive(as_json):
+                raise ArchivistError(
+                    f"Removing {what} from '{store}' needs a confirmation, and there is no "
+                    "terminal to ask in.",
+                    f"Add --yes: archivist delete --store {store} --root {root} --yes",
+                )
+            if not typer.confirm(f"Remove {what} and all its sources from '{store}'?", err=True):
+                _notice("Nothing was deleted.")
+                raise typer.Exit(1)
+        done = archivist.delete_root(store, root)
+        if as_json:
+            _print_json({"store": store, **done})
+        else:
+            print(
+                f"Removed the root {printable_name(done['root'])} from {store} "
+                f"({count(done['chunks'], 'chunk')})."
+            )
+            if done["renamed"]:
+                print(f"  {count(len(done['renamed']), 'source')} renamed without its label.")
+        return
     if source is not None:
         name = archivist.store(store).find_source(source)
         removed = archivist.delete_source(store, name) if name is not None else 0
@@ -1260,6 +1420,7 @@ METAVARS = {
     "api_key": "KEY",
     "from_api_key": "KEY",
     "source": "SOURCE",
+    "root": "ROOT",
     "shard": "I/N",
     "mode": "MODE",
     "grade": "off|on|both",

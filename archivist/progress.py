@@ -17,7 +17,17 @@ from rich.text import Text
 
 from archivist.printable import printable, printable_name
 from archivist.render import retry_notice
-from archivist.tools.progress import Discovered, Embedded, Event, Failed, Loaded, Retried, Stored
+from archivist.tools.progress import (
+    Discovered,
+    Embedded,
+    Event,
+    Failed,
+    Fetched,
+    Loaded,
+    Recognised,
+    Retried,
+    Stored,
+)
 from archivist.words import count
 
 
@@ -63,6 +73,10 @@ class IngestProgress:
             )
             self.files = self.progress.add_task("files", total=None, eta=True)
             self.chunks = self.progress.add_task("chunks", total=0)
+        self.pages: int | None = None
+        """The bar of web pages fetched, shown from the first one."""
+        self.ocr: int | None = None
+        """The bar of the pages OCR reads in the file at hand, shown while it does."""
 
     def __enter__(self) -> "IngestProgress":
         if self.progress:
@@ -89,7 +103,12 @@ class IngestProgress:
         if not self.enabled:
             return
         if self.progress is None:
-            if isinstance(event, Stored):
+            if isinstance(event, Recognised) and event.pages >= 5:
+                if event.page == 1 or event.page % 10 == 0 or event.page == event.pages:
+                    self._line(
+                        f"  OCR {printable_name(event.file)}: page {event.page} of {event.pages}"
+                    )
+            elif isinstance(event, Stored):
                 source = printable_name(event.source)
                 self._line(f"  stored {source} ({count(event.chunks, 'chunk')})")
             elif isinstance(event, Failed):
@@ -106,3 +125,14 @@ class IngestProgress:
                 self.progress.advance(self.chunks, chunks)
             case Failed(source=source, reason=reason):
                 self._line(f"  failed {printable_name(source)}: {reason}")
+            case Fetched():
+                if self.pages is None:
+                    self.pages = self.progress.add_task("pages", total=None)
+                self.progress.advance(self.pages, 1)
+            case Recognised(page=page, pages=pages):
+                if self.ocr is None:
+                    self.ocr = self.progress.add_task("OCR", total=pages)
+                self.progress.update(self.ocr, completed=page, total=pages)
+                if page == pages:
+                    self.progress.remove_task(self.ocr)
+                    self.ocr = None

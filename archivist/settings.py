@@ -123,6 +123,12 @@ class Settings:
         return self.home / "chat_history"
 
     @property
+    def web_cache(self) -> Path:
+        """Where the web pages fetched are kept, with their ETag and Last-Modified, so the
+        next crawl asks only for what changed."""
+        return self.home / "web"
+
+    @property
     def qdrant_location(self) -> str:
         """Where the stores are, safe to print."""
         return mask_url(self.qdrant_url) if self.qdrant_url else str(self.store_path)

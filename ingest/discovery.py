@@ -5,6 +5,7 @@ and `--exclude` globs choose, and every file left out is reported with its reaso
 import errno
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,6 +46,13 @@ class SourceFile:
 
     path: Path
     source: str
+    root: str = ""
+    """The id of the store's root the file belongs to ('' when not told)."""
+    relative: str = ""
+    """Its path inside that root ('' when not told: then its source name is that path)."""
+    size: int = -1
+    """Its size and modification time (ns) when it was found, before it was read."""
+    mtime_ns: int = -1
 
     @property
     def has_records(self) -> bool:
@@ -67,6 +75,14 @@ def source_name(relative: str) -> str:
     return relative
 
 
+Naming = Callable[[str], str]
+"""Turns a file's path inside the folder walked into its source name."""
+
+
+def _same(relative: str) -> str:
+    return relative
+
+
 def discover(
     paths: list[Path], options: LoaderOptions | None = None, rules: FolderRules | None = None
 ) -> tuple[list[SourceFile], list[Failure], list[Failure]]:
@@ -85,17 +101,54 @@ def discover(
     failed: list[Failure] = []
     skipped: list[Failure] = []
     for root in paths:
-        if root.is_file():
-            name = source_name(root.name)
-            if supported(root, options):
-                files.setdefault(name, SourceFile(root, name))
-            else:
-                skipped.append(Failure(name, skip_reason(root)))
-        elif root.is_dir():
-            _walk(root, options, rules, files, failed, skipped)
-        else:
-            failed.append(Failure(source_name(str(root)), "no such file or folder"))
+        discover_one(
+            root,
+            root.name if root.is_file() else "",
+            _same,
+            "",
+            options,
+            rules,
+            files,
+            failed,
+            skipped,
+        )
     return list(files.values()), failed, skipped
+
+
+def discover_one(
+    path: Path,
+    relative: str,
+    naming: Naming,
+    root: str,
+    options: LoaderOptions,
+    rules: FolderRules,
+    files: dict[str, SourceFile],
+    failed: list[Failure],
+    skipped: list[Failure],
+) -> None:
+    """Add what one file or folder holds to `files`, `failed` and `skipped`. `relative` is
+    its path inside the store's root `root` (for a folder: '' if it is the root itself); a
+    file is named `naming(its path inside the root)`."""
+    if path.is_file():
+        relative = source_name(relative)
+        name = naming(relative)
+        if supported(path, options):
+            size, mtime = _stat_of(path)
+            files.setdefault(name, SourceFile(path, name, root, relative, size, mtime))
+        else:
+            skipped.append(Failure(name, skip_reason(path)))
+    elif path.is_dir():
+        _walk(path, options, rules, files, failed, skipped, naming, root, relative)
+    else:
+        failed.append(Failure(source_name(str(path)), "no such file or folder"))
+
+
+def _stat_of(path: Path) -> tuple[int, int]:
+    try:
+        found = path.stat()
+    except OSError:
+        return -1, -1
+    return found.st_size, found.st_mtime_ns
 
 
 def _walk(
@@ -105,6 +158,9 @@ def _walk(
     files: dict[str, SourceFile],
     failed: list[Failure],
     skipped: list[Failure],
+    naming: Naming = _same,
+    root_id: str = "",
+    sub: str = "",
 ) -> None:
     inside = root.resolve()
     chosen = _Globs(rules.include) if rules.include else None
@@ -135,17 +191,20 @@ def _walk(
             elif found := _ignored(active, rel, folder=True):
                 reason = f"ignored by {found}"
             if reason:
-                skipped.append(Failure(source_name(rel) + "/", reason))
+                skipped.append(
+                    Failure(naming(source_name(f"{sub}/{rel}" if sub else rel)) + "/", reason)
+                )
                 continue
             # os.walk does not descend into linked folders; say so when it matters.
             if path.is_symlink() and (problem := _link_problem(path, inside)):
-                failed.append(Failure(source_name(rel), problem))
+                failed.append(Failure(naming(source_name(f"{sub}/{rel}" if sub else rel)), problem))
             kept_dirs.append(name)
             ignores[rel] = active
         dirnames[:] = kept_dirs
         for name in sorted(filenames):
             rel = prefix(name)
-            source = source_name(rel)
+            relative = source_name(f"{sub}/{rel}" if sub else rel)
+            source = naming(relative)
             path = here / name
             reason = None
             if name.startswith("."):
@@ -158,10 +217,11 @@ def _walk(
                 reason = f"ignored by {found}"
             if reason:
                 skipped.append(Failure(source, reason))
-            elif problem := _entry_problem(path, inside):
+            elif problem := _entry_problem(path, inside, stats := []):
                 failed.append(Failure(source, problem))
             elif supported(path, options):
-                files.setdefault(source, SourceFile(path, source))
+                size, mtime = stats[0] if stats else (-1, -1)
+                files.setdefault(source, SourceFile(path, source, root_id, relative, size, mtime))
             else:
                 skipped.append(Failure(source, skip_reason(path)))
 
@@ -226,14 +286,18 @@ def _link_problem(path: Path, inside: Path) -> str | None:
     return None
 
 
-def _entry_problem(path: Path, inside: Path) -> str | None:
-    """Why a file found in a folder is not read, or None if it is a regular file to read."""
+def _entry_problem(path: Path, inside: Path, found: list | None = None) -> str | None:
+    """Why a file found in a folder is not read, or None if it is a regular file to read
+    (then its size and modification time are added to `found`)."""
     if path.is_symlink() and (reason := _link_problem(path, inside)):
         return reason
     try:
-        mode = path.stat().st_mode
+        info = path.stat()
+        mode = info.st_mode
     except OSError as exc:
         return f"cannot read: {exc.strerror or exc}"
     if not stat.S_ISREG(mode):
         return "not a regular file (a pipe, socket or device)"
+    if found is not None:
+        found.append((info.st_size, info.st_mtime_ns))
     return None

@@ -16,6 +16,7 @@ resumed in another process sends again whatever was in flight.
 
 import functools
 import itertools
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -26,16 +27,17 @@ from typing import Annotated, Any, TypedDict
 
 from langgraph.graph import END, START, StateGraph
 
-from archivist.ingest import worker
+from archivist.ingest import roots as rooting
+from archivist.ingest import web, worker
 from archivist.ingest.embedder import EmbedQueue, EmbedSettings, embed_with_retry
 from archivist.ingest.loaders import LoadError, NotADocument, Section
+from archivist.ingest.loaders.base import reporting
 from archivist.ingest.request import IngestRequest
 from archivist.ingest.sync import (
     Document,
     Shard,
     SourceFile,
     content_hash,
-    discover,
     file_document,
     iter_documents,
     load_sections,
@@ -97,6 +99,15 @@ class IngestState(IngestInput, total=False):
     """Every discovered file (paths only; contents are read one batch at a time)."""
     known: dict[str, str]
     """The store's complete source versions before this run: source → content hash."""
+    cached: dict[str, str]
+    """Files whose size and modification time are as when they were last read: source →
+    the content hash they had then (not hashed again)."""
+    roots: list[dict[str, Any]]
+    """The store's roots with this run's paths resolved (`Root.to_dict()`), as recorded."""
+    scopes: list[tuple[str, str]]
+    """What this run covers: (root id, path inside it; '' the whole root)."""
+    hashes: Annotated[list[tuple[str, str]], add]
+    """(source, content hash) of the files read or found unchanged this run."""
     position: int
     """How many of `files` have been loaded so far."""
     offset: int
@@ -114,6 +125,7 @@ class IngestState(IngestInput, total=False):
     failed: Annotated[list[dict[str, str]], add]
     skipped: Annotated[list[dict[str, str]], add]
     removed: Annotated[list[str], add]
+    renamed: dict[str, str]
 
 
 @dataclass
@@ -132,15 +144,25 @@ class RunResources:
     """The record file being read in slices: (source, its documents not yet taken)."""
     helper: worker.WorkerRun | None = None
     """The helper process (splitting, sparse vectors)."""
+    folder: tempfile.TemporaryDirectory | None = None
+    """The run's own folder for the web pages it fetched, when there is no web cache."""
+
+    def scratch(self) -> Path:
+        """The run's own folder, made on first use, removed when the run ends."""
+        if self.folder is None:
+            self.folder = tempfile.TemporaryDirectory(prefix="archivist-web-")
+        return Path(self.folder.name)
 
     def close(self) -> None:
         """Stop the requests in flight and the helper process; forget the rest."""
-        queue, helper = self.queue, self.helper
-        self.queue = self.helper = self.reader = self.held = None
+        queue, helper, folder = self.queue, self.helper, self.folder
+        self.queue = self.helper = self.reader = self.held = self.folder = None
         if queue is not None:
             queue.close()
         if helper is not None:
             helper.close()
+        if folder is not None:
+            folder.cleanup()
 
 
 @dataclass
@@ -177,14 +199,31 @@ class IngestSteps:
             request.description,
         )
         shard = request.shard
-        files, failed, skipped = discover(
-            [Path(p) for p in request.paths], request.loader, request.folder_rules
-        )
+        resolution, files, failed, skipped = rooting.prepare_roots(store, request)
         # A run that stopped between storing a document's new version and removing its old
         # one left both: finish that now, since the file now looks unchanged.
         store.finish_replacements()
         held = store.sources()
         known = {s: info.doc_hash for s, info in held.items() if info.complete}
+        run = uuid.uuid4().hex
+        removed: list[str] = []
+        kept: list[str] = []
+        sites = rooting.url_roots(resolution)
+        if sites:
+            crawled = self._crawl(request, [r.location for r in sites], held, run)
+            files += rooting.page_files(sites, crawled.files)
+            failed += crawled.failed
+            skipped += crawled.skipped
+            kept = crawled.kept
+            # A page the site says is gone is removed (a file deleted is, only with --prune:
+            # its absence says less than a 404 does).
+            for source in crawled.gone:
+                if not shard or shard.owns(source):
+                    store.delete_source(source)
+                    removed.append(source)
+            held = {s: info for s, info in held.items() if s not in removed}
+            known = {s: h for s, h in known.items() if s not in removed}
+        cached = rooting.cached_hashes(resolution.roots, files, request)
         if shard:
             # A record file is read by every shard; each keeps the records it owns.
             files = [f for f in files if f.has_records or shard.owns(f.source)]
@@ -193,21 +232,39 @@ class IngestSteps:
         self.notify(Discovered(len(files)))
         for failure in failed:
             self.notify(Failed(**failure.to_dict()))
-        run = uuid.uuid4().hex
         self.resources(run).held = set(held)
         return {
             "run": run,
             "files": files,
             "known": known,
+            "cached": cached,
+            "roots": resolution.roots.to_list(),
+            "scopes": [(sc.root, sc.sub) for sc in resolution.scopes if sc.root],
+            "renamed": resolution.renamed,
             "position": 0,
             "offset": 0,
             "pending": [],
             "failed": [f.to_dict() for f in failed],
             "skipped": [f.to_dict() for f in skipped],
+            "removed": removed,
+            "present": kept,
         }
+
+    def _crawl(
+        self, request: IngestRequest, starts: list[str], held: dict[str, Any], run: str
+    ) -> web.Crawl:
+        """Crawl sites into the web cache (else a folder of the run's own)."""
+        cache = None
+        if request.web.cache is None:
+            cache = self.resources(run).scratch()
+        return web.crawl(starts, request.web, held, self.notify, cache)
 
     def load_batch(self, state: IngestState) -> dict[str, Any]:
         """Read the next batch of files; queue the documents that changed."""
+        with reporting(self.notify):  # a long load (OCR) tells how it goes
+            return self._load_batch(state)
+
+    def _load_batch(self, state: IngestState) -> dict[str, Any]:
         start = state["position"]
         offset = state.get("offset", 0)
         # A batch is `batch_files` files to load; unchanged files, only hashed, are cheap, so
@@ -229,7 +286,7 @@ class IngestSteps:
             if file.has_records and loaded_files:
                 self._split_loaded(loaded_files, request, helper, known, read, run)
             was_loaded, offset = self._load_file(
-                file, request, known, read, run, offset, loaded_files
+                file, request, known, read, run, offset, loaded_files, state.get("cached", {})
             )
             loaded += was_loaded
             if offset:
@@ -253,6 +310,7 @@ class IngestSteps:
             "settled": read.settled,
             "present": read.present,
             "whole": read.whole,
+            "hashes": read.hashes,
         }
 
     def _load_file(
@@ -264,6 +322,7 @@ class IngestSteps:
         run: RunResources,
         offset: int = 0,
         loaded_files: "list[_Loaded] | None" = None,
+        cached: dict[str, str] | None = None,
     ) -> tuple[bool, int]:
         """Add one file's outcome to `read`, going on from document `offset` of a record file
         read in slices; return whether it counts as loaded (read, not only hashed) and the
@@ -273,10 +332,14 @@ class IngestSteps:
         file_hash = None
         try:
             if offset == 0 or run.reader is None:
-                file_hash = content_hash(file.path, request.splitter, file_options)
+                file_hash = (cached or {}).get(file.source) or content_hash(
+                    file.path, request.splitter, file_options
+                )
         except (LoadError, OSError) as exc:
             self._failed(file, exc, read, run)
             return False, 0
+        if offset == 0 and file_hash is not None:
+            read.hashes.append((file.source, file_hash))
         if offset == 0 and known.get(file.source) == file_hash:
             read.unchanged.append(file.source)
             read.present.append(file.source)
@@ -500,13 +563,28 @@ class IngestSteps:
                 self.notify(Stored(source, total))
 
     def prune(self, state: IngestState) -> dict[str, Any]:
-        """Remove the sources no longer among the files (a file that failed to load keeps
-        what the store holds of it)."""
+        """Remove the sources no longer among the files, within what this run covers (the
+        roots, or the parts of them, its paths name; never another root's sources, nor those
+        of a root whose folder is missing). A file that failed to load keeps what the store
+        holds of it."""
         present = set(state.get("present", []))
         settled = set(state.get("settled", []))
         whole = set(state.get("whole", []))
         unread = [f for f in state["files"] if f.source not in settled]
         shard = state["request"].shard
+        roots = rooting.RootSet(rooting.Root.from_dict(r) for r in state.get("roots", []))
+        scopes = [rooting.Scope(root, sub, "", "") for root, sub in state.get("scopes", [])]
+        reachable = {r.id for r in roots.roots if r.kind == "url" or r.disk_path().exists()}
+
+        def in_scope(source: str) -> bool:
+            found = roots.owner(source)
+            if found is None:
+                return False
+            root, relative, _ = found
+            return root.id in reachable and any(
+                sc.root == root.id and sc.covers(relative) for sc in scopes
+            )
+
         removed = [
             s
             for s in self.store.sources()
@@ -514,10 +592,17 @@ class IngestSteps:
             and s not in present
             and not _record_of(s, whole)
             and not any(f.owns(s) for f in unread)
+            and in_scope(s)
         ]
         for source in removed:
             self.store.delete_source(source)
         return {"removed": removed}
+
+    def record(self, state: IngestState) -> dict[str, Any]:
+        """Record in the store what this run read of its roots: each file's size,
+        modification time and hash, the files that failed and why, the sources removed."""
+        rooting.record_run(self.store, state)
+        return {}
 
     def after_load(self, state: IngestState) -> str:
         """Route to storing while documents wait or requests are in flight."""
@@ -531,7 +616,7 @@ class IngestSteps:
         """Route to the next batch, then to pruning (if asked) or the end."""
         if state["position"] < len(state["files"]):
             return "load_batch"
-        return "prune" if state["request"].prune else END
+        return "prune" if state["request"].prune else "record"
 
     def close_queue(self, state: IngestState) -> None:
         """Release the run's resources: its requests in flight, its record file being read,
@@ -574,6 +659,7 @@ class _Batch:
     settled: list[str] = field(default_factory=list)
     present: list[str] = field(default_factory=list)
     whole: list[str] = field(default_factory=list)
+    hashes: list[tuple[str, str]] = field(default_factory=list)
 
 
 def _record_of(source: str, files: set[str]) -> bool:
@@ -639,6 +725,9 @@ class IngestOutcome:
     skipped: list[dict[str, str]]
     """Files that are not documents: `source`, `reason`."""
     removed: list[str]
+    renamed: dict[str, str]
+    """Stored sources given new names (old → new): a root added beside a single one gives
+    the first its label, `label/path` (nothing is embedded again)."""
 
     @property
     def chunks_embedded(self) -> int:
@@ -675,6 +764,7 @@ def run_ingest(graph, request: IngestRequest) -> IngestOutcome:
         failed=state.get("failed", []),
         skipped=state.get("skipped", []),
         removed=state.get("removed", []),
+        renamed=state.get("renamed", {}),
     )
 
 
@@ -692,13 +782,15 @@ def build_ingest_graph(
     builder.add_node("load_batch", steps.closing_on_error(steps.load_batch))
     builder.add_node("embed_and_store", steps.closing_on_error(steps.embed_and_store))
     builder.add_node(steps.prune)
+    builder.add_node(steps.record)
     builder.add_edge(START, "prepare")
-    builder.add_conditional_edges("prepare", steps.after_store, ["load_batch", "prune", END])
+    builder.add_conditional_edges("prepare", steps.after_store, ["load_batch", "prune", "record"])
     builder.add_conditional_edges(
-        "load_batch", steps.after_load, ["embed_and_store", "load_batch", "prune", END]
+        "load_batch", steps.after_load, ["embed_and_store", "load_batch", "prune", "record"]
     )
     builder.add_conditional_edges(
-        "embed_and_store", steps.after_store, ["load_batch", "prune", END]
+        "embed_and_store", steps.after_store, ["load_batch", "prune", "record"]
     )
-    builder.add_edge("prune", END)
+    builder.add_edge("prune", "record")
+    builder.add_edge("record", END)
     return builder.compile(name="ingest")

@@ -46,6 +46,7 @@ class IngestReport(IngestOutcome):
             "failed": self.failed,
             "skipped": self.skipped,
             "removed": self.removed,
+            "renamed": self.renamed,
             "chunks_embedded": self.chunks_embedded,
             "shard": None if self.shard is None else str(self.shard),
             "reindexed": self.reindexed,

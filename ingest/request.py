@@ -14,6 +14,7 @@ from archivist.ingest.loaders import LoaderOptions, LoadError
 from archivist.ingest.loaders.community import loader_class_for
 from archivist.ingest.splitter import SplitterSettings
 from archivist.ingest.sync import FolderRules, Shard
+from archivist.ingest.web import INSTALL, WebOptions, available, check_url, is_url
 from archivist.tools.errors import ArchivistError
 
 
@@ -36,12 +37,26 @@ class IngestRequest:
     splitter: SplitterSettings = field(default_factory=SplitterSettings)
     chunk_size: int | None = None
     """The chunk size asked for (None: the default, which shrinks to fit the model)."""
+    chunk_overlap: int | None = None
+    """The chunk overlap asked for (None: the default)."""
     embed: EmbedSettings = field(default_factory=EmbedSettings)
     loader: LoaderOptions = field(default_factory=LoaderOptions)
     folder_rules: FolderRules = field(default_factory=FolderRules)
     """Which files inside the folders are read (`--include`/`--exclude`)."""
     allow_chat_embedder: bool = False
     """Embed with a model Ollama does not list as an embedding model."""
+    web: WebOptions = field(default_factory=WebOptions)
+    """How the URLs among `paths` are crawled (`--max-pages`, `--max-depth`)."""
+
+    @property
+    def urls(self) -> tuple[str, ...]:
+        """The web pages and sites among `paths`."""
+        return tuple(p for p in self.paths if is_url(p))
+
+    @property
+    def local_paths(self) -> tuple[str, ...]:
+        """The files and folders among `paths`."""
+        return tuple(p for p in self.paths if not is_url(p))
 
     @classmethod
     def build(
@@ -65,15 +80,33 @@ class IngestRequest:
         include: Sequence[str] = (),
         exclude: Sequence[str] = (),
         allow_chat_embedder: bool = False,
+        max_pages: int | None = None,
+        max_depth: int | None = None,
     ) -> "IngestRequest":
         """Check an ingest run's options and gather them; refuse combinations that cannot work.
 
         `shard` is `i/N`; `text_extensions` are read as plain text (`.py`); `loaders` name
         LangChain document loaders for file patterns (`*.xml=module:Class`);
-        `include`/`exclude` are globs on paths inside the folders (gitignore syntax).
+        `include`/`exclude` are globs on paths inside the folders (gitignore syntax);
+        `max_pages` and `max_depth` bound the crawl of each URL among `paths`.
         """
-        paths = tuple(str(p) for p in paths)
-        missing = [p for p in paths if not os.path.lexists(p)]
+        paths = tuple(check_url(p) if is_url(p) else str(p) for p in paths)
+        if any(is_url(p) for p in paths) and not available():
+            raise ArchivistError(
+                "Reading web pages needs the web extra (trafilatura extracts a page's "
+                "main content).",
+                f"Install it: {INSTALL}",
+            )
+        for name, value in (("--max-pages", max_pages), ("--max-depth", max_depth)):
+            if value is not None and value < (1 if name == "--max-pages" else 0):
+                raise ArchivistError(
+                    f"{name} {value} is too small.", f"Give {name} as a whole number ≥ 1."
+                )
+        web_options = WebOptions(
+            max_pages=max_pages or WebOptions.max_pages,
+            max_depth=WebOptions.max_depth if max_depth is None else max_depth,
+        )
+        missing = [p for p in paths if not is_url(p) and not os.path.lexists(p)]
         if missing and len(missing) == len(paths):
             raise ArchivistError(
                 f"Nothing to ingest: {', '.join(missing)} does not exist.",
@@ -103,6 +136,7 @@ class IngestRequest:
             shard=shard,
             splitter=splitter,
             chunk_size=chunk_size,
+            chunk_overlap=chunk_overlap,
             embed=replace(embed or EmbedSettings(), **{k: v for k, v in sizes.items() if v}),
             loader=LoaderOptions(
                 text_field or None,
@@ -112,6 +146,7 @@ class IngestRequest:
             ),
             folder_rules=FolderRules(include=tuple(include), exclude=tuple(exclude)),
             allow_chat_embedder=allow_chat_embedder,
+            web=web_options,
         )
 
     def fitted(self, context: int, model: str) -> "IngestRequest":

@@ -73,6 +73,12 @@ def _settings_digest(splitter: SplitterSettings, options: LoaderOptions | None) 
     return _digest_of_settings(splitter, options).copy()
 
 
+def settings_digest(splitter: SplitterSettings, options: LoaderOptions | None) -> str:
+    """A short digest of the settings a file's content hash is made with: a hash recorded
+    under other settings is not this one."""
+    return _digest_of_settings(splitter, options).hexdigest()[:16]
+
+
 @functools.lru_cache(maxsize=16)
 def _digest_of_settings(
     splitter: SplitterSettings, options: LoaderOptions | None

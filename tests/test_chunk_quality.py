@@ -76,4 +76,10 @@ def test_tiny_slides_are_joined_with_their_neighbours(tmp_path):
         "# Title Text\n\n# Agenda\n\n# Returns\n\n"
         "Items can be returned within 30 days of delivery, unused.\n\n# Questions?"
     )
-    assert section.metadata == {"slide": 1, "slide_title": "Title Text", "slide_last": 4}
+    assert section.metadata == {
+        "page": 1,
+        "page_last": 4,
+        "slide": 1,
+        "slide_title": "Title Text",
+        "slide_last": 4,
+    }

@@ -87,7 +87,7 @@ def test_delete_one_source_reports_json_and_counts_in_the_singular(ollama, home,
     listed = cli("stores", ollama=ollama, home=home)
     assert listed.stdout.splitlines()[1].startswith("notes\t1 chunk\t")
     sources = cli("sources", "--store", "notes", ollama=ollama, home=home)
-    assert sources.stdout.startswith("one.md\t1 chunk\t")
+    assert sources.stdout.splitlines()[1].startswith("  ok\tone.md\t1 chunk\t")
     deleted = cli("delete", "--store", "notes", "--source", "one.md", ollama=ollama, home=home)
     assert deleted.stdout == "Removed 1 chunk of one.md from notes.\n"
     again = cli("ingest", str(docs), "--store", "notes", ollama=ollama, home=home)

@@ -4,7 +4,6 @@ import pytest
 from conftest import SHOP, write_files
 from fake_ollama import FakeOllama
 from langchain_core.embeddings import DeterministicFakeEmbedding
-from langgraph.graph import END
 from samples import HTML_PAGE, broken_png_reason, make_docx, make_pdf
 
 from archivist import models
@@ -517,7 +516,7 @@ def test_the_routes_follow_the_files_the_pending_documents_and_prune():
     steps = IngestSteps(store=None, embeddings=None)
     files, asked, pruning = ["f1", "f2"], IngestRequest(), IngestRequest(prune=True)
     assert steps.after_store({"request": asked, "files": files, "position": 1}) == "load_batch"
-    assert steps.after_store({"request": asked, "files": files, "position": 2}) == END
+    assert steps.after_store({"request": asked, "files": files, "position": 2}) == "record"
     assert steps.after_store({"request": pruning, "files": files, "position": 2}) == "prune"
     assert steps.after_load({"files": files, "position": 2, "pending": [{}]}) == "embed_and_store"
     steps.resources("r").queue = object()  # requests still in flight for run r

@@ -281,6 +281,7 @@ def test_the_report_prints_the_keys_ingest_json_always_had(archivist, tmp_path):
         "failed",
         "skipped",
         "removed",
+        "renamed",
         "chunks_embedded",
         "shard",
         "reindexed",

@@ -74,3 +74,23 @@ def test_without_the_extra_images_are_skipped_and_scans_fail_naming_the_install(
             "needs: pip install 'archivist[ocr]'",
         }
     ]
+
+
+def test_ocr_work_reports_its_pages_and_chunks_keep_the_page_they_came_from(archivist, tmp_path):
+    from archivist.tools.progress import Recognised
+
+    folder = tmp_path / "scans"
+    folder.mkdir()
+    first, second = render(TEXTS["en"][:2], "en"), render(TEXTS["zh"][:2], "zh")
+    first.save(folder / "scan.pdf", save_all=True, append_images=[second])
+    events = []
+    archivist.ingest([str(folder)], "scans", on_progress=events.append)
+    assert [e for e in events if isinstance(e, Recognised)] == [
+        Recognised("scan.pdf", 1, 2),
+        Recognised("scan.pdf", 2, 2),
+    ]
+    chunks = list(archivist.store("scans").payloads())
+    pages = {c["metadata"]["page"]: c["text"] for c in chunks}
+    assert set(pages) == {1, 2}
+    assert TEXTS["en"][0] in pages[1] and TEXTS["zh"][0] in pages[2]
+    assert all(c["metadata"]["ocr"] is True for c in chunks)

@@ -58,6 +58,45 @@ def test_a_sheet_declaring_a_million_rows_reads_only_the_cells_it_holds(tmp_path
     assert tents.metadata == {"sheet": "Tents"}
 
 
+def test_a_sheet_writing_every_one_of_its_million_rows_is_read_not_taken_for_a_zip_bomb(
+    tmp_path,
+):
+    # Every empty styled row written, down to 1,048,576: about 40 MB of XML unpacked, which
+    # calamine reads as a stream (the limit on XML parsed into a tree is 24 MB).
+    def declare(name: str, data: bytes) -> tuple[str, bytes]:
+        if name != "xl/worksheets/sheet1.xml":
+            return name, data
+        rows = "".join(f'<row r="{i}" s="1" customFormat="1"/>' for i in range(4, 1_048_577))
+        return name, data.decode().replace("</sheetData>", rows + "</sheetData>").encode()
+
+    huge = _rewrite(_workbook(tmp_path / "plain.xlsx"), tmp_path / "huge.xlsx", declare)
+    with zipfile.ZipFile(huge) as package:
+        assert package.getinfo("xl/worksheets/sheet1.xml").file_size > 24 * 2**20
+    [tents] = load(huge)
+    assert tents.text == "# Tents\n\nname: Summit; price: 199\nname: Meadow; price: 89.5"
+
+
+def test_a_legacy_xls_workbook_is_read_sheet_by_sheet(tmp_path):
+    xlwt = pytest.importorskip("xlwt")  # the one writer of .xls (BIFF8) for Python
+    book = xlwt.Workbook()
+    prices = book.add_sheet("Prices")
+    for column, label in enumerate(["item", "price"]):
+        prices.write(0, column, label)
+    prices.write(1, 0, "tent")
+    prices.write(1, 1, 199)
+    book.add_sheet("Empty")
+    notes = book.add_sheet("Notes")
+    notes.write(0, 0, "Stoves ship in spring.")
+    path = tmp_path / "legacy.xls"
+    book.save(str(path))
+    assert path.read_bytes()[:8] == b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # an OLE file
+    sections = load(path)
+    assert [(s.metadata["sheet"], s.text) for s in sections] == [
+        ("Prices", "# Prices\n\nitem: tent; price: 199"),
+        ("Notes", "# Notes\n\nStoves ship in spring."),
+    ]
+
+
 def test_ods_sheets_are_read_like_workbooks(tmp_path):
     from odf.opendocument import OpenDocumentSpreadsheet
     from odf.table import Table, TableCell, TableRow

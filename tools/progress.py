@@ -92,6 +92,25 @@ class Copied:
 
 
 @dataclass(frozen=True)
+class Fetched:
+    """A web page was asked for: its URL (after redirects) and the HTTP status it got."""
+
+    name: ClassVar[str] = "fetched"
+    url: str
+    status: int
+
+
+@dataclass(frozen=True)
+class Recognised:
+    """OCR read page `page` of the `pages` of a file's that it reads (`file`: its path)."""
+
+    name: ClassVar[str] = "recognised"
+    file: str
+    page: int
+    pages: int
+
+
+@dataclass(frozen=True)
 class Token:
     """Answer text as the chat model streams it."""
 
@@ -152,7 +171,18 @@ class Generated:
     tried: int
 
 
-WriteEvent = Discovered | Loaded | Embedded | Stored | BatchStored | Failed | Retried | Copied
+WriteEvent = (
+    Discovered
+    | Loaded
+    | Embedded
+    | Stored
+    | BatchStored
+    | Failed
+    | Retried
+    | Copied
+    | Fetched
+    | Recognised
+)
 TurnEvent = Token | Thinking | Searched | Note | Retried
 EvalEvent = CaseRan | StoreReady | Generated
 Event = WriteEvent | TurnEvent | EvalEvent

@@ -531,6 +531,42 @@ class KnowledgeStore:
             self.client.delete(self.name, points_selector=selector, wait=True)
         return removed
 
+    def rename_sources(self, renames: dict[str, str], batch: int = 256) -> int:
+        """Give sources new names (old → new), their chunks kept as they are: vectors, ids and
+        everything else; nothing is embedded again. Return how many chunks were renamed.
+
+        Done by writing the points again, so it can be cut short: running it again with the
+        same renames finishes it (a chunk already renamed is no longer found by its old name).
+        """
+        olds = list(renames)
+        moved = 0
+        for start in range(0, len(olds), 512):
+            selector = models.Filter(must=[_match("source", olds[start : start + 512])])
+            while True:
+                # Always the first page: the points renamed no longer match the filter.
+                points, _ = self.client.scroll(
+                    self.name,
+                    scroll_filter=selector,
+                    limit=batch,
+                    with_payload=True,
+                    with_vectors=True,
+                )
+                if not points:
+                    break
+                rewritten = []
+                for p in points:
+                    payload = dict(p.payload or {})
+                    name = renames[payload["source"]]
+                    payload["source"] = name
+                    if "version" in payload:
+                        payload["version"] = version_key(
+                            name, payload["doc_hash"], payload["doc_chunks"], payload["ingested_at"]
+                        )
+                    rewritten.append(models.PointStruct(id=p.id, vector=p.vector, payload=payload))
+                self.client.upsert(self.name, points=rewritten, wait=True)
+                moved += len(rewritten)
+        return moved
+
     def find_source(self, name: str) -> str | None:
         """Return the source called `name`: exactly, else its one Unicode twin (the same name
         composed or decomposed, as macOS writes file names), else None."""
@@ -661,6 +697,8 @@ class KnowledgeStore:
         if not wanted:
             return []
         names = self.source_names()
+        if labelled := self._root_sources(wanted.rstrip("/"), names):
+            return labelled
         exact = [n for n in names if n.lower() == wanted or n.lower().endswith("/" + wanted)]
         if exact:
             return exact
@@ -669,6 +707,22 @@ class KnowledgeStore:
             for n in names
             if n.lower().startswith(wanted) or n.lower().rsplit("/", 1)[-1].startswith(wanted)
         ]
+
+    def _root_sources(self, label: str, names: list[str]) -> list[str]:
+        """The sources of the root labelled `label` (case ignored), when the store records
+        its roots (`roots` in its metadata, each with a `label` and the `files` it holds):
+        in a store of several roots they are named `label/…` (a file root: `label`)."""
+        roots = self.info().get("roots") or []
+        found = [r for r in roots if str(r.get("label", "")).lower() == label]
+        if not found:
+            return []
+        if len(roots) == 1:
+            return names
+        [root] = found
+        if root.get("kind") == "file":
+            prefix = root["label"]
+            return [n for n in names if n == prefix or n.startswith(prefix + "#")]
+        return [n for n in names if n.startswith(root["label"] + "/")]
 
     def search(
         self,

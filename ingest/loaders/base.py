@@ -2,18 +2,26 @@
 bounded reading of zip packages (DOCX, PPTX, XLSX, ODT, EPUB)."""
 
 import codecs
+import contextlib
 import datetime
 import re
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from archivist.tools.progress import Event, ProgressFn, ignore
 
 MAX_FILE_BYTES = 50 * 1024 * 1024
 MAX_UNPACKED_BYTES = 24 * 1024 * 1024
 """The most a zip package's text parts (XML, HTML) may hold unpacked: parsing XML takes
 about 25 times its size in memory, and a few KB of deflate can unpack to hundreds of MB."""
+MAX_STREAMED_BYTES = 256 * 1024 * 1024
+"""The most a workbook's parts may hold unpacked: calamine reads a sheet's XML as a stream,
+not a tree in memory, so the limit is time (about 20 MB a second), not memory; a sheet that
+declares all 1,048,576 rows, each empty and styled, is about 40 MB of XML."""
 SNIFF_BYTES = 8192
 _BOMS = (
     (codecs.BOM_UTF32_LE, "utf-32"),
@@ -79,6 +87,23 @@ class LoaderOptions:
 
 Loader = Callable[[Path, LoaderOptions], list[Section]]
 
+_progress: ContextVar[ProgressFn] = ContextVar("loader_progress", default=ignore)
+
+
+@contextlib.contextmanager
+def reporting(notify: ProgressFn) -> Iterator[None]:
+    """Send the progress of long loads (OCR's pages) to `notify` while in the block."""
+    token = _progress.set(notify)
+    try:
+        yield
+    finally:
+        _progress.reset(token)
+
+
+def report(event: Event) -> None:
+    """Tell whoever listens (`reporting`) how a long load goes."""
+    _progress.get()(event)
+
 
 def looks_binary(data: bytes) -> bool:
     """Whether bytes look like binary content: NUL bytes outside a UTF-16/32 text."""
@@ -122,8 +147,8 @@ def read_text(path: Path) -> str:
     return decode_text(path.read_bytes())
 
 
-def open_package(path: Path, kind: str) -> zipfile.ZipFile:
-    """Open a zip package, refusing one whose text parts unpack to more than the limit.
+def open_package(path: Path, kind: str, limit: int = MAX_UNPACKED_BYTES) -> zipfile.ZipFile:
+    """Open a zip package, refusing one whose text parts unpack to more than `limit` bytes.
 
     The sizes are the ones the zip declares; zipfile stops reading a part at its declared
     size (and fails its checksum), so a part cannot unpack to more than it says.
@@ -135,11 +160,11 @@ def open_package(path: Path, kind: str) -> zipfile.ZipFile:
     unpacked = sum(
         info.file_size for info in package.infolist() if not _BINARY_PARTS.search(info.filename)
     )
-    if unpacked > MAX_UNPACKED_BYTES:
+    if unpacked > limit:
         package.close()
         raise LoadError(
             f"{kind} unpacks to {unpacked // 2**20} MB of text, over the "
-            f"{MAX_UNPACKED_BYTES // 2**20} MB limit (a zip bomb, or split the document)"
+            f"{limit // 2**20} MB limit (a zip bomb, or split the document)"
         )
     return package
 

@@ -13,7 +13,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from archivist.ingest.loaders.base import LoaderOptions, LoadError, NotADocument, Section
+from archivist.ingest.loaders.base import (
+    LoaderOptions,
+    LoadError,
+    NotADocument,
+    Section,
+    report,
+)
+from archivist.tools.progress import Recognised
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".tif", ".tiff", ".bmp")
 INSTALL = "pip install 'archivist[ocr]'"
@@ -115,7 +122,7 @@ def read_scanned_pages(path: Path, numbers: list[int]) -> dict[int, str]:
     except pypdfium2.PdfiumError as exc:
         raise LoadError(f"damaged PDF: {exc}") from None
     try:
-        for number in numbers:
+        for done, number in enumerate(numbers, start=1):
             if time.monotonic() - started > MAX_OCR_SECONDS:
                 raise LoadError(
                     f"OCR stopped after {MAX_OCR_SECONDS} s at page {number} of the scan "
@@ -127,6 +134,7 @@ def read_scanned_pages(path: Path, numbers: list[int]) -> dict[int, str]:
             finally:
                 page.close()
             texts[number] = read_picture(picture)
+            report(Recognised(path.name, done, len(numbers)))
     finally:
         document.close()
     return texts

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from archivist.ingest.loaders.base import (
+    MAX_STREAMED_BYTES,
     LoaderOptions,
     LoadError,
     Section,
@@ -129,7 +130,10 @@ def load_pptx(path: Path, options: LoaderOptions) -> list[Section]:
         if text:
             sections.append(
                 Section(
-                    text, clean_metadata({"title": title, "slide": number, "slide_title": heading})
+                    text,
+                    clean_metadata(
+                        {"title": title, "page": number, "slide": number, "slide_title": heading}
+                    ),
                 )
             )
     return _merge_small_slides(sections)
@@ -138,7 +142,7 @@ def load_pptx(path: Path, options: LoaderOptions) -> list[Section]:
 def _merge_small_slides(sections: list[Section]) -> list[Section]:
     """Join runs of slides holding less than MIN_SLIDE_CHARS of text with their neighbours: a
     title slide or a section divider alone is a chunk that answers nothing. A joined section
-    names its first slide in `slide` and its last in `slide_last`."""
+    names its first slide in `slide` (and `page`) and its last in `slide_last` (`page_last`)."""
     merged: list[Section] = []
     run: list[Section] = []
 
@@ -146,7 +150,9 @@ def _merge_small_slides(sections: list[Section]) -> list[Section]:
         if not run:
             return
         first, last = run[0].metadata, run[-1].metadata
-        metadata = {**first, "slide_last": last["slide"]} if len(run) > 1 else first
+        metadata = first
+        if len(run) > 1:
+            metadata = {**first, "page_last": last["slide"], "slide_last": last["slide"]}
         if len(run) > 1 and not first.get("slide_title"):
             titles = [s.metadata["slide_title"] for s in run if s.metadata.get("slide_title")]
             metadata = clean_metadata({**metadata, "slide_title": titles[0] if titles else None})
@@ -247,7 +253,7 @@ def _workbook_title(path: Path, kind: str) -> str | None:
     with path.open("rb") as handle:
         if handle.read(len(_OLE_MAGIC)) == _OLE_MAGIC:
             return None
-    with open_package(path, kind) as package:
+    with open_package(path, kind, MAX_STREAMED_BYTES) as package:
         # Part names are case-insensitive in practice (`docProps/Core.xml` exists).
         names = {name.lower(): name for name in package.namelist()}
         part = names.get("docprops/core.xml") or names.get("meta.xml")

@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 from archivist.ingest.loaders import ocr
-from archivist.ingest.loaders.base import LoaderOptions, LoadError, Section
+from archivist.ingest.loaders.base import LoaderOptions, LoadError, NotADocument, Section
 
 _NUMBER = re.compile(r"\d+")
 # Typographic ligatures PDF fonts set as one glyph (ﬁ, ﬂ, ﬀ, ﬃ, ﬄ, ﬅ, ﬆ), spelt out as
@@ -41,7 +41,9 @@ def load_pdf(path: Path, options: LoaderOptions) -> list[Section]:
         read = ocr.read_scanned_pages(path, scanned)
         pages = [read.get(n, page) for n, page in enumerate(pages, start=1)]
     if not any(page.strip() for page in pages):
-        raise LoadError("no text in the PDF, not even by OCR")
+        # Pictures without text (photos, drawings): not a document to store, as an image
+        # without text is not.
+        raise NotADocument("no text in the PDF, not even by OCR")
     metadata = {"title": str(title)} if title else {}
     return [
         Section(text, {**metadata, "page": number, **({"ocr": True} if number in read else {})})

@@ -1,0 +1,253 @@
+"""Keeping a store in sync with its folder: status, sync and watch, measured as a user runs them.
+
+    .venv/bin/python benchmarks/sync.py [--files 2000] [--saves 20] [--out benchmarks/results]
+
+It writes a corpus of Markdown files (generated here) into folders, ingests it against the
+fake Ollama in another process with an instant embedder (what is left is our own work), and
+measures, each command as a process from its start to its exit:
+
+* `archivist sources --store S` with nothing changed: wall time and the CPU the process
+  spent (from the child's rusage), beside `archivist --version` (the start-up alone);
+* the same after 1% of the files changed (they are hashed; the rest are not);
+* `archivist sync --store S` with nothing changed, and after 1% changed;
+* `archivist sync --watch`: from a file saved to its new text found by a search (a keyword
+  search in this process, polled every 20 ms), over a series of saves a second apart.
+"""
+
+import argparse
+import json
+import os
+import platform
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path[:0] = [str(HERE), str(ROOT / "tests")]
+
+from perf import FakeOllamaProcess  # noqa: E402
+
+EXE = str(Path(sys.executable).with_name("archivist"))
+WORDS = "tent stove boot trail river summit lantern compass rope canyon meadow glacier".split()
+
+
+def corpus(root: Path, files: int) -> list[Path]:
+    paths = []
+    for n in range(files):
+        path = root / f"part{n % 20:02d}" / f"note{n:05d}.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        words = " ".join(WORDS[(n + i) % len(WORDS)] for i in range(60))
+        path.write_text(f"# Note {n}\n\n{words}.\n\nFile {n} of the corpus.\n", encoding="utf-8")
+        paths.append(path)
+    return paths
+
+
+def run(args: list[str], env: dict[str, str]) -> tuple[float, float, str]:
+    """Run `archivist ARGS` as a process: (wall seconds, CPU seconds of the child, stdout)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    done = subprocess.run([EXE, *args], env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"archivist {' '.join(args)} failed:\n{done.stderr}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, done.stdout
+
+
+def median_run(args: list[str], env: dict[str, str], runs: int) -> dict[str, float]:
+    walls, cpus = [], []
+    for _ in range(runs):
+        wall, cpu, _ = run(args, env)
+        walls.append(wall)
+        cpus.append(cpu)
+    return {
+        "wall_s": round(statistics.median(walls), 3),
+        "cpu_s": round(statistics.median(cpus), 3),
+    }
+
+
+def in_process(url: str, home: Path) -> dict[str, float]:
+    """CPU seconds of the status check and of a sync with nothing changed in this process,
+    imports done: the work itself, without the process's start-up."""
+    from archivist.app import Archivist
+    from archivist.ingest.status import store_status
+    from archivist.settings import Settings
+
+    app = Archivist(Settings(ollama_host=url, home=home))
+    try:
+        store = app.store("s")
+        store_status(store)  # warm: the store opened, its files in the page cache
+        started = time.process_time()
+        store_status(store)
+        status_cpu = time.process_time() - started
+        app.close()
+        [(name, root)] = app.recorded_roots(["s"])
+        started, wall = time.process_time(), time.perf_counter()
+        app.ingest(app.sync_request(name, root), release=True)
+        return {
+            "status_cpu_s": round(status_cpu, 3),
+            "sync_cpu_s": round(time.process_time() - started, 3),
+            "sync_wall_s": round(time.perf_counter() - wall, 3),
+        }
+    finally:
+        app.close()
+
+
+def touch(paths: list[Path], tag: str) -> None:
+    for path in paths:
+        path.write_text(path.read_text(encoding="utf-8") + f"\nEdited {tag}.\n", encoding="utf-8")
+
+
+def watch_latency(env: dict[str, str], url: str, home: Path, paths: list[Path], saves: int):
+    """Seconds from a save to its new text found by a keyword search, per save."""
+    from archivist.app import Archivist
+    from archivist.settings import Settings
+
+    watcher = subprocess.Popen(
+        [EXE, "sync", "--watch", "--store", "s"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    latencies = []
+    try:
+        line = ""
+        while "Watching" not in line:
+            line = watcher.stderr.readline()
+            if not line and watcher.poll() is not None:
+                raise SystemExit("sync --watch stopped before watching")
+        app = Archivist(Settings(ollama_host=url, home=home))
+        try:
+            for n in range(saves):
+                token = f"zqx{n:04d}marker"
+                path = paths[(n * 37) % len(paths)]
+                saved = time.perf_counter()
+                path.write_text(path.read_text(encoding="utf-8") + f"\n{token}\n")
+                while True:
+                    found = app.search(token, "s", k=1, mode="sparse")
+                    app.close()  # let the watcher write
+                    if found and token in found[0]["text"]:
+                        break
+                    if time.perf_counter() - saved > 60:
+                        raise SystemExit(f"save {n} not found after 60 s")
+                    time.sleep(0.02)
+                latencies.append(time.perf_counter() - saved)
+                time.sleep(1.0)
+        finally:
+            app.close()
+    finally:
+        watcher.send_signal(2)
+        try:
+            watcher.wait(30)
+        except subprocess.TimeoutExpired:
+            watcher.kill()
+    return latencies
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--files", type=int, default=2000)
+    parser.add_argument("--saves", type=int, default=20)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=HERE / "results")
+    options = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="archivist-sync-"))
+    results: dict[str, Any] = {
+        "files": options.files,
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
+    }
+    try:
+        paths = corpus(work / "kb", options.files)
+        home = work / "home"
+        with FakeOllamaProcess() as fake:  # instant embeddings
+            env = {**os.environ, "OLLAMA_HOST": fake.url, "ARCHIVIST_HOME": str(home)}
+            wall, cpu, _ = run(["ingest", str(work / "kb"), "--store", "s"], env)
+            results["ingest"] = {"wall_s": round(wall, 3), "cpu_s": round(cpu, 3)}
+            results["version"] = median_run(["--version"], env, options.runs)
+            results["sources_unchanged"] = median_run(
+                ["sources", "--store", "s", "--json"], env, options.runs
+            )
+            results["sync_unchanged"] = median_run(["sync", "--store", "s"], env, options.runs)
+            results["in_process"] = in_process(fake.url, home)
+            changed = paths[:: max(1, len(paths) // (len(paths) // 100 or 1))][: len(paths) // 100]
+            touch(changed, "a")
+            wall, cpu, out = run(["sources", "--store", "s", "--json"], env)
+            statuses = [r["status"] for r in json.loads(out)]
+            results["sources_1pct_changed"] = {
+                "wall_s": round(wall, 3),
+                "cpu_s": round(cpu, 3),
+                "changed": statuses.count("changed"),
+            }
+            wall, cpu, _ = run(["sync", "--store", "s"], env)
+            results["sync_1pct_changed"] = {"wall_s": round(wall, 3), "cpu_s": round(cpu, 3)}
+            latencies = watch_latency(env, fake.url, home, paths, options.saves)
+            results["watch"] = {
+                "saves": len(latencies),
+                "p50_s": round(statistics.median(latencies), 3),
+                "p95_s": round(percentile(latencies, 0.95), 3),
+                "max_s": round(max(latencies), 3),
+            }
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    results["load"] = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    options.out.mkdir(parents=True, exist_ok=True)
+    (options.out / "sync.json").write_text(json.dumps(results, indent=2) + "\n")
+    table = report(results)
+    (options.out / "sync.md").write_text(table)
+    print(table)
+
+
+def report(r: dict[str, Any]) -> str:
+    def met(value: float, target: float) -> str:
+        return "met" if value <= target else "NOT met"
+
+    s, v, w = r["sources_unchanged"], r["version"], r["watch"]
+    rows = [
+        f"Store of {r['files']:,} Markdown files in one folder root; instant embedder "
+        f"(fake Ollama in another process); {r['machine']['cpus']} CPUs, Python "
+        f"{r['machine']['python']}. Each command is a process, start to exit; medians.",
+        "",
+        "| measure | wall | CPU (child rusage) | target |",
+        "|---|---|---|---|",
+        f"| `archivist --version` (start-up alone) | {v['wall_s']} s | {v['cpu_s']} s | |",
+        f"| `sources --store S`, nothing changed | {s['wall_s']} s | {s['cpu_s']} s | "
+        f"≤ 0.5 s CPU: {met(s['cpu_s'], 0.5)} |",
+        f"| `sources`, 1% of the files changed ({r['sources_1pct_changed']['changed']} found) | "
+        f"{r['sources_1pct_changed']['wall_s']} s | {r['sources_1pct_changed']['cpu_s']} s | |",
+        f"| `sync --store S`, nothing changed | {r['sync_unchanged']['wall_s']} s | "
+        f"{r['sync_unchanged']['cpu_s']} s | ≤ 1 s wall: {met(r['sync_unchanged']['wall_s'], 1)} |",
+        f"| `sync`, 1% changed (embedded again) | {r['sync_1pct_changed']['wall_s']} s | "
+        f"{r['sync_1pct_changed']['cpu_s']} s | |",
+        f"| first `ingest` of the corpus | {r['ingest']['wall_s']} s | "
+        f"{r['ingest']['cpu_s']} s | |",
+        f"| in this process, imports done: the status check | | "
+        f"{r['in_process']['status_cpu_s']} s | |",
+        f"| in this process: `sync` with nothing changed | {r['in_process']['sync_wall_s']} s | "
+        f"{r['in_process']['sync_cpu_s']} s | |",
+        "",
+        f"Load average when measured: {r['load']}.",
+        "",
+        f"`sync --watch`, from a file saved to its new text found by a search, over "
+        f"{w['saves']} saves: p50 {w['p50_s']} s (target ≤ 2 s: {met(w['p50_s'], 2)}), "
+        f"p95 {w['p95_s']} s (target ≤ 5 s: {met(w['p95_s'], 5)}), max {w['max_s']} s.",
+        "",
+    ]
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,163 @@
+"""A store against its roots on disk: which sources are up to date, changed, deleted, new
+(on disk, not yet stored) or failed last time, without reading what has not moved.
+
+A file whose size and modification time are those recorded when it was last read is up to
+date without being opened; one that moved is hashed, with the settings its root was read with,
+and compared with the stored version (a file only touched is still up to date)."""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from archivist.ingest.discovery import Failure, discover_one
+from archivist.ingest.roots import Root, RootSet, request_arguments
+from archivist.ingest.splitter import SplitterSettings
+from archivist.ingest.sync import content_hash
+from archivist.tools.errors import ArchivistError
+from archivist.tools.store import KnowledgeStore, SourceInfo
+
+STATUSES = ("ok", "changed", "deleted", "new", "failed", "unknown")
+"""`unknown`: a source no root records (stored before the store kept its roots)."""
+
+
+@dataclass
+class RootStatus:
+    """One root's sources and their status."""
+
+    root: Root | None
+    """None: the sources no root records."""
+    sources: list[dict[str, Any]] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        found = {status: 0 for status in STATUSES}
+        for source in self.sources:
+            found[source["status"]] += 1
+        return found
+
+
+def store_status(store: KnowledgeStore) -> list[RootStatus]:
+    """Every source of `store`, and every file of its roots not yet stored, with its status
+    (`ok`, `changed`, `deleted`, `new`, `failed`, or `unknown` without a root), by root."""
+    info = store.info()
+    roots = RootSet.of(info)
+    held = store.sources()
+    fallback = info.get("fingerprint", {}).get("splitter")
+    records: dict[str, list[str]] = {}
+    for name in held:
+        at = name.find("#")
+        while at != -1:
+            records.setdefault(name[:at], []).append(name)
+            at = name.find("#", at + 1)
+    shown: set[str] = set()
+    listing = []
+    for root in roots.roots:
+        status = RootStatus(root)
+        listing.append(status)
+        if root.kind == "url" or not root.disk_path().exists():
+            missing = root.kind != "url"
+            for name, source in held.items():
+                found = roots.owner(name)
+                if found is not None and found[0].id == root.id:
+                    shown.add(name)
+                    reason = f"{root.location} is missing" if missing else None
+                    state = "deleted" if missing else "ok"
+                    status.sources.append(_row(name, source, root, state, reason))
+            continue
+        files, failed = _files_of(root, roots, store.name)
+        splitter = _splitter(root, fallback)
+        for file in files:
+            stored = [file.source] if file.source in held else []
+            if file.has_records:
+                stored += records.get(file.source, [])
+            entry = root.files.get(file.relative)
+            moved = not entry or entry[:2] != [file.size, file.mtime_ns]
+            failure = root.failed.get(file.relative)
+            if failure and failure[:2] == [file.size, file.mtime_ns]:
+                state, reason = "failed", failure[2]
+            elif not stored:
+                state, reason = "new", None
+            elif not moved and (file.has_records or entry[2] == held[stored[0]].doc_hash):
+                state, reason = "ok", None
+            elif file.has_records:
+                state, reason = "changed", None
+            else:
+                state, reason = _compare(file.path, splitter, held[stored[0]])
+            if not stored:
+                status.sources.append(_row(file.source, None, root, state, reason))
+            for name in stored:
+                shown.add(name)
+                status.sources.append(_row(name, held[name], root, state, reason))
+        for failure in failed:
+            if failure.source not in shown:
+                status.sources.append(_row(failure.source, None, root, "failed", failure.reason))
+        for name, source in held.items():
+            found = roots.owner(name)
+            if name not in shown and found is not None and found[0].id == root.id:
+                shown.add(name)
+                status.sources.append(_row(name, source, root, "deleted", None))
+        status.sources.sort(key=lambda s: s["source"])
+    rest = RootStatus(None)
+    for name, source in held.items():
+        if name not in shown:
+            rest.sources.append(_row(name, source, None, "unknown", None))
+    if rest.sources:
+        listing.append(rest)
+    return listing
+
+
+def _files_of(root: Root, roots: RootSet, store: str) -> tuple[list, list[Failure]]:
+    """The files on disk of a folder or file root, read with its recorded options."""
+    from archivist.ingest.request import IngestRequest
+
+    try:
+        request = IngestRequest.build([root.location], store, **request_arguments(root))
+    except ArchivistError:
+        request = IngestRequest.build([root.location], store)
+    files: dict[str, Any] = {}
+    failed: list[Failure] = []
+    skipped: list[Failure] = []
+    relative = Path(root.location).name if root.kind == "file" else ""
+    naming = lambda rel: roots.name(root, rel)  # noqa: E731
+    discover_one(
+        root.disk_path(), relative, naming, root.id, request.loader, request.folder_rules,
+        files, failed, skipped,
+    )  # fmt: skip
+    return list(files.values()), failed
+
+
+def _splitter(root: Root, fallback: dict[str, Any] | None) -> SplitterSettings:
+    recorded = root.options.get("splitter") or fallback
+    try:
+        return SplitterSettings(**recorded) if recorded else SplitterSettings()
+    except TypeError:
+        return SplitterSettings()
+
+
+def _compare(path: Path, splitter: SplitterSettings, stored: SourceInfo) -> tuple[str, str | None]:
+    try:
+        digest = content_hash(path, splitter)
+    except Exception as exc:  # noqa: BLE001 - unreadable now: the next ingest says why
+        return "changed", str(getattr(exc, "strerror", None) or exc)
+    return ("ok" if digest == stored.doc_hash else "changed"), None
+
+
+def _row(
+    name: str, source: SourceInfo | None, root: Root | None, status: str, reason: str | None
+) -> dict[str, Any]:
+    from datetime import UTC, datetime
+
+    row: dict[str, Any] = {
+        "source": name,
+        "chunks": source.chunks if source is not None else 0,
+        "root": root.location if root is not None else None,
+        "status": status,
+    }
+    if reason:
+        row["reason"] = reason
+    row["complete"] = source is not None and source.complete
+    row["ingested_at"] = (
+        None
+        if source is None
+        else datetime.fromtimestamp(source.ingested_at, UTC).isoformat(timespec="seconds")
+    )
+    return row
