@@ -166,13 +166,19 @@ def _walk(
                 skipped.append(Failure(source, skip_reason(path)))
 
 
+def _spec(lines: "list[str] | tuple[str, ...]"):
+    """Compile gitignore patterns for RE2, whose matching time is linear in the path: Python's
+    own engine backtracks, and a pattern of a few dozen stars took hours on one file name."""
+    import pathspec
+
+    return pathspec.GitIgnoreSpec.from_lines(lines, backend="re2")
+
+
 class _Globs:
     """Gitignore-style globs matched on a path relative to the ingested folder."""
 
     def __init__(self, patterns: tuple[str, ...]) -> None:
-        import pathspec
-
-        self.spec = pathspec.GitIgnoreSpec.from_lines(patterns)
+        self.spec = _spec(patterns)
 
     def match(self, relative: str, folder: bool = False) -> bool:
         return self.spec.match_file(relative + "/" if folder else relative)
@@ -181,8 +187,6 @@ class _Globs:
 def _read_ignore_files(
     folder: Path, rel_folder: str, filenames: list[str]
 ) -> list[tuple[str, object, str]]:
-    import pathspec
-
     found = []
     for name in IGNORE_FILES:
         if name not in filenames:
@@ -191,7 +195,7 @@ def _read_ignore_files(
             lines = (folder / name).read_text(encoding="utf-8", errors="replace").splitlines()
         except OSError:
             continue
-        spec = pathspec.GitIgnoreSpec.from_lines(lines)
+        spec = _spec(lines)
         where = f"{rel_folder}/{name}" if rel_folder else name
         found.append((rel_folder, spec, where))
     return found
