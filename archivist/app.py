@@ -85,9 +85,10 @@ class Archivist:
         with self.writing():
             return self.store(store).delete_source(source)
 
-    def stores(self) -> list[dict[str, Any]]:
-        """List the stores with their size, embedding model, sparse scheme and description."""
-        return stores.describe_stores(self.client)
+    def stores(self, only: "Sequence[str] | None" = None) -> list[dict[str, Any]]:
+        """List the stores (or those of `only`) with their size, embedding model, sparse
+        scheme and description; a damaged one with what is wrong and its fix instead."""
+        return stores.describe_stores(self.client, only)
 
     def ingest(
         self,

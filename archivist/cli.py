@@ -808,12 +808,18 @@ def stores(as_json: JsonOpt = False) -> None:
     if listing:
         print("store\tchunks\tembedding model\tBM25 scheme\tdescription")
     for s in listing:
+        if s.get("damaged"):
+            print(f"{s['store']}\tdamaged\t-\t-\t{printable_name(s['damaged'])}")
+            continue
         chunks = count(s["chunks"], "chunk")
         description = printable_name(s["description"])
         print(f"{s['store']}\t{chunks}\t{s['embed_model']}\t{s['sparse']}\t{description}")
     if not listing:
         print("No stores yet. Create one with: archivist ingest PATH --store NAME")
     for s in listing:
+        if s.get("damaged"):
+            _notice(f"Store '{s['store']}' is damaged: {s['damaged']}. {s['fix']}")
+            continue
         hint = sparse_hint(s["store"], s["sparse"])
         if hint:
             _notice(hint)
@@ -1040,13 +1046,25 @@ def mcp(
 
 
 @app.command()
-def doctor(model: ModelOpt = None, embed_model: EmbedOpt = None, as_json: JsonOpt = False) -> None:
+def doctor(
+    model: ModelOpt = None,
+    embed_model: EmbedOpt = None,
+    as_json: JsonOpt = False,
+    repair: Annotated[
+        bool,
+        typer.Option(
+            "--repair",
+            help="Move damaged stores aside (into HOME/damaged), so that ingesting their "
+            "sources builds them anew.",
+        ),
+    ] = False,
+) -> None:
     """Check Ollama, the two models and the stores, and say how to fix each problem."""
     from dataclasses import asdict
 
     from archivist.doctor import run_checks
 
-    checks = run_checks(_settings(chat_model=model, embed_model=embed_model))
+    checks = run_checks(_settings(chat_model=model, embed_model=embed_model), repair=repair)
     failed = any(not c.ok and not c.warning for c in checks)
     if as_json:
         _print_json({"ok": not failed, "checks": [asdict(check) for check in checks]})
