@@ -161,7 +161,10 @@ def _store_check(
         return Check(False, exc.message, exc.fix or ""), built_with, hints
     except Exception as exc:
         if settings.qdrant_url:
-            fix = "Check QDRANT_URL and QDRANT_API_KEY, or unset QDRANT_URL to use the embedded store."
+            fix = (
+                "Check QDRANT_URL and QDRANT_API_KEY, or unset QDRANT_URL to use the "
+                "embedded store."
+            )
         else:
             fix = (
                 "Run `archivist doctor --repair` to set a damaged store aside, or set "
