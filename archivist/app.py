@@ -11,6 +11,7 @@ from archivist import failures, models, stores
 from archivist.agent.records import EventFn, Passage, Turn
 from archivist.agent.retrieval import make_retrieval_tool, search_alone
 from archivist.agent.setup import AgentSetup, StoreTool, build_setup
+from archivist.home import ensure_home
 from archivist.settings import Settings
 from archivist.tools.embedding import PrefixedEmbeddings
 from archivist.tools.engine import writing as engine_writing
@@ -38,6 +39,8 @@ class Archivist:
     @cached_property
     def client(self):
         """The Qdrant client behind every store (opened on first use)."""
+        if not self.settings.qdrant_url:
+            ensure_home(self.settings.home)
         return connect(
             self.settings.store_path,
             self.settings.qdrant_url,

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 import typer.main
 
+from archivist.home import ensure_home, private_umask
 from archivist.printable import escape_json_controls, printable, printable_name
 from archivist.settings import DEFAULT_STORE, Settings, load_settings
 from archivist.tools.errors import ArchivistError, StoreNotFound
@@ -590,7 +591,7 @@ def _build_chat(
         earlier = archivist.turn_log.last_thread("chat")
         if earlier is None:
             say("There is no earlier conversation to resume: starting a new one.")
-    settings.home.mkdir(parents=True, exist_ok=True)
+    ensure_home(settings.home)
     db = sqlite3.connect(settings.threads_path, check_same_thread=False)
     opened.append(db)
     conversation = Conversation(archivist, names, SqliteSaver(db), model, think, earlier or thread)
@@ -1196,6 +1197,7 @@ def name_metavars(command: Any) -> Any:
 def main() -> None:
     """Run the CLI; expected failures print their fix and exit 1, without a traceback."""
     _ctx.apps = []
+    private_umask()  # the home's files (stores, threads, turn log) readable by their user only
     try:
         _ctx.settings = load_settings()
         # `python -m archivist` too: help, errors and shell completion say `archivist`.

@@ -94,7 +94,7 @@ def discover(
         elif root.is_dir():
             _walk(root, options, rules, files, failed, skipped)
         else:
-            failed.append(Failure(source_name(str(root)), "no such file or folder"))
+            failed.append(Failure(source_name(str(root)), _not_a_file(root)))
     return list(files.values()), failed, skipped
 
 
@@ -213,6 +213,28 @@ def _ignored(active: list[tuple[str, object, str]], relative: str, folder: bool 
         elif result.include is False:
             verdict = ""
     return verdict
+
+
+_SPECIAL = (
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _not_a_file(path: Path) -> str:
+    """Why a path given directly is neither a file nor a folder to read: it does not exist,
+    or it is a device, pipe or socket (never read: /dev/zero never ends, a pipe may never
+    send anything)."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return "no such file or folder"
+    except OSError as exc:
+        return f"cannot read: {exc.strerror or exc}"
+    kind = next((name for test, name in _SPECIAL if test(mode)), "not a regular file")
+    return f"{kind}, not a file: not read"
 
 
 def _link_problem(path: Path, inside: Path) -> str | None:
