@@ -247,12 +247,14 @@ class EdgeClient(TurnTakingEngine):
                 self._settle(name)
             for name in list(self._backlog):
                 self._catch_up(name)
-            for shard in self._shards.values():
-                shard.flush()
+            for name, shard in self._shards.items():
+                if name in self._unsealed:
+                    shard.flush()  # a shard only read has nothing of its own to flush
                 shard.close()
-            for name in self._unsealed:
-                if name in self._shards:
-                    seal(self.path, name)
+            for name in self._shards:
+                # Written: sealed anew. Only read: Edge may still have rewritten a file (an
+                # id tracker's versions), verified when opened, so its checksum follows.
+                seal(self.path, name, only_changed=name not in self._unsealed)
         finally:
             self._shards.clear()
             self._unsealed.clear()
@@ -777,7 +779,7 @@ class EdgeClient(TurnTakingEngine):
         self._config_texts[name] = text
 
 
-_CONFIG_KEYS = ("vectors", "sparse_vectors", "payload_schema", "metadata")
+_CONFIG_KEYS = ("vectors", "sparse_vectors", "payload_schema")
 
 
 def _parse_config(name: str, text: str) -> dict[str, Any]:
@@ -786,8 +788,10 @@ def _parse_config(name: str, text: str) -> dict[str, Any]:
         config = json.loads(text)
     except ValueError as exc:
         raise StoreDamaged(name, f"{COLLECTION_FILE} is not valid JSON ({exc})") from None
-    if not isinstance(config, dict) or any(
-        not isinstance(config.get(key), dict) for key in _CONFIG_KEYS
+    if (
+        not isinstance(config, dict)
+        or "metadata" not in config
+        or any(not isinstance(config.get(key), dict) for key in _CONFIG_KEYS)
     ):
         raise StoreDamaged(name, f"{COLLECTION_FILE} lacks the store's settings")
     return config
@@ -819,7 +823,11 @@ def check_intact(root: Path, name: str) -> None:
         return  # written since it was last closed, or by an earlier release: nothing to compare
     except (OSError, ValueError):
         raise StoreDamaged(name, f"{CHECKSUM_FILE} cannot be read") from None
-    for relative, expected in sealed.items():
+    if not isinstance(sealed, dict) or not all(
+        isinstance(v, list) and len(v) == 3 for v in sealed.values()
+    ):
+        raise StoreDamaged(name, f"{CHECKSUM_FILE} cannot be read")
+    for relative, (expected, _, _) in sealed.items():
         path = shard / relative
         if not path.is_file():
             raise StoreDamaged(name, f"{path.relative_to(root)} is missing")
@@ -829,12 +837,29 @@ def check_intact(root: Path, name: str) -> None:
             )
 
 
-def seal(root: Path, name: str) -> None:
+def seal(root: Path, name: str, only_changed: bool = False) -> None:
     """Record the checksums of a closed shard's segment files (vectors, payloads, the id
-    tracker), to be compared when it is next opened."""
-    shard = root / name / SHARD_DIR
-    sums = {path.relative_to(shard).as_posix(): _checksum(path) for path in _sealed_files(shard)}
-    _write_atomic(root / name / CHECKSUM_FILE, json.dumps(sums, indent=0))
+    tracker), to be compared when it is next opened. With `only_changed` (a shard only read,
+    verified when opened), only files whose size or time changed are read again, and nothing
+    is written if none did or if the shard has no checksums to keep up to date."""
+    shard, target = root / name / SHARD_DIR, root / name / CHECKSUM_FILE
+    known: dict[str, list[int]] = {}
+    if only_changed:
+        try:
+            known = json.loads(target.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return
+    sums, changed = {}, not only_changed
+    for path in _sealed_files(shard):
+        relative, info = path.relative_to(shard).as_posix(), path.stat()
+        entry = known.get(relative)
+        if entry and entry[1:] == [info.st_size, info.st_mtime_ns]:
+            sums[relative] = entry
+        else:
+            sums[relative] = [_checksum(path), info.st_size, info.st_mtime_ns]
+            changed = True
+    if changed or sums.keys() != known.keys():
+        _write_atomic(target, json.dumps(sums, indent=0))
 
 
 def _sealed_files(shard: Path) -> list[Path]:
