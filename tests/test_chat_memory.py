@@ -108,3 +108,19 @@ def test_a_first_question_too_long_is_refused_and_the_thread_left_empty(
     ollama.clear_requests()
     conversation.answer(REFUND_Q, lambda kind, data: None)
     assert user_turns(ollama.requests_to("/api/chat")[0]) == [REFUND_Q]
+
+
+def test_a_store_deleted_while_the_chat_is_open_is_named_and_the_chat_goes_on(
+    archivist, shop_store, ollama
+):
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from archivist.conversation import Conversation
+    from archivist.tools.errors import StoreNotFound
+
+    conversation = Conversation(archivist, [shop_store], InMemorySaver())
+    conversation.answer(REFUND_Q, lambda kind, data: None)
+    archivist.client.delete_collection(shop_store)
+    with pytest.raises(StoreNotFound, match="Store 'shop_docs' was deleted while this chat"):
+        conversation.answer(REFUND_Q, lambda kind, data: None)
+    assert conversation.setup.graph.get_state(conversation.config).next == ()
