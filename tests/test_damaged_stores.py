@@ -109,11 +109,14 @@ def test_a_store_read_and_closed_stays_sealed_and_a_writer_reseals_it(two_stores
     prepared, docs = two_stores
     shutil.copytree(prepared, home)
     sums = home / "edge" / "kb" / "checksums.json"
-    before = json.loads(sums.read_text())
+    def vectors() -> dict[str, int]:
+        return {k: v[0] for k, v in json.loads(sums.read_text()).items() if "vector_storage" in k}
+
+    before = vectors()
     assert any("vector_storage-dense" in name for name in before)
     for args in (("search", "tent", "--store", "kb"), ("stores",), ("sources", "--store", "kb")):
         assert run_cli(*args, ollama_url=ollama.url, home=home).returncode == 0
-    assert json.loads(sums.read_text()) == before  # reading changes none of the sealed files
+    assert vectors() == before  # reading changes none of the vectors' checksums
     write_files(docs.parent / "more", {"new.md": "# New\n\nA new tent."})
     more = str(docs.parent / "more")
     assert (
