@@ -555,6 +555,19 @@ def chat(
     raise typer.Exit(status)
 
 
+def _sample_missing(store: Any) -> str:
+    """Why the sample store must be ingested ('' if it need not): it does not exist, or an
+    ingest stopped before finishing it (killed on a first chat: no chunks, or a document
+    stored in part), which the same ingest completes."""
+    if not store.exists():
+        return "is empty"
+    if store.count() == 0:
+        return "holds no chunks (its first ingest was stopped)"
+    if any(not info.complete for info in store.sources().values()):
+        return "was left half-stored (its ingest was stopped)"
+    return ""
+
+
 def _build_chat(
     names: list[str],
     model: str | None,
@@ -578,8 +591,11 @@ def _build_chat(
     opened.append(archivist)
     settings = archivist.settings
     sample_needed = names == [DEFAULT_STORE] and _sample_kb().is_dir()
-    if sample_needed and not archivist.store(DEFAULT_STORE, must_exist=False).exists():
-        say(f"The store '{DEFAULT_STORE}' is empty: ingesting the sample knowledge base…")
+    why = ""
+    if sample_needed:
+        why = _sample_missing(archivist.store(DEFAULT_STORE, must_exist=False))
+    if why:
+        say(f"The store '{DEFAULT_STORE}' {why}: ingesting the sample knowledge base…")
         sample = IngestRequest.build(
             [str(_sample_kb())],
             DEFAULT_STORE,
