@@ -12,7 +12,7 @@ import typer.main
 from archivist.home import ensure_home, private_umask
 from archivist.printable import escape_json_controls, printable, printable_name
 from archivist.settings import DEFAULT_STORE, Settings, load_settings
-from archivist.tools.errors import ArchivistError, StoreNotFound
+from archivist.tools.errors import ArchivistError, StoreDamaged, StoreNotFound
 from archivist.tools.progress import Copied, Event
 from archivist.words import count, number
 
@@ -555,6 +555,14 @@ def chat(
     raise typer.Exit(status)
 
 
+def _count_or_damaged(store: Any) -> int | None:
+    """A store's chunks, or None for a damaged store (which can still be deleted)."""
+    try:
+        return store.count()
+    except StoreDamaged:
+        return None
+
+
 def _sample_missing(store: Any) -> str:
     """Why the sample store must be ingested ('' if it need not): it does not exist, or an
     ingest stopped before finishing it (killed on a first chat: no chunks, or a document
@@ -896,7 +904,7 @@ def delete(
             raise StoreNotFound(
                 f"There is no store named '{store}'.", "List the stores with: archivist stores"
             )
-        removed = target.count()
+        removed = _count_or_damaged(target)
         if not yes:
             if not _interactive(as_json):
                 raise ArchivistError(
@@ -905,13 +913,18 @@ def delete(
                     f"Add --yes: archivist delete --store {store} --yes",
                 )
             if not typer.confirm(
-                f"Delete the store '{store}' and its {count(removed, 'chunk')}?", err=True
+                f"Delete the store '{store}' and its "
+                f"{'damaged files' if removed is None else count(removed, 'chunk')}?",
+                err=True,
             ):
                 _notice("Nothing was deleted.")
                 raise typer.Exit(1)
         with archivist.writing():
+            # Counted again once writing: an ingest waited for may have stored more.
+            removed = _count_or_damaged(target)
             target.drop()
-        done = f"Deleted the store '{store}' ({count(removed, 'chunk')})."
+        held = "damaged" if removed is None else count(removed, "chunk")
+        done = f"Deleted the store '{store}' ({held})."
     if as_json:
         _print_json({"store": store, "source": source, "chunks": removed})
     else:

@@ -84,3 +84,35 @@ def test_the_home_and_its_files_are_private_whatever_the_umask(ollama, tmp_path)
     home.chmod(0o755)
     assert run_cli("stores", ollama_url=ollama.url, home=home).returncode == 0
     assert stat.S_IMODE(home.stat().st_mode) == 0o700
+
+
+def test_delete_store_that_waited_for_an_ingest_reports_what_it_deleted(ollama, home, tmp_path):
+    from processes import wait_for
+
+    from archivist.app import Archivist
+    from archivist.settings import Settings
+
+    docs = write_files(tmp_path / "docs", {f"d{i}.md": f"# D{i}\n\nTent {i}." for i in range(2)})
+    more = write_files(tmp_path / "more", {f"m{i}.md": f"# M{i}\n\nStove {i}." for i in range(3)})
+    assert (
+        run_cli("ingest", str(docs), "--store", "kb", ollama_url=ollama.url, home=home).returncode
+        == 0
+    )
+    app = Archivist(Settings(ollama_host=ollama.url, home=home))
+    err = tmp_path / "delete.err"
+    env = {**os.environ, "ARCHIVIST_HOME": str(home), "OLLAMA_HOST": ollama.url}
+    try:
+        with app.writing():  # an ingest under way: the delete waits for it
+            with err.open("w") as err_file:
+                delete = subprocess.Popen(
+                    [sys.executable, "-m", "archivist", "delete", "--store", "kb", "--yes"],
+                    env=env, stdout=subprocess.PIPE, stderr=err_file, text=True,
+                )  # fmt: skip
+            wait_for(lambda: "Waiting for the store" in err.read_text(), "the delete to wait")
+            app.ingest([str(more)], "kb")
+            app.close()
+        out, _ = delete.communicate(timeout=120)
+    finally:
+        app.close()
+    assert delete.returncode == 0, err.read_text()
+    assert out.strip() == "Deleted the store 'kb' (5 chunks)."
