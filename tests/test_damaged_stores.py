@@ -109,6 +109,7 @@ def test_a_store_read_and_closed_stays_sealed_and_a_writer_reseals_it(two_stores
     prepared, docs = two_stores
     shutil.copytree(prepared, home)
     sums = home / "edge" / "kb" / "checksums.json"
+
     def vectors() -> dict[str, int]:
         return {k: v[0] for k, v in json.loads(sums.read_text()).items() if "vector_storage" in k}
 
@@ -126,3 +127,26 @@ def test_a_store_read_and_closed_stays_sealed_and_a_writer_reseals_it(two_stores
     assert (
         run_cli("search", "tent", "--store", "kb", ollama_url=ollama.url, home=home).returncode == 0
     )
+
+
+def test_a_shard_that_cannot_be_mapped_writable_is_not_called_damaged(
+    two_stores, home, ollama, monkeypatch
+):
+    import qdrant_edge
+
+    prepared, _ = two_stores
+    shutil.copytree(prepared, home)
+
+    def refuse(path: str):
+        raise Exception(
+            f"Service runtime error: IO Error: Read-only file system (os error 30): {path}"
+        )
+
+    # What Edge says when it cannot map a file writable (a read-only mount; root ignores modes).
+    monkeypatch.setattr(qdrant_edge.EdgeShard, "load", staticmethod(refuse))
+    done = run_cli("search", "tent", "--store", "kb", ollama_url=ollama.url, home=home)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert (
+        "Cannot open store 'kb': Qdrant Edge cannot load it (Read-only file system" in done.stderr
+    )
+    assert "must be writable" in done.stderr and "damaged" not in done.stderr

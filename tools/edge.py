@@ -50,7 +50,7 @@ from qdrant_client import models
 from qdrant_client.http.models import QueryResponse
 
 from archivist.tools.engine import TurnTakingEngine
-from archivist.tools.errors import DiskFull, StoreDamaged
+from archivist.tools.errors import ArchivistError, DiskFull, StoreDamaged
 from archivist.tools.lease import Lease, WriterLock, stderr_notice
 
 COLLECTION_FILE = "collection.json"
@@ -710,7 +710,15 @@ class EdgeClient(TurnTakingEngine):
             try:
                 shard = qe.EdgeShard.load(str(self.path / name / SHARD_DIR))
             except Exception as exc:  # Edge's reason: a file it cannot read or deserialise
-                raise StoreDamaged(name, _edge_reason(exc)) from None
+                reason = _edge_reason(exc)
+                if any(word in reason for word in _UNWRITABLE):
+                    raise ArchivistError(
+                        f"Cannot open store '{name}': {reason}.",
+                        f"Its files in {self.path / name} must be writable (Qdrant Edge maps "
+                        "them): make them so, or set ARCHIVIST_HOME to a folder you can write "
+                        "to.",
+                    ) from None
+                raise StoreDamaged(name, reason) from None
             self._shards[name] = shard
         return shard
 
@@ -779,6 +787,8 @@ class EdgeClient(TurnTakingEngine):
         self._config_texts[name] = text
 
 
+# Edge's words for a file it may not write, which is no damage.
+_UNWRITABLE = ("Permission denied", "Read-only file system", "os error 13", "os error 30")
 _CONFIG_KEYS = ("vectors", "sparse_vectors", "payload_schema")
 
 
