@@ -20,8 +20,9 @@ def ensure_home(home: Path) -> Path:
             home.chmod(PRIVATE_DIR)
     except OSError as exc:
         raise ArchivistError(
-            f"Cannot use {home} as Archivist's home: {exc.strerror or exc}.",
-            "Set ARCHIVIST_HOME to a folder you can write to (a short path on a real disk).",
+            f"Cannot write {home}: {exc.strerror or exc}.",
+            f"Archivist keeps its stores and history in {home}: make it writable, or set "
+            "ARCHIVIST_HOME to a folder you can write to.",
         ) from None
     except KeyError:  # an owner with no name (a container's user): leave the mode as it is
         pass

@@ -52,13 +52,14 @@ def test_a_home_that_cannot_be_a_folder_is_refused_with_the_fix(ollama, tmp_path
         done = run_cli(*args, ollama_url=ollama.url, home=home)
         assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
         assert "File name too long" in done.stderr
-        assert "Set ARCHIVIST_HOME to a folder you can write to" in done.stderr
+        assert f"Cannot write {home}: File name too long." in done.stderr
+        assert "or set ARCHIVIST_HOME to a folder you can write to." in done.stderr
 
 
 def test_a_home_under_proc_is_refused_with_the_fix(ollama):
     done = run_cli("stores", ollama_url=ollama.url, home=Path("/proc/ah"))
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
-    assert "Cannot use /proc/ah as Archivist's home" in done.stderr
+    assert "Cannot write /proc/ah: No such file or directory." in done.stderr
 
 
 def test_the_home_and_its_files_are_private_whatever_the_umask(ollama, tmp_path):
