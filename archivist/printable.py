@@ -34,9 +34,7 @@ def printable_name(name: str) -> str:
     (`cafe\\u0301.md`, not `café.md`)."""
     name = _NAME_CONTROL.sub(_escape, name)
     if not name.isascii():
-        name = "".join(
-            f"\\u{ord(c):04x}" if unicodedata.category(c) == "Cf" else c for c in name
-        )
+        name = "".join(f"\\u{ord(c):04x}" if unicodedata.category(c) == "Cf" else c for c in name)
     if unicodedata.normalize("NFC", name) == name:
         return name
     return "".join(f"\\u{ord(c):04x}" if unicodedata.combining(c) else c for c in name)
