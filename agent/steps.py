@@ -283,7 +283,8 @@ def graded_reply(
 def after_model(state: AgentState, max_steps: int) -> str:
     """Name the step after the model's reply: run_tools, stop_searching (past `max_steps`
     rounds of tool calls), or END when it answered."""
-    last = state["messages"][-1]
+    # No messages at all: the thread's only question was refused and taken back out of it.
+    last = state["messages"][-1] if state["messages"] else None
     if not isinstance(last, AIMessage) or not last.tool_calls:
         return END
     return "run_tools" if state["steps"] <= max_steps else "stop_searching"

@@ -14,6 +14,7 @@ from archivist.agent.records import Passage, Turn
 from archivist.agent.rerank import Reranker
 from archivist.agent.retrieval import make_retrieval_tool, search_alone
 from archivist.agent.setup import AgentSetup, StoreTool, build_setup
+from archivist.home import ensure_home
 from archivist.settings import Settings
 from archivist.tools.embedding import PrefixedEmbeddings
 from archivist.tools.engine import writing as engine_writing
@@ -41,6 +42,8 @@ class Archivist:
     @cached_property
     def client(self):
         """The Qdrant client behind every store (opened on first use)."""
+        if not self.settings.qdrant_url:
+            ensure_home(self.settings.home)
         return connect(
             self.settings.store_path,
             self.settings.qdrant_url,
@@ -130,9 +133,10 @@ class Archivist:
             )
         return IngestRequest.build([root.location], store, prune=True, **request_arguments(root))
 
-    def stores(self) -> list[dict[str, Any]]:
-        """List the stores with their size, embedding model, sparse scheme and description."""
-        return stores.describe_stores(self.client)
+    def stores(self, only: "Sequence[str] | None" = None) -> list[dict[str, Any]]:
+        """List the stores (or those of `only`) with their size, embedding model, sparse
+        scheme and description; a damaged one with what is wrong and its fix instead."""
+        return stores.describe_stores(self.client, only)
 
     def ingest(
         self,

@@ -11,9 +11,10 @@ from typing import Annotated, Any
 import typer
 import typer.main
 
+from archivist.home import ensure_home, private_umask
 from archivist.printable import escape_json_controls, printable, printable_name
 from archivist.settings import DEFAULT_STORE, Settings, load_settings
-from archivist.tools.errors import ArchivistError, StoreNotFound
+from archivist.tools.errors import ArchivistError, StoreDamaged, StoreNotFound
 from archivist.tools.progress import CaseRan, Copied, Event, Generated, Retried, StoreReady
 from archivist.words import count, number
 
@@ -742,6 +743,27 @@ def chat(
     raise typer.Exit(status)
 
 
+def _count_or_damaged(store: Any) -> int | None:
+    """A store's chunks, or None for a damaged store (which can still be deleted)."""
+    try:
+        return store.count()
+    except StoreDamaged:
+        return None
+
+
+def _sample_missing(store: Any) -> str:
+    """Why the sample store must be ingested ('' if it need not): it does not exist, or an
+    ingest stopped before finishing it (killed on a first chat: no chunks, or a document
+    stored in part), which the same ingest completes."""
+    if not store.exists():
+        return "is empty"
+    if store.count() == 0:
+        return "holds no chunks (its first ingest was stopped)"
+    if any(not info.complete for info in store.sources().values()):
+        return "was left half-stored (its ingest was stopped)"
+    return ""
+
+
 def _build_chat(
     names: list[str],
     model: str | None,
@@ -766,8 +788,11 @@ def _build_chat(
     opened.append(archivist)
     settings = archivist.settings
     sample_needed = names == [DEFAULT_STORE] and _sample_kb().is_dir()
-    if sample_needed and not archivist.store(DEFAULT_STORE, must_exist=False).exists():
-        say(f"The store '{DEFAULT_STORE}' is empty: ingesting the sample knowledge base…")
+    why = ""
+    if sample_needed:
+        why = _sample_missing(archivist.store(DEFAULT_STORE, must_exist=False))
+    if why:
+        say(f"The store '{DEFAULT_STORE}' {why}: ingesting the sample knowledge base…")
         sample = IngestRequest.build(
             [str(_sample_kb())],
             DEFAULT_STORE,
@@ -779,7 +804,7 @@ def _build_chat(
         earlier = archivist.turn_log.last_thread("chat")
         if earlier is None:
             say("There is no earlier conversation to resume: starting a new one.")
-    settings.home.mkdir(parents=True, exist_ok=True)
+    ensure_home(settings.home)
     db = sqlite3.connect(settings.threads_path, check_same_thread=False)
     opened.append(db)
     conversation = Conversation(
@@ -1021,12 +1046,18 @@ def stores(as_json: JsonOpt = False) -> None:
     if listing:
         print("store\tchunks\tembedding model\tBM25 scheme\tdescription")
     for s in listing:
+        if s.get("damaged"):
+            print(f"{s['store']}\tdamaged\t-\t-\t{printable_name(s['damaged'])}")
+            continue
         chunks = count(s["chunks"], "chunk")
         description = printable_name(s["description"])
         print(f"{s['store']}\t{chunks}\t{s['embed_model']}\t{s['sparse']}\t{description}")
     if not listing:
         print("No stores yet. Create one with: archivist ingest PATH --store NAME")
     for s in listing:
+        if s.get("damaged"):
+            _notice(f"Store '{s['store']}' is damaged: {s['damaged']}. {s['fix']}")
+            continue
         hint = sparse_hint(s["store"], s["sparse"])
         if hint:
             _notice(hint)
@@ -1145,7 +1176,7 @@ def delete(
             raise StoreNotFound(
                 f"There is no store named '{store}'.", "List the stores with: archivist stores"
             )
-        removed = target.count()
+        removed = _count_or_damaged(target)
         if not yes:
             if not _interactive(as_json):
                 raise ArchivistError(
@@ -1154,13 +1185,18 @@ def delete(
                     f"Add --yes: archivist delete --store {store} --yes",
                 )
             if not typer.confirm(
-                f"Delete the store '{store}' and its {count(removed, 'chunk')}?", err=True
+                f"Delete the store '{store}' and its "
+                f"{'damaged files' if removed is None else count(removed, 'chunk')}?",
+                err=True,
             ):
                 _notice("Nothing was deleted.")
                 raise typer.Exit(1)
         with archivist.writing():
+            # Counted again once writing: an ingest waited for may have stored more.
+            removed = _count_or_damaged(target)
             target.drop()
-        done = f"Deleted the store '{store}' ({count(removed, 'chunk')})."
+        held = "damaged" if removed is None else count(removed, "chunk")
+        done = f"Deleted the store '{store}' ({held})."
     if as_json:
         _print_json({"store": store, "source": source, "chunks": removed})
     else:
@@ -1314,13 +1350,25 @@ def mcp(
 
 
 @app.command()
-def doctor(model: ModelOpt = None, embed_model: EmbedOpt = None, as_json: JsonOpt = False) -> None:
+def doctor(
+    model: ModelOpt = None,
+    embed_model: EmbedOpt = None,
+    as_json: JsonOpt = False,
+    repair: Annotated[
+        bool,
+        typer.Option(
+            "--repair",
+            help="Move damaged stores aside (into HOME/damaged), so that ingesting their "
+            "sources builds them anew.",
+        ),
+    ] = False,
+) -> None:
     """Check Ollama, the two models and the stores, and say how to fix each problem."""
     from dataclasses import asdict
 
     from archivist.doctor import run_checks
 
-    checks = run_checks(_settings(chat_model=model, embed_model=embed_model))
+    checks = run_checks(_settings(chat_model=model, embed_model=embed_model), repair=repair)
     failed = any(not c.ok and not c.warning for c in checks)
     if as_json:
         _print_json({"ok": not failed, "checks": [asdict(check) for check in checks]})
@@ -1453,6 +1501,7 @@ def name_metavars(command: Any) -> Any:
 def main() -> None:
     """Run the CLI; expected failures print their fix and exit 1, without a traceback."""
     invocation = None
+    private_umask()  # the home's files (stores, threads, turn log) readable by their user only
     try:
         invocation = Invocation(load_settings())
         # `python -m archivist` too: help, errors and shell completion say `archivist`.

@@ -14,6 +14,7 @@ from archivist.agent.context import MessageTooLong
 from archivist.agent.records import Passage, ToolCall, Turn
 from archivist.agent.setup import AgentSetup
 from archivist.app import Archivist
+from archivist.tools.errors import StoreNotFound
 from archivist.tools.progress import ProgressFn
 from archivist.turnlog import logged_turn
 from archivist.words import score_legend
@@ -70,10 +71,24 @@ class Conversation:
         except MessageTooLong:
             refused = True
             raise
+        except ValueError:
+            self._raise_if_a_store_is_gone()
+            raise
         finally:
             self._settle_thread(forget_question=refused)
         self.last_calls = result["tool_calls"]
         return result
+
+    def _raise_if_a_store_is_gone(self) -> None:
+        """Name a store deleted while the chat was open (the engine says only that a
+        collection is not found)."""
+        for name in self.setup.stores:
+            if not self.archivist.store(name, must_exist=False).exists():
+                raise StoreNotFound(
+                    f"Store '{name}' was deleted while this chat was open.",
+                    f"Ingest it again (archivist ingest PATH --store {name}), or start the "
+                    "chat with other stores (--store NAME).",
+                ) from None
 
     def _settle_thread(self, forget_question: bool = False) -> None:
         """After a stopped or failed turn, drop its unfinished steps from the thread.

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from archivist import models
 from archivist.settings import Settings, mask_url
 from archivist.tools import sparse
-from archivist.tools.errors import ArchivistError, ModelMissing
+from archivist.tools.errors import ArchivistError, ModelMissing, StoreDamaged
 from archivist.tools.store import KnowledgeStore, connect, list_stores, sparse_hint
 
 
@@ -17,8 +17,9 @@ class Check:
     warning: bool = False
 
 
-def run_checks(settings: Settings) -> list[Check]:
-    """Check Ollama, the chat and embedding models, and the Qdrant stores."""
+def run_checks(settings: Settings, repair: bool = False) -> list[Check]:
+    """Check Ollama, the chat and embedding models, and the Qdrant stores; with `repair`,
+    set damaged embedded stores aside so that ingesting their sources builds them again."""
     host = mask_url(settings.ollama_host)
     checks = []
     try:
@@ -40,7 +41,7 @@ def run_checks(settings: Settings) -> list[Check]:
         checks.append(_model_check(settings, settings.embed_model, "embedding"))
         if settings.rerank_model:
             checks.append(_rerank_check(settings, settings.rerank_model))
-    stores, built_with, hints = _store_check(settings)
+    stores, built_with, hints = _store_check(settings, repair)
     checks.append(stores)
     checks.extend(hints)
     if checks[0].ok:
@@ -49,6 +50,24 @@ def run_checks(settings: Settings) -> list[Check]:
                 checks.append(_store_model_check(settings, model, names))
     checks.append(_tracing_check(settings))
     return checks
+
+
+def _damaged(settings: Settings, client, exc: StoreDamaged, repair: bool) -> Check:
+    """The check of a damaged store; with `repair`, the store is set aside first."""
+    set_aside = getattr(client, "set_aside", None)
+    if not repair or set_aside is None:
+        fix = (
+            exc.fix if set_aside else "Delete it (archivist delete --store NAME) and ingest again."
+        )
+        return Check(False, exc.message, fix)
+    with client.writing():
+        moved = set_aside(exc.name, settings.home / "damaged")
+    return Check(
+        True,
+        f"store '{exc.name}' was damaged ({exc.what}): its files were moved to {moved}",
+        f"Ingest its sources again to build it anew: archivist ingest PATH --store {exc.name}",
+        warning=True,
+    )
 
 
 def _store_model_check(settings: Settings, model: str, stores: list[str]) -> Check:
@@ -131,9 +150,12 @@ def _model_check(settings: Settings, name: str, role: str) -> Check:
     return Check(True, f"chat model '{name}' (tools; context {info.context_length})")
 
 
-def _store_check(settings: Settings) -> tuple[Check, dict[str, list[str]], list[Check]]:
+def _store_check(
+    settings: Settings, repair: bool = False
+) -> tuple[Check, dict[str, list[str]], list[Check]]:
     """Open the stores; return the check, which embedding model built which stores, and a
-    check per store whose keyword vectors are of an older (a warning) or unknown scheme."""
+    check per store whose keyword vectors are of an older (a warning) or unknown scheme, or
+    that is damaged (set aside, with `repair`)."""
     built_with: dict[str, list[str]] = {}
     hints: list[Check] = []
     try:
@@ -147,7 +169,13 @@ def _store_check(settings: Settings) -> tuple[Check, dict[str, list[str]], list[
         )
         names = list_stores(client)
         for name in names:
-            fingerprint = KnowledgeStore(client, name).fingerprint
+            try:
+                store = KnowledgeStore(client, name)
+                store.count()  # opens the shard: its files are checked
+                fingerprint = store.fingerprint
+            except StoreDamaged as exc:
+                hints.append(_damaged(settings, client, exc, repair))
+                continue
             model = fingerprint.get("embed_model")
             if model:
                 built_with.setdefault(model, []).append(name)
@@ -160,11 +188,17 @@ def _store_check(settings: Settings) -> tuple[Check, dict[str, list[str]], list[
     except ArchivistError as exc:
         return Check(False, exc.message, exc.fix or ""), built_with, hints
     except Exception as exc:
-        failed = Check(
-            False,
-            f"Qdrant at {settings.qdrant_location} cannot be opened: {exc}",
-            "Check QDRANT_URL and QDRANT_API_KEY, or unset QDRANT_URL to use the embedded store.",
-        )
+        if settings.qdrant_url:
+            fix = (
+                "Check QDRANT_URL and QDRANT_API_KEY, or unset QDRANT_URL to use the "
+                "embedded store."
+            )
+        else:
+            fix = (
+                "Run `archivist doctor --repair` to set a damaged store aside, or set "
+                "ARCHIVIST_HOME to another folder."
+            )
+        failed = Check(False, f"Qdrant at {settings.qdrant_location} cannot be opened: {exc}", fix)
         return failed, built_with, hints
     listed = ", ".join(names) if names else "no stores yet"
     return Check(True, f"Qdrant at {settings.qdrant_location}: {listed}"), built_with, hints

@@ -26,7 +26,7 @@ from archivist.agent.rerank import Reranked
 from archivist.agent.retrieval import SearchArgs, describe, tool_name
 from archivist.app import Archivist
 from archivist.settings import Settings
-from archivist.tools.errors import ArchivistError
+from archivist.tools.errors import ArchivistError, StoreDamaged
 from archivist.tools.store import list_stores
 from archivist.version import __version__
 
@@ -84,14 +84,19 @@ class StoreTools:
             with self.opened() as archivist:
                 for name in self.only or list_stores(archivist.client):
                     store = archivist.store(name, must_exist=False)
-                    if store.exists():
-                        tools.append(
-                            types.Tool(
-                                name=tool_name(name),
-                                description=describe(store),
-                                input_schema=SEARCH_SCHEMA,
-                            )
+                    try:
+                        if not store.exists():
+                            continue
+                        description = describe(store)
+                    except StoreDamaged as exc:  # its calls say so; the others are served
+                        description = f"{exc.message} {exc.fix}"
+                    tools.append(
+                        types.Tool(
+                            name=tool_name(name),
+                            description=description,
+                            input_schema=SEARCH_SCHEMA,
                         )
+                    )
         except ArchivistError as exc:  # a store locked by an ingest, say: worth reading
             raise MCPError(types.INTERNAL_ERROR, str(exc)) from None
         return tools
@@ -113,7 +118,7 @@ class StoreTools:
         self, archivist: Archivist, name: str, arguments: dict[str, Any]
     ) -> types.CallToolResult:
         if name == LIST_STORES:
-            listing = [s for s in archivist.stores() if not self.only or s["store"] in self.only]
+            listing = archivist.stores(only=self.only or None)
             return _result(json.dumps(listing, ensure_ascii=False), {"stores": listing})
         served = self.only or list_stores(archivist.client)
         if name not in map(tool_name, served):

@@ -27,10 +27,14 @@ def printable(text: str) -> str:
 
 
 def printable_name(name: str) -> str:
-    """Show every control character of a name as an escape, newlines included; in a name not
+    """Show every control character of a name as an escape, newlines included, and its
+    invisible format characters (zero-width spaces and joiners, bidirectional overrides,
+    which make two names read alike or a name read backwards) as `\\u200b`; in a name not
     in NFC form, its combining marks too, so it does not print like its composed twin
     (`cafe\\u0301.md`, not `café.md`)."""
     name = _NAME_CONTROL.sub(_escape, name)
+    if not name.isascii():
+        name = "".join(f"\\u{ord(c):04x}" if unicodedata.category(c) == "Cf" else c for c in name)
     if unicodedata.normalize("NFC", name) == name:
         return name
     return "".join(f"\\u{ord(c):04x}" if unicodedata.combining(c) else c for c in name)

@@ -4,13 +4,14 @@ embedding model (the embedder comparison)."""
 import hashlib
 import re
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from archivist import models
 from archivist.agent.retrieval import tool_name
 from archivist.settings import Settings
 from archivist.tools.embedding import PrefixedEmbeddings, default_prefixes
-from archivist.tools.errors import ArchivistError
+from archivist.tools.errors import ArchivistError, StoreDamaged
 from archivist.tools.store import (
     Chunk,
     KnowledgeStore,
@@ -51,20 +52,39 @@ def open_store(
     return store
 
 
-def describe_stores(client) -> list[dict[str, Any]]:
-    """List the stores with their size, embedding model, sparse scheme and description."""
+def describe_stores(client, only: "Sequence[str] | None" = None) -> list[dict[str, Any]]:
+    """List the stores (or those of `only`) with their size, embedding model, sparse scheme
+    and description; a damaged store with what is wrong with it and its fix."""
     listing = []
     finish_swaps(client)
     for name in list_stores(client):
+        if only is not None and name not in only:
+            continue
         store = KnowledgeStore(client, name)
-        info = store.info()
+        try:
+            info = store.info()
+            entry = {"chunks": store.count(), "fingerprint": info.get("fingerprint", {})}
+        except StoreDamaged as exc:  # listed as damaged: the other stores stay usable
+            listing.append(
+                {
+                    "store": name,
+                    "tool": tool_name(name),
+                    "chunks": None,
+                    "embed_model": None,
+                    "sparse": None,
+                    "description": "",
+                    "damaged": exc.what,
+                    "fix": exc.fix,
+                }
+            )
+            continue
         listing.append(
             {
                 "store": name,
                 "tool": tool_name(name),
-                "chunks": store.count(),
-                "embed_model": info.get("fingerprint", {}).get("embed_model"),
-                "sparse": info.get("fingerprint", {}).get("sparse"),
+                "chunks": entry["chunks"],
+                "embed_model": entry["fingerprint"].get("embed_model"),
+                "sparse": entry["fingerprint"].get("sparse"),
                 "description": info.get("description", ""),
             }
         )

@@ -2,6 +2,7 @@
 
 import json
 import sqlite3
+import stat
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import closing, contextmanager
@@ -12,6 +13,7 @@ from typing import Any
 from archivist.agent.records import ToolCall, Turn
 from archivist.agent.setup import AgentSetup
 from archivist.agent.turn import run_turn
+from archivist.home import ensure_home
 from archivist.printable import printable_name
 from archivist.render import tool_line
 from archivist.tools.progress import ProgressFn
@@ -61,8 +63,10 @@ class TurnLog:
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        ensure_home(self.path.parent)
         with closing(sqlite3.connect(self.path, timeout=10)) as db:
+            if stat.S_IMODE(self.path.stat().st_mode) & 0o077:  # questions, answers, passages
+                self.path.chmod(0o600)
             db.row_factory = sqlite3.Row
             db.executescript(_SCHEMA)
             with db:

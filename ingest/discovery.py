@@ -140,7 +140,7 @@ def discover_one(
     elif path.is_dir():
         _walk(path, options, rules, files, failed, skipped, naming, root, relative)
     else:
-        failed.append(Failure(source_name(str(path)), "no such file or folder"))
+        failed.append(Failure(source_name(str(path)), _not_a_file(path)))
 
 
 def _stat_of(path: Path) -> tuple[int, int]:
@@ -226,13 +226,19 @@ def _walk(
                 skipped.append(Failure(source, skip_reason(path)))
 
 
+def _spec(lines: "list[str] | tuple[str, ...]"):
+    """Compile gitignore patterns for RE2, whose matching time is linear in the path: Python's
+    own engine backtracks, and a pattern of a few dozen stars took hours on one file name."""
+    import pathspec
+
+    return pathspec.GitIgnoreSpec.from_lines(lines, backend="re2")
+
+
 class _Globs:
     """Gitignore-style globs matched on a path relative to the ingested folder."""
 
     def __init__(self, patterns: tuple[str, ...]) -> None:
-        import pathspec
-
-        self.spec = pathspec.GitIgnoreSpec.from_lines(patterns)
+        self.spec = _spec(patterns)
 
     def match(self, relative: str, folder: bool = False) -> bool:
         return self.spec.match_file(relative + "/" if folder else relative)
@@ -241,8 +247,6 @@ class _Globs:
 def _read_ignore_files(
     folder: Path, rel_folder: str, filenames: list[str]
 ) -> list[tuple[str, object, str]]:
-    import pathspec
-
     found = []
     for name in IGNORE_FILES:
         if name not in filenames:
@@ -251,7 +255,7 @@ def _read_ignore_files(
             lines = (folder / name).read_text(encoding="utf-8", errors="replace").splitlines()
         except OSError:
             continue
-        spec = pathspec.GitIgnoreSpec.from_lines(lines)
+        spec = _spec(lines)
         where = f"{rel_folder}/{name}" if rel_folder else name
         found.append((rel_folder, spec, where))
     return found
@@ -269,6 +273,28 @@ def _ignored(active: list[tuple[str, object, str]], relative: str, folder: bool 
         elif result.include is False:
             verdict = ""
     return verdict
+
+
+_SPECIAL = (
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _not_a_file(path: Path) -> str:
+    """Why a path given directly is neither a file nor a folder to read: it does not exist,
+    or it is a device, pipe or socket (never read: /dev/zero never ends, a pipe may never
+    send anything)."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return "no such file or folder"
+    except OSError as exc:
+        return f"cannot read: {exc.strerror or exc}"
+    kind = next((name for test, name in _SPECIAL if test(mode)), "not a regular file")
+    return f"{kind}, not a file: not read"
 
 
 def _link_problem(path: Path, inside: Path) -> str | None:

@@ -6,6 +6,7 @@ gives the graph a copy with chunk sizes fitted to the embedding model (`fitted`)
 """
 
 import os
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -113,6 +114,12 @@ class IngestRequest:
                 "Check the path (relative paths start from the current folder); the store was "
                 "not created.",
             )
+        special = [p for p in paths if "://" not in p and _special(p)]
+        if special and len(special) == len(paths):
+            raise ArchivistError(
+                f"Nothing to ingest: {'; '.join(f'{p} is {_special(p)}' for p in special)}.",
+                "Give files or folders; the store was not created.",
+            )
         if isinstance(shard, str):
             shard = Shard.parse(shard)
         if shard is not None and reindex:
@@ -195,3 +202,18 @@ def _named_loaders(values: Sequence[str]) -> tuple[tuple[str, str], ...]:
             raise ArchivistError(f"Cannot use --loader {value}: {exc}.") from None
         named.append((pattern.strip(), spec.strip()))
     return tuple(named)
+
+
+def _special(path: str) -> str:
+    """What a path that exists is, when it is neither a file nor a folder ('' otherwise)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return ""
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return ""
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device, not a file"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO), not a file"
+    return "not a regular file"

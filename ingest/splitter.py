@@ -11,7 +11,13 @@ from dataclasses import asdict, dataclass, replace
 
 from archivist.tools.sparse import CJK
 
-_HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$")
+# One way to match a line (the title starts at its first non-space character); the closing
+# `#`s and spaces are stripped after, not by a lazy pattern (which costs the square of a long
+# line that is not a heading's end).
+_HEADING = re.compile(r"(#{1,6})[ \t]+(\S.*)")
+MAX_HEADING_CHARS = 200
+"""The most characters of a heading kept in its sections' heading path: the path is copied
+into every chunk under the heading, so a heading a megabyte long must not be."""
 _FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|(?<=[。！？；])")
 _CJK_RUN = re.compile(f"[{CJK}]+")
@@ -154,7 +160,7 @@ def _blocks(text: str) -> list[Piece]:
             i = j
         elif heading := _HEADING.match(line):
             level = len(heading.group(1))
-            headings = [(lv, t) for lv, t in headings if lv < level] + [(level, heading.group(2))]
+            headings = [(lv, t) for lv, t in headings if lv < level] + [(level, _title(heading))]
             path = tuple(title for _, title in headings)
             end = _trim(text, offsets[i], offsets[i + 1])
             blocks.append(Piece(offsets[i], end, path, is_heading=True))
@@ -173,6 +179,15 @@ def _blocks(text: str) -> list[Piece]:
             blocks.append(Piece(offsets[i], _trim(text, offsets[i], offsets[j]), path))
             i = j
     return blocks
+
+
+def _title(heading: re.Match) -> str:
+    """A heading's title without its closing `#`s, cut to MAX_HEADING_CHARS."""
+    written = heading.group(2)
+    title = written.rstrip(" \t#") or written
+    if len(title) > MAX_HEADING_CHARS:
+        title = title[: MAX_HEADING_CHARS - 1].rstrip() + "…"
+    return title
 
 
 def _continues_paragraph(line: str) -> bool:

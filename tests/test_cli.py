@@ -224,3 +224,20 @@ def test_a_store_of_an_unknown_sparse_scheme_is_refused_with_the_fix_until_reind
     assert stores[0]["sparse"] == sparse.EDGE_SCHEME and stores[0]["chunks"] == chunks
     found = run_cli("search", REFUND_Q, "--store", "shop_docs", ollama_url=ollama.url, home=home)
     assert found.returncode == 0 and "refund.md" in found.stdout
+
+
+def test_a_chat_finds_its_sample_store_left_empty_and_ingests_it_again(ollama, home):
+    # What a first chat killed during its sample ingest leaves: the store, without chunks.
+    assert run_cli("chat", stdin="hello\n", ollama_url=ollama.url, home=home).returncode == 0
+    listed = run_cli("sources", "--store", "shop_docs", "--json", ollama_url=ollama.url, home=home)
+    for source in json.loads(listed.stdout):
+        args = ("delete", "--store", "shop_docs", "--source", source["source"], "--yes")
+        assert run_cli(*args, ollama_url=ollama.url, home=home).returncode == 0
+    done = run_cli("chat", stdin="hello\n", ollama_url=ollama.url, home=home)
+    assert done.returncode == 0, done.stderr
+    assert (
+        "The store 'shop_docs' holds no chunks (its first ingest was stopped): ingesting the "
+        "sample knowledge base" in done.stderr
+    )
+    stores = json.loads(run_cli("stores", "--json", ollama_url=ollama.url, home=home).stdout)
+    assert stores[0]["chunks"] > 0

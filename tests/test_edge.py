@@ -13,7 +13,7 @@ from fake_ollama import embed_text
 from qdrant_client import QdrantClient, models
 
 from archivist.app import Archivist
-from archivist.tools.edge import COLLECTION_FILE, MIGRATING_FILE, EdgeClient
+from archivist.tools.edge import CHECKSUM_FILE, COLLECTION_FILE, MIGRATING_FILE, EdgeClient
 from archivist.tools.errors import StoreLocked
 from archivist.tools.migrate import migrate_legacy, migrate_local
 from archivist.tools.sparse import document_vector, query_vector
@@ -193,8 +193,9 @@ def test_everything_survives_closing_and_reopening(tmp_path):
         assert hit.points[0].payload["source"] == "boots.md"
     finally:
         again.close()
-    # Nothing but the collection file and the shard: metadata is replaced atomically.
+    # Nothing but the checksums, the collection file and the shard: files replaced atomically.
     assert sorted(p.name for p in (tmp_path / "edge" / "docs").iterdir()) == [
+        CHECKSUM_FILE,
         COLLECTION_FILE,
         "shard",
     ]

@@ -537,3 +537,25 @@ def test_rerank_is_compared_with_none_in_one_run(fake, stocked, home_copy, tmp_p
     markdown = (out / "report.md").read_text()
     assert "## Reranking" in markdown and "| hybrid+rerank | 1.00 | 1.00 | 3 |" in markdown
     assert "qwen2.5:3b+rerank (agent)" in markdown
+
+
+def test_report_md_shows_a_datasets_escape_sequences_as_escapes(fake, home_copy, tmp_path):
+    cases = [{"id": "wipe\x1b[2J", "question": "hi! \x1b]0;owned\x07", "expect_tool": None}]
+    dataset = write_dataset(tmp_path / "escapes.jsonl", cases)
+    out = tmp_path / "out"
+    result = run_cli(
+        "eval", str(dataset), *STORES, "-m", "qwen2.5:3b", "--out", str(out),
+        ollama_url=fake.url, home=home_copy,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    markdown = (out / "report.md").read_text(encoding="utf-8")
+    assert "wipe\\x1b[2J" in markdown and "\x1b" not in markdown and "\x07" not in markdown
+    # report.json keeps every character (JSON-escaped).
+    assert json.loads((out / "report.json").read_text())["models"]
+
+
+def test_a_dataset_nested_too_deeply_is_refused_by_line(tmp_path):
+    path = tmp_path / "deep.jsonl"
+    path.write_text('{"id": "a", "question": "q"}\n' + "[" * 100_000 + "]" * 100_000 + "\n")
+    with pytest.raises(ArchivistError, match="deep.jsonl, line 2: nested too deeply to read"):
+        load_dataset(path)

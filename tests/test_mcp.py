@@ -218,3 +218,30 @@ def test_a_port_in_use_is_refused_with_the_fix(ollama, home, store):
     assert f"Cannot serve MCP on 127.0.0.1:{port}: Address already in use." in done.stderr
     assert "Choose another port with --http PORT." in done.stderr
     assert "Serving MCP" not in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_damaged_store_never_takes_the_others_down(archivist, store, ollama, tmp_path):
+    from conftest import write_files
+
+    other = write_files(tmp_path / "other", {"stove.md": "# Stoves\n\nStoves boil water."})
+    archivist.ingest([str(other)], "other")
+    archivist.close()
+    (archivist.settings.store_path / store / "collection.json").write_text("{")
+
+    # Serving all stores: the damaged one's tool says so; the other is listed and searched.
+    client = Client(build_server(StoreTools(archivist.settings)))
+    calls = [("list_stores", {}), ("search_other", {"query": "stoves"}),
+             ("search_shop_docs", {"query": "refund"})]  # fmt: skip
+    tools, (listed, found, damaged) = anyio.run(session, client, calls)
+    assert [t.name for t in tools] == ["list_stores", "search_other", "search_shop_docs"]
+    assert "Store 'shop_docs' is damaged" in tools[2].description
+    stores = {s["store"]: s for s in listed.structured_content["stores"]}
+    assert stores["other"]["chunks"] == 1 and stores["shop_docs"]["damaged"]
+    assert not found.is_error and found.structured_content["results"]
+    assert damaged.is_error and "archivist doctor --repair" in damaged.content[0].text
+
+    # Serving only the other store: the damaged one is never opened, nor named.
+    client = Client(build_server(StoreTools(archivist.settings, ["other"])))
+    _, (listed,) = anyio.run(session, client, [("list_stores", {})])
+    assert not listed.is_error
+    assert [s["store"] for s in listed.structured_content["stores"]] == ["other"]

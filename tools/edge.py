@@ -27,6 +27,7 @@ at close, is indexed here: nothing waits for it any more.
 import atexit
 import contextlib
 import ctypes
+import errno
 import functools
 import json
 import os
@@ -36,6 +37,7 @@ import sys
 import tempfile
 import time
 import uuid
+import zlib
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -48,13 +50,15 @@ from qdrant_client import models
 from qdrant_client.http.models import QueryResponse
 
 from archivist.tools.engine import TurnTakingEngine
-from archivist.tools.errors import DiskFull
+from archivist.tools.errors import ArchivistError, DiskFull, StoreDamaged
 from archivist.tools.lease import Lease, WriterLock, stderr_notice
 
 COLLECTION_FILE = "collection.json"
 SHARD_DIR = "shard"
 GENERATION_FILE = "generation"
 MIGRATING_FILE = "migrating"
+CHECKSUM_FILE = "checksums.json"
+_CHECKSUM_BLOCK = 1 << 16
 FORMAT = 1
 # Dense vectors are stored as float16: half the memory and disk of float32, and scores within
 # ~1e-3 of float32's (Ollama's nomic-embed-text itself runs with float16 weights).
@@ -162,6 +166,7 @@ class EdgeClient(TurnTakingEngine):
         self._depth = 0  # operations under way (nested), during which the store is kept
         self._shards: dict[str, qe.EdgeShard] = {}
         self._written: set[str] = set()
+        self._unsealed: set[str] = set()  # collections written under this lease, unsealed
         self._flushed: dict[str, float] = {}
         self._unchecked: dict[str, int] = {}  # points written since the last index check
         self._indexing: dict[str, _Indexing] = {}  # segments a child process is indexing
@@ -242,11 +247,17 @@ class EdgeClient(TurnTakingEngine):
                 self._settle(name)
             for name in list(self._backlog):
                 self._catch_up(name)
-            for shard in self._shards.values():
-                shard.flush()
+            for name, shard in self._shards.items():
+                if name in self._unsealed:
+                    shard.flush()  # a shard only read has nothing of its own to flush
                 shard.close()
+            for name in self._shards:
+                # Written: sealed anew. Only read: Edge may still have rewritten a file (an
+                # id tracker's versions), verified when opened, so its checksum follows.
+                seal(self.path, name, only_changed=name not in self._unsealed)
         finally:
             self._shards.clear()
+            self._unsealed.clear()
             self._config_texts.clear()
 
     # -- collections -------------------------------------------------------------------------
@@ -391,6 +402,25 @@ class EdgeClient(TurnTakingEngine):
         shutil.rmtree(self.path / collection_name, ignore_errors=True)
         self._changed()
         return True
+
+    @_held
+    def set_aside(self, collection_name: str, folder: Path) -> Path:
+        """Move a (damaged) collection's files into `folder`, out of the store, and return
+        where: nothing is deleted, and the name is free for a new collection."""
+        self._check_open()
+        self._abandon(collection_name)
+        shard = self._shards.pop(collection_name, None)
+        if shard is not None:
+            shard.close()
+        for kept in (self._written, self._unsealed):
+            kept.discard(collection_name)
+        self._config_texts.pop(collection_name, None)
+        folder.mkdir(parents=True, exist_ok=True)
+        target = folder / f"{collection_name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        shutil.move(self.path / collection_name, target)
+        self._settings_writes += 1
+        self._changed()
+        return target
 
     # -- points ------------------------------------------------------------------------------
 
@@ -676,7 +706,20 @@ class EdgeClient(TurnTakingEngine):
         if shard is None:
             if not self.collection_exists(name):
                 raise ValueError(f"Collection {name} not found")
-            shard = self._shards[name] = qe.EdgeShard.load(str(self.path / name / SHARD_DIR))
+            check_intact(self.path, name)
+            try:
+                shard = qe.EdgeShard.load(str(self.path / name / SHARD_DIR))
+            except Exception as exc:  # Edge's reason: a file it cannot read or deserialise
+                reason = _edge_reason(exc)
+                if any(word in reason for word in _UNWRITABLE):
+                    raise ArchivistError(
+                        f"Cannot open store '{name}': {reason}.",
+                        f"Its files in {self.path / name} must be writable (Qdrant Edge maps "
+                        "them): make them so, or set ARCHIVIST_HOME to a folder you can write "
+                        "to.",
+                    ) from None
+                raise StoreDamaged(name, reason) from None
+            self._shards[name] = shard
         return shard
 
     def _write(self, name: str, operation: qe.UpdateOperation, wait: bool, points: int = 0) -> None:
@@ -701,6 +744,7 @@ class EdgeClient(TurnTakingEngine):
             build.kept += points
             return None
         shard = self._open(name)
+        self._unseal(name)
         if name in self._backlog:
             self._catch_up(name, BACKLOG_SLICE)
             if name in self._backlog:
@@ -708,6 +752,13 @@ class EdgeClient(TurnTakingEngine):
                 return None
         shard.update(operation)
         return shard
+
+    def _unseal(self, name: str) -> None:
+        """Before a lease's first write to a shard, drop its checksums: written again once the
+        shard is flushed and closed, they are never left stale by a process killed between."""
+        if name not in self._unsealed:
+            (self.path / name / CHECKSUM_FILE).unlink(missing_ok=True)
+            self._unsealed.add(name)
 
     def _config_file(self, name: str) -> Path:
         return self.path / name / COLLECTION_FILE
@@ -720,8 +771,12 @@ class EdgeClient(TurnTakingEngine):
                 text = self._config_file(name).read_text(encoding="utf-8")
             except FileNotFoundError:
                 raise ValueError(f"Collection {name} not found") from None
+            except (OSError, UnicodeDecodeError) as exc:
+                raise StoreDamaged(name, f"{COLLECTION_FILE} cannot be read ({exc})") from None
+            config = _parse_config(name, text)
             if self._lease.held:
                 self._config_texts[name] = text
+            return config
         return json.loads(text)
 
     def _write_config(self, name: str, config: dict[str, Any]) -> None:
@@ -730,6 +785,139 @@ class EdgeClient(TurnTakingEngine):
         self._config_texts.pop(name, None)
         _write_atomic(self._config_file(name), text)
         self._config_texts[name] = text
+
+
+# Edge's words for a file it may not write, which is no damage.
+_UNWRITABLE = ("Permission denied", "Read-only file system", "os error 13", "os error 30")
+_CONFIG_KEYS = ("vectors", "sparse_vectors", "payload_schema")
+
+
+def _parse_config(name: str, text: str) -> dict[str, Any]:
+    """A collection file's settings, or StoreDamaged saying what is wrong with it."""
+    try:
+        config = json.loads(text)
+    except ValueError as exc:
+        raise StoreDamaged(name, f"{COLLECTION_FILE} is not valid JSON ({exc})") from None
+    if (
+        not isinstance(config, dict)
+        or "metadata" not in config
+        or any(not isinstance(config.get(key), dict) for key in _CONFIG_KEYS)
+    ):
+        raise StoreDamaged(name, f"{COLLECTION_FILE} lacks the store's settings")
+    return config
+
+
+def check_intact(root: Path, name: str) -> None:
+    """Check, cheaply, what a collection's own files declare before Edge maps them: its
+    settings file, its shard's folder and configuration, each segment's state file, its WAL's
+    first index, and, if the shard was sealed when last closed, its segments' checksums.
+    Raise StoreDamaged naming the first thing wrong."""
+    folder = root / name
+    shard = folder / SHARD_DIR
+    if not shard.is_dir():
+        raise StoreDamaged(name, f"its shard folder {shard} is missing")
+    declared = [shard / "edge_config.json", *sorted(shard.glob("segments/*/segment.json"))]
+    for path in declared:
+        try:
+            json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise StoreDamaged(name, f"{path.relative_to(root)} is missing") from None
+        except (OSError, ValueError) as exc:
+            raise StoreDamaged(name, f"{path.relative_to(root)} cannot be read ({exc})") from None
+    first = shard / "wal" / "first-index"
+    if first.exists() and not first.read_bytes().strip():
+        raise StoreDamaged(name, f"{first.relative_to(root)} is empty")
+    try:
+        sealed = json.loads((folder / CHECKSUM_FILE).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return  # written since it was last closed, or by an earlier release: nothing to compare
+    except (OSError, ValueError):
+        raise StoreDamaged(name, f"{CHECKSUM_FILE} cannot be read") from None
+    if not isinstance(sealed, dict) or not all(
+        isinstance(v, list) and len(v) == 3 for v in sealed.values()
+    ):
+        raise StoreDamaged(name, f"{CHECKSUM_FILE} cannot be read")
+    for relative, (expected, _, _) in sealed.items():
+        path = shard / relative
+        if not path.is_file():
+            raise StoreDamaged(name, f"{path.relative_to(root)} is missing")
+        if _checksum(path) != expected:
+            raise StoreDamaged(
+                name, f"{path.relative_to(root)} no longer holds what was written to it"
+            )
+
+
+def seal(root: Path, name: str, only_changed: bool = False) -> None:
+    """Record the checksums of a closed shard's segment files (vectors, payloads, the id
+    tracker), to be compared when it is next opened. With `only_changed` (a shard only read,
+    verified when opened), only files whose size or time changed are read again, and nothing
+    is written if none did or if the shard has no checksums to keep up to date."""
+    shard, target = root / name / SHARD_DIR, root / name / CHECKSUM_FILE
+    known: dict[str, list[int]] = {}
+    if only_changed:
+        try:
+            known = json.loads(target.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return
+    sums, changed = {}, not only_changed
+    for path in _sealed_files(shard):
+        relative, info = path.relative_to(shard).as_posix(), path.stat()
+        entry = known.get(relative)
+        if entry and entry[1:] == [info.st_size, info.st_mtime_ns]:
+            sums[relative] = entry
+        else:
+            sums[relative] = [_checksum(path), info.st_size, info.st_mtime_ns]
+            changed = True
+    if changed or sums.keys() != known.keys():
+        _write_atomic(target, json.dumps(sums, indent=0))
+
+
+def _sealed_files(shard: Path) -> list[Path]:
+    """The segment files that only writes change: not the payload indexes (rebuilt as Edge
+    sees fit) nor the journals and trackers that reading updates."""
+    found = []
+    for segment in sorted(shard.glob("segments/*")):
+        for folder, dirs, files in os.walk(segment):
+            dirs[:] = sorted(d for d in dirs if d != "payload_index")
+            for file in sorted(files):
+                if file not in ("tracker_journal.dat", "tracker.dat"):
+                    found.append(Path(folder, file))
+    return found
+
+
+def _checksum(path: Path) -> int:
+    """CRC-32 of a file's non-zero blocks, each with its offset: the same whether the file's
+    zeros are holes (Edge's files are sparse) or written out (after a copy). Holes are skipped
+    without reading, so the cost is that of the data the file holds."""
+    crc = 0
+    with path.open("rb") as file:
+        fd, size, offset = file.fileno(), os.fstat(file.fileno()).st_size, 0
+        while offset < size:
+            try:
+                offset = os.lseek(fd, offset, os.SEEK_DATA)
+                end = os.lseek(fd, offset, os.SEEK_HOLE)
+            except OSError as exc:
+                if exc.errno == errno.ENXIO:  # no data past the offset
+                    break
+                end = size  # a file system without SEEK_DATA: read it all
+            offset -= offset % _CHECKSUM_BLOCK
+            file.seek(offset)
+            while offset < end:
+                block = file.read(_CHECKSUM_BLOCK)
+                if not block:
+                    break
+                if block.count(0) != len(block):
+                    crc = zlib.crc32(offset.to_bytes(8, "little") + block, crc)
+                offset += len(block)
+    return crc
+
+
+def _edge_reason(exc: Exception) -> str:
+    """Edge's reason for refusing a shard, on one line, without its error-kind prefixes."""
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    for prefix in ("Service runtime error: ", "IO Error: "):
+        text = text.replace(prefix, "")
+    return f"Qdrant Edge cannot load it ({text})"
 
 
 def _write_atomic(target: Path, text: str) -> None:

@@ -43,3 +43,16 @@ class ModelMissing(ArchivistError):
 
 class DiskFull(ArchivistError):
     """The disk holding the embedded store has too little room left to write safely."""
+
+
+class StoreDamaged(ArchivistError):
+    """A store's files are damaged: what they declare does not hold, or its vectors changed."""
+
+    def __init__(self, name: str, what: str) -> None:
+        super().__init__(
+            f"Store '{name}' is damaged: {what}.",
+            f"Run `archivist doctor --repair` to set it aside and ingest its sources into it "
+            f"again (or `archivist delete --store {name} --yes`, then ingest them again).",
+        )
+        self.name = name
+        self.what = what

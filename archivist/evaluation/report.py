@@ -11,6 +11,7 @@ from archivist.evaluation.run import (
     STABILITY_METRICS,
     TEXT_CALL_METRICS,
 )
+from archivist.printable import printable
 from archivist.words import count
 
 LATENCY_METRICS = ("latency_p50_ms", "latency_p95_ms")
@@ -445,7 +446,8 @@ def write_report(report: dict[str, Any], out: Path) -> dict[str, Path]:
     out.mkdir(parents=True, exist_ok=True)
     paths = {"json": out / "report.json", "markdown": out / "report.md"}
     paths["json"].write_text(json.dumps(report, ensure_ascii=False, indent=2) + "\n", "utf-8")
-    paths["markdown"].write_text(markdown(report), "utf-8")
+    # Shown with `cat` on a terminal: a dataset's escape sequences are written as escapes.
+    paths["markdown"].write_text(printable(markdown(report)), "utf-8")
     if report["models"]:
         paths["chart"] = out / "chart.png"
         chart(report, paths["chart"])

@@ -157,6 +157,10 @@ def load_dataset(path: Path) -> list[Case]:
             raise ArchivistError(
                 f"{where}: not valid JSON ({exc}).", "Each line must hold one JSON object."
             ) from None
+        except RecursionError:
+            raise ArchivistError(
+                f"{where}: nested too deeply to read.", "Each line must hold one flat case."
+            ) from None
         cases.append(parse_case(data, where))
     if not cases:
         raise ArchivistError(f"The dataset {path} holds no cases.", "Add one JSON object a line.")

@@ -18,9 +18,17 @@ _FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n(?:---|\.\.\.)[ \t]*(?:\r
 _HTML_DROPPED = ["nav", "header", "footer", "script", "style", "noscript", "template", "svg"]
 _FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
 # A JSX component's tag (capitalised name), possibly over several lines, and its attributes.
-_JSX_TAG = re.compile(r"</?([A-Z][\w.]*)((?:\s+[^<>]*?)?)\s*/?>", re.S)
+# Each part can match only one way (no two quantifiers over the same characters), so a tag
+# that never closes costs one pass, not one per way of sharing its spaces out.
+_JSX_TAG = re.compile(r"</?([A-Z][\w.]*)(\s[^<>]*)?>")
 _JSX_LABEL = re.compile(r"\b(?:title|label)\s*=\s*(?:\"([^\"]*)\"|'([^']*)')")
-_JSX_COMMENT = re.compile(r"\{/\*.*?\*/\}", re.S)
+MAX_FRONT_MATTER_VALUES = 10_000
+"""The most values (scalars, lists, mappings) YAML front matter may hold once its aliases are
+expanded: a few hundred bytes of nested aliases can stand for billions."""
+MAX_FRONT_MATTER_DEPTH = 64
+MAX_FRONT_MATTER_CHARS = 64 * 1024
+"""The most characters front matter may hold as JSON: it is copied into every chunk's payload,
+and read back with every search result."""
 _LIST_ITEM = re.compile(r"^\s*([-*+]|\d+[.)])\s")
 _RST_ADORNMENT = re.compile(r"^([!-/:-@\[-`{-~])\1{2,}\s*$")
 _RST_DIRECTIVE = re.compile(r"^\.\.\s+([\w:-]+)::\s*(.*)$")
@@ -34,7 +42,14 @@ def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
     import yaml
 
     try:
-        front = yaml.safe_load(match.group(1))
+        loader = yaml.SafeLoader(match.group(1))
+        try:
+            node = loader.get_single_node()
+            if node is not None:
+                _check_expansion(node)
+            front = loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 2})" if mark else ""
@@ -42,7 +57,53 @@ def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
     metadata = {}
     if isinstance(front, dict):
         metadata = {str(k): jsonable(v) for k, v in front.items() if v is not None}
+    size = len(json.dumps(metadata, ensure_ascii=False, default=str))
+    if size > MAX_FRONT_MATTER_CHARS:
+        raise LoadError(
+            f"YAML front matter of {size // 1024} KB, over the {MAX_FRONT_MATTER_CHARS // 1024} KB "
+            "limit (it is copied into every chunk): shorten it"
+        )
     return metadata, text[match.end() :]
+
+
+def _check_expansion(root: Any) -> None:
+    """Refuse a YAML node graph that stands for too many values or too deep a nesting once its
+    aliases are expanded, counting each shared node once (linear in the nodes written)."""
+    import yaml
+
+    sizes: dict[int, tuple[int, int]] = {}  # node id -> (values, depth) once expanded
+
+    def measure(node: Any, depth: int) -> tuple[int, int]:
+        known = sizes.get(id(node))
+        if depth + (known[1] if known else 0) > MAX_FRONT_MATTER_DEPTH:
+            raise LoadError(
+                f"YAML front matter nested more than {MAX_FRONT_MATTER_DEPTH} levels deep"
+            )
+        if known is not None:
+            return known
+        sizes[id(node)] = (MAX_FRONT_MATTER_VALUES + 1, depth)  # a cycle counts as too many
+        if isinstance(node, yaml.SequenceNode):
+            children = node.value
+        elif isinstance(node, yaml.MappingNode):
+            children = [part for pair in node.value for part in pair]
+        else:
+            children = []
+        values, deepest = 1, 0
+        for child in children:
+            count, below = measure(child, depth + 1)
+            values += count
+            deepest = max(deepest, below + 1)
+            if values > MAX_FRONT_MATTER_VALUES:
+                break
+        sizes[id(node)] = (values, deepest)
+        return values, deepest
+
+    values, _ = measure(root, 0)
+    if values > MAX_FRONT_MATTER_VALUES:
+        raise LoadError(
+            f"YAML front matter expands to more than {MAX_FRONT_MATTER_VALUES:,} values "
+            "(nested aliases): write the values out, or remove the front matter"
+        )
 
 
 def load_markdown(path: Path, options: LoaderOptions) -> list[Section]:
@@ -101,11 +162,25 @@ def _strip_jsx(text: str) -> str:
         labels = [a or b for a, b in _JSX_LABEL.findall(match.group(2) or "")]
         return f"\n\n**{labels[0]}**\n\n" if labels else ""
 
-    text = _JSX_COMMENT.sub("", text)
+    text = _drop_jsx_comments(text)
     text = _JSX_TAG.sub(replace, text)
     # Component children are usually indented; unindented, they read as paragraphs again
     # rather than as code blocks (MDX has no indented code). List items keep their nesting.
     return "\n".join(line if _LIST_ITEM.match(line) else line.strip() for line in text.splitlines())
+
+
+def _drop_jsx_comments(text: str) -> str:
+    """Drop `{/* … */}` comments; an opener that never closes is kept as text. One scan
+    forward (a pattern searching from every opener to the end would cost the square)."""
+    out, cursor = [], 0
+    while (start := text.find("{/*", cursor)) != -1:
+        end = text.find("*/}", start + 3)
+        if end == -1:
+            break
+        out.append(text[cursor:start])
+        cursor = end + 3
+    out.append(text[cursor:])
+    return "".join(out)
 
 
 def load_rst(path: Path, options: LoaderOptions) -> list[Section]:
