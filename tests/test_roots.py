@@ -278,3 +278,23 @@ def test_run_keeps_relative_outputs_in_the_users_folder(tmp_path, args):
         [str(checkout / "run"), *args], cwd=elsewhere, capture_output=True, text=True, timeout=30
     )
     assert done.stdout.splitlines()[0] == str(elsewhere)
+
+
+def test_names_that_shift_into_each_other_are_each_renamed_once(fake_models, home, tmp_path):
+    kb = write_files(
+        tmp_path / "kb", {"x.md": "# Top\n\nThe top file.", "kb/x.md": "# In\n\nInner."}
+    )
+    other = write_files(tmp_path / "other", {"y.md": "# Y\n\nWhy."})
+    ingest(home, str(kb), "--store", "s")
+    report = ingest(home, str(other), "--store", "s")
+    assert report["renamed"] == {"x.md": "kb/x.md", "kb/x.md": "kb/kb/x.md"}
+    app = Archivist(Settings(ollama_host=OLLAMA, home=home))
+    try:
+        texts = {c["source"]: c["text"] for c in app.store("s").chunks()}
+    finally:
+        app.close()
+    assert texts == {
+        "kb/x.md": "# Top\n\nThe top file.",
+        "kb/kb/x.md": "# In\n\nInner.",
+        "other/y.md": "# Y\n\nWhy.",
+    }
