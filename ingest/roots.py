@@ -419,8 +419,7 @@ def prepare_roots(store: Any, request: Any) -> tuple[Resolution, list, list, lis
     info = store.info()
     pending = info.get(RENAMING_KEY)
     if pending:
-        store.rename_sources(pending)
-        store.annotate(**{RENAMING_KEY: {}})
+        _rename(store, pending)
         info = store.info()
     before = RootSet.of(info)
     resolution = resolve(request.paths, before, request_options(request))
@@ -449,8 +448,7 @@ def prepare_roots(store: Any, request: Any) -> tuple[Resolution, list, list, lis
     renames = {old: new for old, new in renames.items() if new not in taken}
     if renames:
         store.annotate(**{ROOTS_KEY: resolution.roots.to_list(), RENAMING_KEY: renames})
-        store.rename_sources(renames)
-        store.annotate(**{RENAMING_KEY: {}})
+        _rename(store, renames)
     elif resolution.roots.to_list() != before.to_list():
         store.annotate(**{ROOTS_KEY: resolution.roots.to_list()})
     resolution.renamed = renames
@@ -609,7 +607,18 @@ def remove_root(store: Any, root: Root) -> tuple[int, dict[str, str]]:
     after = Resolution(RootSet(r for r in before.roots if r.id != root.id), [], [], {})
     renames = renames_for(store.source_names(), before, after)
     store.annotate(**{ROOTS_KEY: after.roots.to_list(), RENAMING_KEY: renames})
-    if renames:
-        store.rename_sources(renames)
-        store.annotate(**{RENAMING_KEY: {}})
+    _rename(store, renames)
     return removed, renames
+
+
+def _rename(store: Any, renames: dict[str, str]) -> None:
+    """Rename stored sources a layer at a time, recording after each what is left to do, so
+    that a rename cut short is finished, never done twice."""
+    from archivist.tools.store import rename_layers
+
+    left = dict(renames)
+    for layer in rename_layers(renames):
+        store.rename_sources({old: renames[old] for old in layer})
+        for old in layer:
+            del left[old]
+        store.annotate(**{RENAMING_KEY: left})

@@ -118,6 +118,7 @@ def test_a_store_deleted_while_the_chat_is_open_is_named_and_the_chat_goes_on(
     from langgraph.checkpoint.memory import InMemorySaver
 
     from archivist.conversation import Conversation
+
     conversation = Conversation(archivist, [shop_store], InMemorySaver())
     conversation.answer(REFUND_Q, lambda event: None)
     archivist.client.delete_collection(shop_store)

@@ -40,10 +40,11 @@ def test_an_open_chat_sees_what_an_ingest_stores_while_others_search(ollama, hom
         )
         assert added.returncode == 0, added.stderr
         assert "1 file stored" in added.stdout
-        assert _search("kayak rental", ollama, home)[0]["source"] == "kayaks.md"
+        # A second root: the store's sources are named with their root's label now.
+        assert _search("kayak rental", ollama, home)[0]["source"] == "new/kayaks.md"
         # The chat's next question finds the new document, without a restart.
         after = ask(child, KAYAK_Q)
-        assert "Sources: [1] kayaks.md" in after, after
+        assert "Sources: [1] new/kayaks.md" in after, after
         assert child.isalive()
     finally:
         status = leave(child)
@@ -72,7 +73,7 @@ def test_a_writer_killed_mid_document_leaves_an_open_chat_answering(home, tmp_pa
             ingest = start_ingest(big, "kb", ollama.url, home)
             try:
                 # The document takes ~4 s to embed: part of it is stored well before the end.
-                wait_for(lambda: _stored(home, "manual.md") >= 4, "the first chunks stored")
+                wait_for(lambda: _stored(home, "big/manual.md") >= 4, "the first chunks stored")
                 # Hold the fake's one embedding slot: the document cannot be finished.
                 ollama._embed_slots.acquire()
                 ingest.send_signal(signal.SIGKILL)
@@ -93,7 +94,7 @@ def test_a_writer_killed_mid_document_leaves_an_open_chat_answering(home, tmp_pa
         client = connect(home / "edge")
         try:
             kb = KnowledgeStore(client, "kb")
-            manual = kb.sources()["manual.md"]
+            manual = kb.sources()["big/manual.md"]
             assert 0 < manual.chunks < manual.expected_chunks and not manual.complete
             count, chunks = kb.count(), kb.chunks()
         finally:
@@ -107,10 +108,11 @@ def test_a_writer_killed_mid_document_leaves_an_open_chat_answering(home, tmp_pa
             "ingest", str(big), "--store", "kb", *INGEST, ollama_url=ollama.url, home=home
         )
         assert rerun.returncode == 0, rerun.stderr
-        assert _search("prime the stove burner", ollama, home, "kb")[0]["source"] == "manual.md"
+        found = _search("prime the stove burner", ollama, home, "kb")
+        assert found[0]["source"] == "big/manual.md"
     count, chunks = stored_chunks(home, "kb")
     assert count == len(chunks)
-    assert sum(1 for source, _, _ in chunks if source == "manual.md") == manual.expected_chunks
+    assert sum(1 for source, _, _ in chunks if source == "big/manual.md") == manual.expected_chunks
 
 
 def _stored(home, source: str) -> int:

@@ -292,7 +292,8 @@ def test_another_process_ingests_between_served_turns(
         {"messages": [{"role": "user", "content": "Do gift cards expire?"}]}, context=context
     )
     found = [r["source"] for c in state["calls"] for r in c["results"]]
-    assert "gift-cards.md" in found, "the next served turn sees what the ingest stored"
+    # A second root: each source is now named with its root's label.
+    assert "new/gift-cards.md" in found, "the next served turn sees what the ingest stored"
 
 
 def test_the_served_agents_kept_built_are_bounded(ollama, home, shop_store, monkeypatch):

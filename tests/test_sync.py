@@ -129,6 +129,7 @@ def test_sync_keeps_a_missing_roots_sources_and_says_how_to_remove_it(fake_model
     done = cli(home, "sync", "--store", "s", code=1)
     assert "is missing: its sources are kept" in done.stderr
     assert "archivist delete --store s --root a" in done.stderr
+    assert done.stdout == "s b: 0 files stored, 1 unchanged, 0 failed, 0 removed.\n"
     assert sorted(texts(home)) == ["a/one.md", "b/two.md"]
     assert statuses(home)["a/one.md"][0] == "deleted"
 

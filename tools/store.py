@@ -535,10 +535,16 @@ class KnowledgeStore:
         """Give sources new names (old → new), their chunks kept as they are: vectors, ids and
         everything else; nothing is embedded again. Return how many chunks were renamed.
 
-        Done by writing the points again, so it can be cut short: running it again with the
-        same renames finishes it (a chunk already renamed is no longer found by its old name).
+        Done by writing the points again, a layer at a time (`rename_layers`), so it can be
+        cut short: running it again with the renames of the layers not yet done finishes it
+        (a chunk already renamed is no longer found by its old name).
         """
-        olds = list(renames)
+        moved = 0
+        for olds in rename_layers(renames):
+            moved += self._rename_layer(olds, renames, batch)
+        return moved
+
+    def _rename_layer(self, olds: list[str], renames: dict[str, str], batch: int) -> int:
         moved = 0
         for start in range(0, len(olds), 512):
             selector = models.Filter(must=[_match("source", olds[start : start + 512])])
@@ -890,6 +896,22 @@ class KnowledgeStore:
             )
             for rank, passage in enumerate(passages[:k], start=1)
         ]
+
+
+def rename_layers(renames: dict[str, str]) -> list[list[str]]:
+    """The old names of `renames` in layers, each renamed before the next: a name that is also
+    another's new name (`b` in a→b, b→c) is renamed away first, so that no chunk is renamed
+    twice. A cycle's names come last, together."""
+    pending = dict(renames)
+    layers = []
+    while pending:
+        layer = [old for old, new in pending.items() if new not in pending]
+        if not layer:
+            layer = list(pending)
+        layers.append(layer)
+        for old in layer:
+            del pending[old]
+    return layers
 
 
 def _nfc(text: str) -> str:
