@@ -59,6 +59,27 @@ class Asked:
     usage: ModelCall
 
 
+def ask_structured(runnable, kind: str, system: str, request: str) -> Asked:
+    """Send one structured request (system, request); return the parsed reply and its cost.
+
+    A reply that cannot be read as the asked shape gives `value` None and the error, never an
+    exception: the turn goes on without what was asked.
+    """
+    started = time.perf_counter()
+    reply = runnable.invoke([SystemMessage(system), HumanMessage(request)])
+    counts = reply["raw"].usage_metadata or {}
+    error = reply["parsing_error"]
+    usage: ModelCall = {
+        "kind": kind,
+        "input_tokens": counts.get("input_tokens", 0),
+        "output_tokens": counts.get("output_tokens", 0),
+        "ms": round((time.perf_counter() - started) * 1000, 1),
+    }
+    if error is not None:
+        usage["error"] = _short(error)
+    return Asked(None if error else reply["parsed"], usage.get("error"), usage)
+
+
 class Grader:
     """Judge passages and propose searches with a chat model's structured output."""
 
@@ -70,21 +91,6 @@ class Grader:
         self._rewrite = model.with_structured_output(
             Rewrite, method="json_schema", include_raw=True
         ).with_config(tags=[STRUCTURED_TAG], run_name="rewrite_query")
-
-    def _ask(self, runnable, kind: str, system: str, request: str) -> Asked:
-        started = time.perf_counter()
-        reply = runnable.invoke([SystemMessage(system), HumanMessage(request)])
-        counts = reply["raw"].usage_metadata or {}
-        error = reply["parsing_error"]
-        usage: ModelCall = {
-            "kind": kind,
-            "input_tokens": counts.get("input_tokens", 0),
-            "output_tokens": counts.get("output_tokens", 0),
-            "ms": round((time.perf_counter() - started) * 1000, 1),
-        }
-        if error is not None:
-            usage["error"] = _short(error)
-        return Asked(None if error else reply["parsed"], usage.get("error"), usage)
 
     def grade(self, question: str, call: ToolCall) -> tuple[ToolCall, list[ModelCall]]:
         """Grade a search's passages in one request; return the call with its `grades` and
@@ -98,7 +104,7 @@ class Grader:
             return {**call, "grades": [], "kept": []}, []
         numbers = ", ".join(f"[{r['n']}]" for r in results)
         passages = format_results(call["name"], str(call["args"].get("query", "")), results)
-        asked = self._ask(
+        asked = ask_structured(
             self._grades,
             "grade",
             prompts.GRADE_SYSTEM,
@@ -124,7 +130,7 @@ class Grader:
 
     def rewrite(self, question: str, tried: Sequence[str]) -> tuple[list[str], ModelCall]:
         """Propose new searches (at most two) for a question; [] when none new came back."""
-        asked = self._ask(
+        asked = ask_structured(
             self._rewrite,
             "rewrite",
             prompts.REWRITE_SYSTEM,

@@ -46,6 +46,9 @@ class ToolCall(TypedDict):
     """Why the grader's reply could not be read (every passage was then kept)."""
     rewritten_from: NotRequired[str]
     """For a search the grader rewrote: the query it replaced."""
+    condensed_from: NotRequired[str]
+    """For a follow-up's search: the words it was asked with (the user's, copied), before the
+    conversation's subject was added (archivist.agent.followup)."""
     rewrite_error: NotRequired[str]
     """Why no rewrite followed this missed search."""
     from_text: NotRequired[bool]
@@ -67,9 +70,10 @@ class WrittenCall(TypedDict):
 
 
 class ModelCall(TypedDict):
-    """One grading or rewriting request: it leaves no message behind, so it is counted here."""
+    """One grading, rewriting or condensing request: it leaves no message behind, so it is
+    counted here."""
 
-    kind: Literal["grade", "rewrite"]
+    kind: Literal["grade", "rewrite", "condense"]
     input_tokens: int
     output_tokens: int
     ms: float
@@ -84,6 +88,8 @@ class Usage(TypedDict):
     output_tokens: int
     grade_calls: int
     rewrite_calls: int
+    condense_calls: int
+    """Requests that turned a follow-up question into a standalone search."""
 
 
 class Citation(TypedDict):
