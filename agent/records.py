@@ -93,11 +93,26 @@ class Usage(TypedDict):
 
 
 class Citation(TypedDict):
-    """A passage the answer cites as `[n]`."""
+    """A passage the answer cites as `[n]`, and where it is in its source."""
 
     n: int
     source: str
     chunk_id: str
+    page: NotRequired[int]
+    """The PDF page or the slide."""
+    sheet: NotRequired[str]
+    heading: NotRequired[str]
+    """The heading path, `Setup › Ports`."""
+    lines: NotRequired[list[int]]
+    """First and last line in the file (text, Markdown)."""
+
+
+class ShownPassage(Passage):
+    """A passage as the chat's /sources shows it: whether the answer cited it, and the spans
+    of its text (start, end offsets) holding the sentences the answer used."""
+
+    cited: bool
+    used: list[tuple[int, int]]
 
 
 class Turn(TypedDict):

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from archivist.agent.records import Passage
 from archivist.tools.errors import ArchivistError
+from archivist.tools.passage import place
 from archivist.tools.store import KnowledgeStore, SearchMode
 from archivist.words import number
 
@@ -153,7 +154,9 @@ def make_retrieval_tool(
         found = store.search(
             vector, query, k=k, mode=mode, sources=sources, min_score=min_score, mmr=mmr
         )
-        results: list[Passage] = [{**r, "score": round(r["score"], 4)} for r in found]
+        results: list[Passage] = [
+            {**r, "score": round(r["score"], 4), **place(r["metadata"])} for r in found
+        ]
         return format_results(name, query, results, source=source), results
 
     return StructuredTool.from_function(

@@ -463,9 +463,10 @@ def search(
     if as_json:
         _print_json(results)
         return
+    from archivist.render import place_text
+
     for r in results:
-        source, text = printable_name(r["source"]), printable(r["text"])
-        print(f"[{r['rank']}] {source} (score {r['score']:.3f})\n{text}\n")
+        print(f"[{r['rank']}] {place_text(r)} (score {r['score']:.3f})\n{printable(r['text'])}\n")
     if not results:
         print("No matching passages.")
 

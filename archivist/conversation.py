@@ -10,8 +10,9 @@ from typing import Any
 from langchain_core.messages import HumanMessage, RemoveMessage
 
 from archivist import models
+from archivist.agent.citations import shown_passages
 from archivist.agent.context import MessageTooLong
-from archivist.agent.records import EventFn, Passage, ToolCall, Turn
+from archivist.agent.records import EventFn, ShownPassage, Turn
 from archivist.agent.setup import AgentSetup
 from archivist.app import Archivist
 from archivist.turnlog import logged_turn
@@ -42,7 +43,7 @@ class Conversation:
         self.grade = grade
         self.setup = self._build(list(stores), model)
         self.thread_id = thread_id or new_thread_id()
-        self.last_calls: list[ToolCall] = []
+        self.last_turn: Turn | None = None
 
     def _build(self, stores: list[str], model: str | None) -> AgentSetup:
         with models.explained(self.archivist.settings):
@@ -71,7 +72,7 @@ class Conversation:
             raise
         finally:
             self._settle_thread(forget_question=refused)
-        self.last_calls = result["tool_calls"]
+        self.last_turn = result
         return result
 
     def _settle_thread(self, forget_question: bool = False) -> None:
@@ -97,7 +98,7 @@ class Conversation:
     def new(self) -> str:
         """Start a new conversation; return its id."""
         self.thread_id = new_thread_id()
-        self.last_calls = []
+        self.last_turn = None
         return self.thread_id
 
     def switch_model(self, name: str) -> list[str]:
@@ -120,9 +121,14 @@ class Conversation:
         """List all stores, marking those this chat searches."""
         return [{**s, "in_use": s["store"] in self.setup.stores} for s in self.archivist.stores()]
 
-    def sources(self) -> list[Passage]:
-        """Return the last answered turn's search results, in citation order."""
-        return [r for call in self.last_calls for r in call["results"]]
+    def sources(self) -> list[ShownPassage]:
+        """Return the last answered turn's search results, in citation order, each cited one
+        with the sentences the answer used (agent.citations.used_sentences)."""
+        turn = self.last_turn
+        if turn is None:
+            return []
+        results = [r for call in turn["tool_calls"] for r in call["results"]]
+        return shown_passages(results, turn["answer"], [c["n"] for c in turn["citations"]])
 
     def scores(self) -> str:
         """Say what the search results' scores mean in the search mode in use."""

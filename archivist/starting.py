@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from archivist.agent.records import EventFn, Passage, Turn
+from archivist.agent.records import EventFn, ShownPassage, Turn
 from archivist.chat import Conversation, StartFailed
 
 Build = Callable[[Callable[[str], None]], tuple[Conversation, list[str]]]
@@ -132,7 +132,7 @@ class Starting:
         """List the stores once built."""
         return self.ready().stores()
 
-    def sources(self) -> list[Passage]:
+    def sources(self) -> list[ShownPassage]:
         """Return the last search results once built."""
         return self.ready().sources()
 
