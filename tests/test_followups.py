@@ -14,6 +14,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from archivist.agent.followup import is_followup, subject_terms, with_subject
 from archivist.agent.turn import run_turn
+from archivist.render import tool_line
 
 MODEL = "qwen2.5:3b"
 NO_TOOLS = "gemma-notools:1b"
@@ -161,3 +162,41 @@ def test_the_rule_adds_the_subject_to_follow_ups_only():
     # The subject was set where a question last stood alone: a chain of follow-ups keeps it.
     chain = [EN[0], "and how do I make it optional?"]
     assert "query parameter" in with_subject("and required?", chain)
+
+
+def grade_questions(ollama) -> list[str]:
+    """The `Question:` line of each grading request."""
+    return [
+        body["messages"][-1]["content"].splitlines()[0]
+        for body in ollama.requests_to("/api/chat")
+        if (body.get("format") or {}).get("title") == "Grades"
+    ]
+
+
+@pytest.mark.parametrize("model", [MODEL, NO_TOOLS])
+def test_a_graded_follow_up_is_judged_as_its_standalone_question(archivist, docs, ollama, model):
+    setup = archivist.agent(["docs"], model, checkpointer=InMemorySaver(), grade=True)
+    run_turn(setup, EN[0], "t")
+    [call, *_] = run_turn(setup, EN[1], "t")["tool_calls"]
+    # Alone, "and how do I make it optional?" leaves the grader guessing what "it" is.
+    assert "query parameter" in grade_questions(ollama)[-1]
+    assert "grading_error" not in call
+    kept = [r["source"] for r in call["results"] if r["n"] in call["kept"]]
+    assert kept[0] == "query-params.md"
+
+
+def test_a_grading_reply_cut_short_keeps_the_verdicts_it_gave(archivist, docs, ollama):
+    # A small model unsure of an unclear question writes a few verdicts, then whitespace until
+    # the token limit: the JSON never closes. Those verdicts count; it is not "grading failed".
+    setup = archivist.agent(["docs"], MODEL, checkpointer=InMemorySaver(), grade=True)
+    run_turn(setup, EN[0], "t")
+    copied = {"name": "search_docs", "arguments": {"query": "and how do I make it optional"}}
+    standalone = {"content": json.dumps({"query": "optional query parameter"})}
+    cut = '{"grades": [{"n": 1, "relevant": true}, {"relevant": false, "n": 2}' + " \n" * 200
+    ollama.script(MODEL, {"tool_calls": [copied]}, standalone, {"content": cut})
+    result = run_turn(setup, EN[1], "t")
+    [call] = result["tool_calls"]
+    assert "grading_error" not in call
+    assert call["grades"] == [{"n": 1, "relevant": True}, {"n": 2, "relevant": False}]
+    assert 2 not in call["kept"] and 1 in call["kept"]
+    assert "grading failed" not in tool_line(call) and "relevant" in tool_line(call)
