@@ -158,8 +158,10 @@ class RichView:
             self._print("No search results yet in this conversation.")
         for r in results:
             cited = " · cited" if r["cited"] else ""
-            title = Text(f"[{r['n']}] {place_text(r)} · score {r['score']:.3f}{cited}")
-            self.console.print(Rule(title, align="left"))
+            # Above the rule rather than in it: a rule cuts a long place short.
+            title = f"[{r['n']}] {place_text(r)} · score {r['score']:.3f}{cited}"
+            self.console.print(Rule(style="dim"))
+            self.console.print(Text(title, style="bold"), soft_wrap=True, highlight=False)
             text, at = Text(), 0
             for start, end in r["used"]:
                 text.append(printable(r["text"][at:start]))

@@ -51,7 +51,7 @@ def test_sources_stores_new_and_model_commands(ollama, home, archivist, store):
     assert "Score: how far a passage stands out among the search's candidates" in flat
     for result in archivist.search(REFUND_Q.rstrip("?"), store):
         title = f"[{result['rank']}] {place_text(result)} · score {result['score']:.3f}"
-        assert title in sources
+        assert title in sources, sources
         assert " ".join(result["text"].split()) in flat
     chats = chat_requests(ollama)
     # After /new the model no longer sees the first conversation.

@@ -165,3 +165,20 @@ def test_sources_in_the_chat_marks_what_the_answer_used(docs, ollama, home):
     assert "Set ARCHIVIST_PORT to listen on another port." in out
     assert "»Set ARCHIVIST_PORT" not in out and "»The health" not in out
     assert out.count("»") == out.count("«") == 2
+
+
+def test_the_terminal_highlights_the_sentences_used_and_shows_the_whole_place():
+    from rich.console import Console
+
+    from archivist.terminal import RichView
+
+    console = Console(record=True, width=60, force_terminal=True, color_system="standard")
+    place = {"heading": "A very long heading › And a longer subheading", "lines": [120, 131]}
+    passage = {"n": 2, "rank": 1, "score": 0.5, "source": "guide.md", "chunk_id": "c",
+               "text": "Used one. Not this.", "metadata": {}, **place}  # fmt: skip
+    RichView(console).sources([{**passage, "cited": True, "used": [(0, 9)]}])
+    styled = console.export_text(styles=True, clear=False)
+    assert "\x1b[1;33mUsed one.\x1b[0m Not this." in styled
+    # Wider than the terminal, the title wraps instead of being cut.
+    flat = " ".join(console.export_text().split())
+    assert f"[2] {place_text(passage)} · score 0.500 · cited" in flat
