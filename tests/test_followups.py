@@ -200,3 +200,17 @@ def test_a_grading_reply_cut_short_keeps_the_verdicts_it_gave(archivist, docs, o
     assert call["grades"] == [{"n": 1, "relevant": True}, {"n": 2, "relevant": False}]
     assert 2 not in call["kept"] and 1 in call["kept"]
     assert "grading failed" not in tool_line(call) and "relevant" in tool_line(call)
+
+
+def test_the_benchmarks_follow_ups_get_a_subject_and_its_topic_changes_keep_their_words():
+    import sys
+
+    from conftest import ROOT
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import followups
+
+    for first, second, _ in followups.FOLLOW_UPS:
+        assert with_subject(second, [first]) != second, second
+    for first, second, _ in followups.TOPIC_CHANGES:
+        assert with_subject(second, [first]) == second, second
