@@ -122,6 +122,11 @@ def history_of(messages: Sequence[BaseMessage]) -> tuple[list[str], str]:
     return questions[-EARLIER_QUESTIONS:], answer
 
 
+def _short(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def _clean(query: str) -> str:
     return " ".join(query.split()).strip("\"'“”「」 ")
 
@@ -152,10 +157,13 @@ class Condenser:
             return question, []
         used: list[ModelCall] = []
         if self._condense is not None:
-            listed = "\n".join(f"- {q}" for q in earlier)
+            # Kept short whatever was pasted: the request only needs the subject.
+            listed = "\n".join(f"- {_short(q, 300)}" for q in earlier)
             if answer:
-                listed += f"\nLast answer: {' '.join(answer.split())[:200]}"
-            request = prompts.CONDENSE_REQUEST.format(earlier=listed, question=question)
+                listed += f"\nLast answer: {_short(answer, 200)}"
+            request = prompts.CONDENSE_REQUEST.format(
+                earlier=listed, question=_short(question, MAX_QUERY_CHARS * 3)
+            )
             asked = ask_structured(self._condense, "condense", prompts.CONDENSE_SYSTEM, request)
             used.append(asked.usage)
             proposed = _clean(asked.value.query) if asked.value is not None else ""
