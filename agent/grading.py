@@ -8,6 +8,7 @@ or not the asked shape is no reason to fail the turn: the search is then left un
 passage kept) and the error recorded with it.
 """
 
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -57,6 +58,50 @@ class Asked:
     value: Any
     error: str | None
     usage: ModelCall
+    text: str = ""
+    """The reply's text as it came (for what a reply cut short still says)."""
+
+
+def ask_structured(runnable, kind: str, system: str, request: str) -> Asked:
+    """Send one structured request (system, request); return the parsed reply and its cost.
+
+    A reply that cannot be read as the asked shape gives `value` None and the error, never an
+    exception: the turn goes on without what was asked.
+    """
+    started = time.perf_counter()
+    reply = runnable.invoke([SystemMessage(system), HumanMessage(request)])
+    counts = reply["raw"].usage_metadata or {}
+    error = reply["parsing_error"]
+    usage: ModelCall = {
+        "kind": kind,
+        "input_tokens": counts.get("input_tokens", 0),
+        "output_tokens": counts.get("output_tokens", 0),
+        "ms": round((time.perf_counter() - started) * 1000, 1),
+    }
+    if error is not None:
+        usage["error"] = _short(error)
+    content = reply["raw"].content
+    text = content if isinstance(content, str) else ""
+    return Asked(None if error else reply["parsed"], usage.get("error"), usage, text)
+
+
+_OBJECT = re.compile(r"\{[^{}]*\}")
+
+
+def salvaged_verdicts(text: str) -> list[Verdict]:
+    """The whole verdicts in a grading reply that is not valid JSON as a whole.
+
+    Small models asked for JSON about an unclear question sometimes write a few verdicts and
+    then only whitespace until the token limit, so the reply never closes; the verdicts they
+    did write still count.
+    """
+    found = []
+    for match in _OBJECT.finditer(text):
+        try:
+            found.append(Verdict.model_validate_json(match.group()))
+        except ValueError:
+            continue
+    return found
 
 
 class Grader:
@@ -71,34 +116,20 @@ class Grader:
             Rewrite, method="json_schema", include_raw=True
         ).with_config(tags=[STRUCTURED_TAG], run_name="rewrite_query")
 
-    def _ask(self, runnable, kind: str, system: str, request: str) -> Asked:
-        started = time.perf_counter()
-        reply = runnable.invoke([SystemMessage(system), HumanMessage(request)])
-        counts = reply["raw"].usage_metadata or {}
-        error = reply["parsing_error"]
-        usage: ModelCall = {
-            "kind": kind,
-            "input_tokens": counts.get("input_tokens", 0),
-            "output_tokens": counts.get("output_tokens", 0),
-            "ms": round((time.perf_counter() - started) * 1000, 1),
-        }
-        if error is not None:
-            usage["error"] = _short(error)
-        return Asked(None if error else reply["parsed"], usage.get("error"), usage)
-
     def grade(self, question: str, call: ToolCall) -> tuple[ToolCall, list[ModelCall]]:
         """Grade a search's passages in one request; return the call with its `grades` and
         `kept`, and the model calls made (one, or none for a search that found nothing).
 
-        A passage the grader gives no verdict for is kept; so is every passage when the reply
-        cannot be read (`grading_error` says why).
+        A passage the grader gives no verdict for is kept. A reply that is not valid JSON
+        still counts for the whole verdicts it holds (salvaged_verdicts); with none, every
+        passage is kept and `grading_error` says why.
         """
         results = call["results"]
         if not results:
             return {**call, "grades": [], "kept": []}, []
         numbers = ", ".join(f"[{r['n']}]" for r in results)
         passages = format_results(call["name"], str(call["args"].get("query", "")), results)
-        asked = self._ask(
+        asked = ask_structured(
             self._grades,
             "grade",
             prompts.GRADE_SYSTEM,
@@ -107,11 +138,11 @@ class Grader:
         ours = {r["n"] for r in results}
         verdicts: dict[int, bool] = {}
         failed: dict[str, str] = {}
-        if asked.value is not None:
-            for verdict in asked.value.grades:
-                if verdict.n in ours:
-                    verdicts.setdefault(verdict.n, verdict.relevant)
-        else:
+        given = asked.value.grades if asked.value is not None else salvaged_verdicts(asked.text)
+        for verdict in given:
+            if verdict.n in ours:
+                verdicts.setdefault(verdict.n, verdict.relevant)
+        if asked.value is None and not verdicts:
             failed["grading_error"] = asked.error or "no verdicts"
         graded: ToolCall = {
             **call,
@@ -124,7 +155,7 @@ class Grader:
 
     def rewrite(self, question: str, tried: Sequence[str]) -> tuple[list[str], ModelCall]:
         """Propose new searches (at most two) for a question; [] when none new came back."""
-        asked = self._ask(
+        asked = ask_structured(
             self._rewrite,
             "rewrite",
             prompts.REWRITE_SYSTEM,

@@ -14,6 +14,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
 
 from archivist.agent.context import Window
+from archivist.agent.followup import Condenser
 from archivist.agent.grading import Grader
 from archivist.agent.state import AgentState
 from archivist.agent.steps import AgentSteps, Prompter, RetrieveThenAnswer
@@ -30,6 +31,7 @@ def build_agent(
     checkpointer: Checkpointer = None,
     window: Window | None = None,
     grader: Grader | None = None,
+    condenser: Condenser | None = None,
 ) -> CompiledStateGraph:
     """Build the tool-calling agent: the model calls tools until it answers.
 
@@ -37,9 +39,12 @@ def build_agent(
     to answer from what it has. With a `window`, every request is fitted into it (see
     agent.context) and what was left out becomes a note. With a `grader`, a `grade` node sits
     between the searches and the model: it drops passages the grader finds irrelevant, searches
-    again with rewritten queries where nothing survived, and orders what is left.
+    again with rewritten queries where nothing survived, and orders what is left. A follow-up's
+    search that copies the user's words carries the conversation's subject: made standalone by
+    the `condenser`'s model, else by its rule (archivist.agent.followup).
     """
-    steps = AgentSteps(model, tools, Prompter(system_prompt, window, tools), max_steps, grader)
+    prompter = Prompter(system_prompt, window, tools)
+    steps = AgentSteps(model, tools, prompter, max_steps, grader, condenser)
     return agent_graph(steps, checkpointer)
 
 
@@ -72,15 +77,17 @@ def build_retrieve_then_answer(
     checkpointer: Checkpointer = None,
     window: Window | None = None,
     grader: Grader | None = None,
+    condenser: Condenser | None = None,
 ) -> CompiledStateGraph:
     """Build the graph for models without tool calling: search every store, then answer.
 
     The passages travel inside the question's request, which is fitted into the `window` like
     the agent's; the conversation keeps the plain question. With a `grader`, a `grade` node
     drops irrelevant passages and, when nothing relevant was found in any store, rewrites the
-    question into new searches, giving a model without tools a second chance.
+    question into new searches, giving a model without tools a second chance. A follow-up is
+    searched as a standalone question (see build_agent).
     """
-    steps = RetrieveThenAnswer(model, tools, Prompter(system_prompt, window), grader)
+    steps = RetrieveThenAnswer(model, tools, Prompter(system_prompt, window), grader, condenser)
     return retrieve_then_answer_graph(steps, checkpointer)
 
 

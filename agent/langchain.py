@@ -12,7 +12,7 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.tools import BaseTool
 from pydantic import ConfigDict
 
-from archivist.tools.passage import Passage
+from archivist.tools.passage import Passage, place
 
 RERANK_FIELDS = ("rerank_score", "retrieval_rank")
 
@@ -21,8 +21,9 @@ class StoreRetriever(BaseRetriever):
     """A store's search as a LangChain retriever: one Document per passage, best first.
 
     Each Document's metadata holds the passage's `source`, `score`, `rank` and `chunk_id`
-    (also its id) with the metadata the passage was stored with — and, reranked,
-    `rerank_score` and `retrieval_rank`. A `source` restricts the
+    (also its id) and where it is — `page`, `sheet`, `heading`, `lines`, where known — with
+    the metadata the passage was stored with, and, reranked, `rerank_score` and
+    `retrieval_rank`. A `source` restricts the
     search to a document, folder or name prefix, as the tool's `source` argument does.
     """
 
@@ -48,6 +49,7 @@ def as_document(result: Passage) -> Document:
         page_content=result["text"],
         metadata={
             **result["metadata"],
+            **place(result["metadata"]),
             "source": result["source"],
             "score": result["score"],
             "rank": result["rank"],

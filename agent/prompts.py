@@ -78,3 +78,18 @@ RERANK_REQUEST = """Query: {query}
 </passage>
 
 Does the passage help answer the query? Answer yes or no."""
+CONDENSE_SYSTEM = """You turn a follow-up question into a standalone search of a knowledge base.
+
+Given the earlier questions of a conversation and the latest one, write one search that \
+carries the subject the latest question refers to ("it", "that", "那个", or a subject left \
+out) with what the latest question asks, in the language of the latest question, without \
+filler words. If the latest question is about something new, return it unchanged.
+
+Example: after "What does the basic plan cost?", "and the premium one?" becomes "premium plan \
+cost".
+例：在"如何申请年假?"之后，"那病假呢?"变为"病假 申请"。"""
+
+CONDENSE_REQUEST = """Earlier questions:
+{earlier}
+
+Question: {question}"""

@@ -50,6 +50,9 @@ class ToolCall(TypedDict):
     """Why the grader's reply could not be read (every passage was then kept)."""
     rewritten_from: NotRequired[str]
     """For a search the grader rewrote: the query it replaced."""
+    condensed_from: NotRequired[str]
+    """For a follow-up's search: the words it was asked with (the user's, copied), before the
+    conversation's subject was added (archivist.agent.followup)."""
     rewrite_error: NotRequired[str]
     """Why no rewrite followed this missed search."""
     from_text: NotRequired[bool]
@@ -71,9 +74,10 @@ class WrittenCall(TypedDict):
 
 
 class ModelCall(TypedDict):
-    """One grading or rewriting request: it leaves no message behind, so it is counted here."""
+    """One grading, rewriting or condensing request: it leaves no message behind, so it is
+    counted here."""
 
-    kind: Literal["grade", "rewrite"]
+    kind: Literal["grade", "rewrite", "condense"]
     input_tokens: int
     output_tokens: int
     ms: float
@@ -88,14 +92,31 @@ class Usage(TypedDict):
     output_tokens: int
     grade_calls: int
     rewrite_calls: int
+    condense_calls: int
+    """Requests that turned a follow-up question into a standalone search."""
 
 
 class Citation(TypedDict):
-    """A passage the answer cites as `[n]`."""
+    """A passage the answer cites as `[n]`, and where it is in its source."""
 
     n: int
     source: str
     chunk_id: str
+    page: NotRequired[int]
+    """The PDF page or the slide."""
+    sheet: NotRequired[str]
+    heading: NotRequired[str]
+    """The heading path, `Setup › Ports`."""
+    lines: NotRequired[list[int]]
+    """First and last line in the file (text, Markdown)."""
+
+
+class ShownPassage(Passage):
+    """A passage as the chat's /sources shows it: whether the answer cited it, and the spans
+    of its text (start, end offsets) holding the sentences the answer used."""
+
+    cited: bool
+    used: list[tuple[int, int]]
 
 
 class Turn(TypedDict):

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from archivist.agent.records import Passage
 from archivist.agent.rerank import Reranker
 from archivist.tools.errors import ArchivistError
+from archivist.tools.passage import place
 from archivist.tools.store import KnowledgeStore, SearchMode
 from archivist.words import number
 
@@ -158,7 +159,9 @@ def make_retrieval_tool(
         found = store.search(
             vector, query, k=wanted, mode=mode, sources=sources, min_score=min_score, mmr=mmr
         )
-        results: list[Passage] = [{**r, "score": round(r["score"], 4)} for r in found]
+        results: list[Passage] = [
+            {**r, "score": round(r["score"], 4), **place(r["metadata"])} for r in found
+        ]
         if reranker is not None:
             results = reranker(query, results, k)
         return format_results(name, query, results, source=source), results

@@ -16,6 +16,7 @@ from langgraph.types import Checkpointer
 
 from archivist.agent import prompts
 from archivist.agent.context import Window, window_for
+from archivist.agent.followup import Condenser
 from archivist.agent.grading import Grader
 from archivist.agent.graph import agent_graph, retrieve_then_answer_graph
 from archivist.agent.records import ModelInfo
@@ -97,21 +98,22 @@ def build_setup(
         return chat_model(num_ctx=window.num_ctx, num_predict=window.answer, reasoning=reasoning)
 
     chat = sized(reasoning)
-    grader = None
-    if grade:
-        # Grades are structured output: a thinking model grades with thinking off.
-        grader = Grader(sized(False) if reasoning else chat, max_rewrites)
+    # Grades and standalone questions are structured output: a thinking model makes them with
+    # thinking off.
+    plain = sized(False) if reasoning else chat
+    grader = Grader(plain, max_rewrites) if grade else None
+    condenser = Condenser(plain)
     described = "\n".join(f"- {t.tool.name}: {t.about}" for t in tools)
     searches = [t.tool for t in tools]
     steps: AgentSteps | RetrieveThenAnswer
     if info.tools and not retrieve_first:
         prompter = Prompter(prompts.AGENT_SYSTEM.format(stores=described), window, searches)
-        steps = AgentSteps(chat, searches, prompter, max_steps, grader)
+        steps = AgentSteps(chat, searches, prompter, max_steps, grader, condenser)
         graph = agent_graph(steps, checkpointer)
         mode = AGENT
     else:
         prompter = Prompter(prompts.ANSWER_SYSTEM.format(stores=described), window)
-        steps = RetrieveThenAnswer(chat, searches, prompter, grader)
+        steps = RetrieveThenAnswer(chat, searches, prompter, grader, condenser)
         graph = retrieve_then_answer_graph(steps, checkpointer)
         mode = RETRIEVE_THEN_ANSWER
         if info.tools:

@@ -34,12 +34,22 @@ class AgentState(MessagesState):
     ungraded: list[Ungraded]
     """With grading: this step's searches, waiting for the grade node."""
     grader_calls: Annotated[list[ModelCall], _per_turn]
-    """This turn's grading and rewriting model calls: kind, tokens, milliseconds."""
+    """This turn's grading, rewriting and condensing model calls: kind, tokens, milliseconds."""
+    standalone: str
+    """With history: this turn's question as a standalone search, once made ("" before)."""
 
 
 def turn_reset() -> dict[str, Any]:
-    """Return the update that clears the last turn's steps, calls, notes and grading."""
-    return {"steps": 0, "calls": None, "notes": None, "ungraded": [], "grader_calls": None}
+    """Return the update that clears the last turn's steps, calls, notes, grading and
+    standalone question."""
+    return {
+        "steps": 0,
+        "calls": None,
+        "notes": None,
+        "ungraded": [],
+        "grader_calls": None,
+        "standalone": "",
+    }
 
 
 def turn_input(question: str) -> dict[str, Any]:

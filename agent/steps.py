@@ -35,6 +35,7 @@ from archivist.agent.context import (
     tools_tokens,
     turn_start,
 )
+from archivist.agent.followup import Condenser, copies, history_of
 from archivist.agent.grading import Grader, assemble
 from archivist.agent.records import ModelCall, Passage, ToolCall
 from archivist.agent.rerank import Reranked
@@ -280,6 +281,22 @@ def graded_reply(
     return "\n".join(lines), cut, showed
 
 
+def standalone_question(condenser: Condenser, state: AgentState) -> tuple[str, dict[str, Any]]:
+    """This turn's question as a search needs it, and the state update that keeps it.
+
+    Without history it is the question itself, at no cost; with history, the condenser makes
+    it standalone once a turn (archivist.agent.followup) and the state keeps the result.
+    """
+    if state.get("standalone"):
+        return state["standalone"], {}
+    question = question_of(state["messages"])
+    earlier, answer = history_of(state["messages"])
+    if not earlier:
+        return question, {}
+    standalone, used = condenser.standalone(question, earlier, answer)
+    return standalone, {"standalone": standalone, "grader_calls": used}
+
+
 def after_model(state: AgentState, max_steps: int) -> str:
     """Name the step after the model's reply: run_tools, stop_searching (past `max_steps`
     rounds of tool calls), or END when it answered."""
@@ -313,12 +330,14 @@ class AgentSteps:
         prompter: Prompter,
         max_steps: int = 6,
         grader: Grader | None = None,
+        condenser: Condenser | None = None,
     ) -> None:
         self.model = model
         self.tools = {tool.name: tool for tool in tools}
         self.prompter = prompter
         self.max_steps = max_steps
         self.grader = grader
+        self.condenser = condenser or Condenser()
 
     @cached_property
     def with_tools(self):
@@ -341,19 +360,36 @@ class AgentSteps:
         return after_model(state, self.max_steps)
 
     def run_tools(self, state: AgentState) -> dict[str, Any]:
-        """Run the model's tool calls; with grading, hand the searches to the grade step."""
+        """Run the model's tool calls; with grading, hand the searches to the grade step.
+
+        A search that copies the user's words, in a turn with history, runs with the
+        standalone question instead (archivist.agent.followup), and its record keeps the
+        words it was asked with in `condensed_from`.
+        """
         calls: list[ToolCall] = []
         pending: list[Ungraded] = []
         replies = []
+        kept: dict[str, Any] = {}
+        question = question_of(state["messages"])
         written = recovered_ids(state["messages"][-1])
         for request in state["messages"][-1].tool_calls:
             tool = self.tools.get(request["name"])
+            args = request["args"]
             if tool is None:
                 known = list(self.tools.values())
-                record, content = unknown_tool(request["name"], request["args"], known)
+                record, content = unknown_tool(request["name"], args, known)
             else:
+                query = args.get("query")
+                asked = None
+                if isinstance(query, str) and copies(query, question):
+                    standalone, more = standalone_question(self.condenser, {**state, **kept})
+                    kept |= more
+                    if standalone != question:
+                        asked, args = query, {**args, "query": standalone}
                 first = numbered([*state["calls"], *calls]) + 1
-                record, content = run_tool(tool, request["args"], first)
+                record, content = run_tool(tool, args, first)
+                if asked is not None:
+                    record = {**record, "condensed_from": asked}
             if request["id"] in written:
                 record = {**record, "from_text": True}
             calls.append(record)
@@ -363,13 +399,15 @@ class AgentSteps:
             _emit(Searched(record))
             replies.append(_reply(request, record, content))
         if self.grader is not None:
-            return {"ungraded": pending}
-        return {"messages": replies, "calls": calls}
+            return {"ungraded": pending, **kept}
+        return {"messages": replies, "calls": calls, **kept}
 
     def grade(self, state: AgentState) -> dict[str, Any]:
         """Grade the waiting searches, search again where all missed, answer each tool call."""
         pending = state["ungraded"]
-        question = question_of(state["messages"])
+        # A follow-up is graded as the standalone question: alone, "and how do I make it
+        # optional?" makes every passage look irrelevant.
+        question, kept = standalone_question(self.condenser, state)
         shown = _shown(state["calls"])
         next_n = numbered([*state["calls"], *(p["record"] for p in pending)]) + 1
         room = self.prompter.room(state["messages"])
@@ -396,9 +434,10 @@ class AgentSteps:
             replies.append(_reply(request, record, content))
         notes = self.prompter.cut_note(cut)
         return {
+            **kept,
             "messages": replies,
             "calls": calls,
-            "grader_calls": used,
+            "grader_calls": [*kept.get("grader_calls", []), *used],
             "ungraded": [],
             "notes": notes,
         }
@@ -431,24 +470,29 @@ class RetrieveThenAnswer:
         tools: Sequence[BaseTool],
         prompter: Prompter,
         grader: Grader | None = None,
+        condenser: Condenser | None = None,
     ) -> None:
         self.model = model
         self.tools = list(tools)
         self.prompter = prompter
         self.grader = grader
+        self.condenser = condenser or Condenser()
 
     def retrieve(self, state: AgentState) -> dict[str, Any]:
-        """Search every store with the question."""
-        question = state["messages"][-1].content
+        """Search every store with the question (a follow-up: made standalone first)."""
+        question = question_of(state["messages"])
+        query, kept = standalone_question(self.condenser, state)
         calls: list[ToolCall] = []
         for tool in self.tools:
-            record, _ = run_tool(tool, {"query": question}, numbered(calls) + 1)
+            record, _ = run_tool(tool, {"query": query}, numbered(calls) + 1)
+            if query != question:
+                record = {**record, "condensed_from": question}
             calls.append(record)
             if self.grader is None:
                 _emit(Searched(record))
         if self.grader is not None:
-            return {"ungraded": [{"record": record} for record in calls]}
-        return {"calls": calls}
+            return {"ungraded": [{"record": record} for record in calls], **kept}
+        return {"calls": calls, **kept}
 
     def graded_context(
         self, calls: Sequence[ToolCall], question: str
@@ -475,7 +519,7 @@ class RetrieveThenAnswer:
     def grade(self, state: AgentState) -> dict[str, Any]:
         """Grade the searches, search again while all missed; record what the answer shows."""
         first = [item["record"] for item in state["ungraded"]]
-        question = question_of(state["messages"])
+        question, _ = standalone_question(self.condenser, state)
         records, used = search_rounds(self.grader, first, self.tools, question, numbered(first) + 1)
         _, shown, _ = self.graded_context(records, question)
         showed: list[ToolCall] = [

@@ -115,8 +115,8 @@ def unsearched_note(model: str, stores: Sequence[str]) -> str:
 def turn_usage(messages: Sequence[BaseMessage], grader_calls: Sequence[ModelCall] = ()) -> Usage:
     """Add up the token counts Ollama reported for the model calls of the current turn.
 
-    `grader_calls` (grading and rewriting) leave no message behind; they count in the totals
-    and are also counted apart.
+    `grader_calls` (grading, rewriting, condensing a follow-up) leave no message behind; they
+    count in the totals and are also counted apart.
     """
     replies = [m for m in messages[turn_start(messages) :] if isinstance(m, AIMessage)]
     counted = [m.usage_metadata for m in replies if m.usage_metadata]
@@ -126,6 +126,7 @@ def turn_usage(messages: Sequence[BaseMessage], grader_calls: Sequence[ModelCall
         "output_tokens": sum(u.get("output_tokens", 0) for u in [*counted, *grader_calls]),
         "grade_calls": sum(1 for a in grader_calls if a["kind"] == "grade"),
         "rewrite_calls": sum(1 for a in grader_calls if a["kind"] == "rewrite"),
+        "condense_calls": sum(1 for a in grader_calls if a["kind"] == "condense"),
     }
 
 

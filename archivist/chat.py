@@ -7,9 +7,9 @@ asks the conversation, and tells the view what happened. Tests script all three.
 from collections.abc import Callable
 from typing import Any, Protocol, TextIO
 
-from archivist.agent.records import Passage, Turn
+from archivist.agent.records import ShownPassage, Turn
 from archivist.printable import printable, printable_name
-from archivist.render import notice_text, tool_line
+from archivist.render import notice_text, place_text, tool_line
 from archivist.tools.errors import ArchivistError
 from archivist.tools.progress import Event, Note, ProgressFn, Retried, Searched, Thinking, Token
 from archivist.words import count
@@ -17,7 +17,7 @@ from archivist.words import count
 PROMPT = "› "
 HELP = """Ask a question, or use a command:
   /help          this help
-  /sources       the full text of the last search results
+  /sources       the last search results in full, the sentences the answer used marked
   /stores        the stores, and which ones this chat searches
   /model [NAME]  show the chat model, or switch to another one
   /new           start a new conversation
@@ -56,8 +56,8 @@ class Conversation(Protocol):
         """List the stores, each with `in_use`."""
         ...
 
-    def sources(self) -> list[Passage]:
-        """Return the last turn's search results, numbered."""
+    def sources(self) -> list[ShownPassage]:
+        """Return the last turn's search results, numbered, with what the answer used."""
         ...
 
     def scores(self) -> str:
@@ -75,7 +75,7 @@ class View(Protocol):
     def error(self, message: str) -> None: ...
     def info(self, text: str) -> None: ...
     def notice(self, text: str) -> None: ...
-    def sources(self, results: list[Passage]) -> None: ...
+    def sources(self, results: list[ShownPassage]) -> None: ...
 
 
 def unsearched_line(result: Turn) -> str | None:
@@ -92,9 +92,7 @@ def sources_line(result: Turn) -> str | None:
     """List the sources an answer cited, if any."""
     if not result["citations"]:
         return None
-    return "Sources: " + "  ".join(
-        f"[{c['n']}] {printable_name(c['source'])}" for c in result["citations"]
-    )
+    return "Sources: " + " · ".join(f"[{c['n']}] {place_text(c)}" for c in result["citations"])
 
 
 def invalid_line(result: Turn) -> str | None:
@@ -272,13 +270,27 @@ class PlainView:
         self.err.write(text + "\n")
         self.err.flush()
 
-    def sources(self, results: list[Passage]) -> None:
+    def sources(self, results: list[ShownPassage]) -> None:
         self._end_line()
         if not results:
             self._write("No search results yet in this conversation.\n")
         for r in results:
-            source = printable_name(r["source"])
-            self._write(f"[{r['n']}] {source} (score {r['score']:.3f})\n{r['text']}\n\n")
+            cited = " · cited" if r["cited"] else ""
+            self._write(f"[{r['n']}] {place_text(r)} (score {r['score']:.3f}){cited}\n")
+            self._write(marked(r["text"], r["used"]) + "\n\n")
+
+
+USED_OPEN, USED_CLOSE = "»", "«"
+"""How plain text marks a sentence the answer used (the terminal highlights it instead)."""
+
+
+def marked(text: str, used: list[tuple[int, int]]) -> str:
+    """A passage's text with the sentences the answer used between » and «."""
+    out, at = [], 0
+    for start, end in used:
+        out += [text[at:start], USED_OPEN, text[start:end], USED_CLOSE]
+        at = end
+    return "".join([*out, text[at:]])
 
 
 def stdin_reader(stream: TextIO) -> Callable[[str], str]:

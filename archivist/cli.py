@@ -638,10 +638,12 @@ def search(
         return
     if line:
         print(line + "\n")
+    from archivist.render import place_text
+
     for r in results:
-        source, text = printable_name(r["source"]), printable(r["text"])
         reranked = f", relevance {r['rerank_score']:.2f}" if "rerank_score" in r else ""
-        print(f"[{r['rank']}] {source} (score {r['score']:.3f}{reranked})\n{text}\n")
+        score = f"score {r['score']:.3f}{reranked}"
+        print(f"[{r['rank']}] {place_text(r)} ({score})\n{printable(r['text'])}\n")
     if not results:
         print("No matching passages.")
 

@@ -10,8 +10,9 @@ from typing import Any
 from langchain_core.messages import HumanMessage, RemoveMessage
 
 from archivist import models
+from archivist.agent.citations import shown_passages
 from archivist.agent.context import MessageTooLong
-from archivist.agent.records import Passage, ToolCall, Turn
+from archivist.agent.records import ShownPassage, Turn
 from archivist.agent.setup import AgentSetup
 from archivist.app import Archivist
 from archivist.tools.errors import StoreNotFound
@@ -44,7 +45,7 @@ class Conversation:
         self.grade = grade
         self.setup = self._build(list(stores), model)
         self.thread_id = thread_id or new_thread_id()
-        self.last_calls: list[ToolCall] = []
+        self.last_turn: Turn | None = None
 
     def _build(self, stores: list[str], model: str | None) -> AgentSetup:
         with models.explained(self.archivist.settings):
@@ -76,7 +77,7 @@ class Conversation:
             raise
         finally:
             self._settle_thread(forget_question=refused)
-        self.last_calls = result["tool_calls"]
+        self.last_turn = result
         return result
 
     def _raise_if_a_store_is_gone(self) -> None:
@@ -113,7 +114,7 @@ class Conversation:
     def new(self) -> str:
         """Start a new conversation; return its id."""
         self.thread_id = new_thread_id()
-        self.last_calls = []
+        self.last_turn = None
         return self.thread_id
 
     def switch_model(self, name: str) -> list[str]:
@@ -138,9 +139,14 @@ class Conversation:
         """List all stores, marking those this chat searches."""
         return [{**s, "in_use": s["store"] in self.setup.stores} for s in self.archivist.stores()]
 
-    def sources(self) -> list[Passage]:
-        """Return the last answered turn's search results, in citation order."""
-        return [r for call in self.last_calls for r in call["results"]]
+    def sources(self) -> list[ShownPassage]:
+        """Return the last answered turn's search results, in citation order, each cited one
+        with the sentences the answer used (agent.citations.used_sentences)."""
+        turn = self.last_turn
+        if turn is None:
+            return []
+        results = [r for call in turn["tool_calls"] for r in call["results"]]
+        return shown_passages(results, turn["answer"], [c["n"] for c in turn["citations"]])
 
     def scores(self) -> str:
         """Say what the search results' scores mean in the search mode in use."""

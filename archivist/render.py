@@ -1,9 +1,32 @@
 """One-line renderings of the records a turn leaves, shared by the chat and the turn log."""
 
+from collections.abc import Mapping
+from typing import Any
+
 from archivist.agent.records import ToolCall
 from archivist.printable import printable_name
 from archivist.tools.progress import Note, Retried
 from archivist.words import count
+
+SLIDE_SUFFIXES = (".pptx", ".ppt", ".odp")
+"""Sources whose `page` is a slide."""
+
+
+def place_text(record: Mapping[str, Any]) -> str:
+    """Say where a cited passage or a result is: `manual.pdf p. 4`, `deck.pptx slide 2`,
+    `guide.md › Setup › Ports, lines 12–18` (just the source where nothing more is known)."""
+    source = str(record["source"])
+    text = printable_name(source)
+    if "page" in record:
+        slide = source.lower().endswith(SLIDE_SUFFIXES)
+        text += f" {'slide' if slide else 'p.'} {record['page']}"
+    for part in (record.get("sheet"), record.get("heading")):
+        if part:
+            text += f" › {printable_name(part)}"
+    if lines := record.get("lines"):
+        first, last = lines
+        text += f", line {first}" if first == last else f", lines {first}–{last}"
+    return text
 
 
 def retry_notice(event: Retried) -> str:

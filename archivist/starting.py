@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from archivist.agent.records import Passage, Turn
+from archivist.agent.records import ShownPassage, Turn
 from archivist.chat import Conversation, StartFailed
 from archivist.tools.progress import ProgressFn
 
@@ -138,7 +138,7 @@ class Starting:
         """List the stores once built."""
         return self.ready().stores()
 
-    def sources(self) -> list[Passage]:
+    def sources(self) -> list[ShownPassage]:
         """Return the last search results once built."""
         return self.ready().sources()
 

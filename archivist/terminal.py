@@ -14,10 +14,10 @@ from rich.segment import Segment
 from rich.spinner import Spinner
 from rich.text import Text
 
-from archivist.agent.records import Passage, Turn
+from archivist.agent.records import ShownPassage, Turn
 from archivist.chat import invalid_line, sources_line, unsearched_line
-from archivist.printable import printable, printable_name
-from archivist.render import notice_text, tool_line
+from archivist.printable import printable
+from archivist.render import notice_text, place_text, tool_line
 from archivist.tools.progress import Event, Note, Retried, Searched, Thinking, Token
 
 
@@ -154,14 +154,23 @@ class RichView:
     def notice(self, text: str) -> None:
         self.info(text)
 
-    def sources(self, results: list[Passage]) -> None:
+    def sources(self, results: list[ShownPassage]) -> None:
         self._settle()
         if not results:
             self._print("No search results yet in this conversation.")
         for r in results:
-            title = Text(f"[{r['n']}] {printable_name(r['source'])} · score {r['score']:.3f}")
-            self.console.print(Rule(title, align="left"))
-            self.console.print(printable(r["text"]), markup=False, highlight=False)
+            cited = " · cited" if r["cited"] else ""
+            # Above the rule rather than in it: a rule cuts a long place short.
+            title = f"[{r['n']}] {place_text(r)} · score {r['score']:.3f}{cited}"
+            self.console.print(Rule(style="dim"))
+            self.console.print(Text(title, style="bold"), soft_wrap=True, highlight=False)
+            text, at = Text(), 0
+            for start, end in r["used"]:
+                text.append(printable(r["text"][at:start]))
+                text.append(printable(r["text"][start:end]), style="bold yellow")
+                at = end
+            text.append(printable(r["text"][at:]))
+            self.console.print(text, highlight=False)
 
 
 class News(Protocol):

@@ -14,8 +14,7 @@ from archivist.agent.records import ToolCall, Turn
 from archivist.agent.setup import AgentSetup
 from archivist.agent.turn import run_turn
 from archivist.home import ensure_home
-from archivist.printable import printable_name
-from archivist.render import tool_line
+from archivist.render import place_text, tool_line
 from archivist.tools.progress import ProgressFn
 
 _SCHEMA = """
@@ -197,9 +196,8 @@ def details(turn: dict[str, Any]) -> str:
                 mark = "  relevant" if verdict else "  irrelevant" if verdict is False else ""
                 if shown is not None and r["n"] not in shown:
                     mark += ", not shown"
-            source = printable_name(r["source"])
             lines.append(
-                f"  [{r['n']}] {source}  score {r['score']:.3f}  chunk {r['chunk_id']}{mark}"
+                f"  [{r['n']}] {place_text(r)}  score {r['score']:.3f}  chunk {r['chunk_id']}{mark}"
             )
         if call.get("grading_error"):
             lines.append(f"  grading failed (all kept): {call['grading_error']}")
@@ -209,8 +207,7 @@ def details(turn: dict[str, Any]) -> str:
         lines.append(f"Answer: {turn['answer']}")
     if turn["citations"]:
         lines.append(
-            "Citations: "
-            + "  ".join(f"[{c['n']}] {printable_name(c['source'])}" for c in turn["citations"])
+            "Citations: " + " · ".join(f"[{c['n']}] {place_text(c)}" for c in turn["citations"])
         )
     if turn["invalid_citations"]:
         lines.append(f"Cited but not retrieved: {turn['invalid_citations']}")

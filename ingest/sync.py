@@ -1,11 +1,12 @@
 """Name source files, hash them, and turn them into documents of chunks (finding them is
 `archivist.ingest.discovery`'s job)."""
 
+import bisect
 import functools
 import hashlib
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -121,6 +122,7 @@ def chunk_sections(
     chunks: list[Chunk] = []
     for n, section in enumerate(sections):
         split = split_text(section.text, splitter) if pieces is None else pieces[n]
+        line_of = _line_counter(section)
         for piece in split:
             metadata = {
                 **section.metadata,
@@ -128,8 +130,23 @@ def chunk_sections(
                 "start": piece.start,
                 "end": piece.end,
             }
+            if line_of is not None:
+                metadata["lines"] = [line_of(piece.start), line_of(max(piece.end - 1, piece.start))]
             chunks.append(Chunk(piece.text, source, len(chunks), metadata))
     return chunks
+
+
+_NEWLINE = re.compile("\n")
+
+
+def _line_counter(section: Section) -> Callable[[int], int] | None:
+    """The file line an offset into a section's text falls on, for text that is the file's
+    own lines (None for extracted text: a PDF page, a slide, a record)."""
+    if section.first_line is None:
+        return None
+    breaks = [match.start() for match in _NEWLINE.finditer(section.text)]
+    first = section.first_line
+    return lambda offset: first + bisect.bisect_left(breaks, offset)
 
 
 def load_sections(file: SourceFile, options: LoaderOptions | None = None) -> list[Section]:

@@ -25,8 +25,15 @@ def test_the_agent_searches_the_store_named_tool_and_cites_what_it_found(
     assert [r["n"] for r in call["results"]] == [1, 2, 3, 4, 5]
     first = call["results"][0]
     assert result["answer"].endswith("[1]")
+    # The citation names the passage's place: its heading path and lines in the file.
     assert result["citations"] == [
-        {"n": 1, "source": first["source"], "chunk_id": first["chunk_id"]}
+        {
+            "n": 1,
+            "source": first["source"],
+            "chunk_id": first["chunk_id"],
+            "heading": first["heading"],
+            "lines": first["lines"],
+        }
     ]
     assert result["invalid_citations"] == []
     # The model saw the tool, and got the results back as a tool message.

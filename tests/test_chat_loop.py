@@ -65,7 +65,7 @@ class ScriptedConversation:
         return [{"store": "docs", "chunks": 3, "description": "the docs", "in_use": True}]
 
     def sources(self):
-        return CALL["results"]
+        return [{**r, "cited": False, "used": []} for r in CALL["results"]]
 
     def scores(self):
         return score_legend("hybrid")

@@ -4,6 +4,8 @@ import re
 
 from chat_terminal import TOOL_LINE, ask, chat_requests, leave, spawn_chat
 
+from archivist.render import place_text
+
 REFUND_Q = "How many days do I have to ask for a refund?"
 
 
@@ -14,7 +16,8 @@ def test_a_question_streams_an_answer_with_its_tool_line_and_sources(ollama, hom
     # The echo of the question, then the tool line, the answer, the cited sources.
     assert TOOL_LINE.fullmatch(lines[1]), out
     assert lines[2].endswith("[1]")
-    assert re.fullmatch(r"Sources: \[1\] \S+\.md", lines[3])
+    # The cited passage's place: its file, heading path and lines.
+    assert re.fullmatch(r"Sources: \[1\] \S+\.md › .+, lines? \d+(–\d+)?", lines[3]), out
     assert leave(child) == 0
     # The answer was asked for as a stream, with the context window set explicitly.
     final = chat_requests(ollama)[-1]
@@ -47,7 +50,8 @@ def test_sources_stores_new_and_model_commands(ollama, home, archivist, store):
     flat = " ".join(sources.split())
     assert "Score: how far a passage stands out among the search's candidates" in flat
     for result in archivist.search(REFUND_Q.rstrip("?"), store):
-        assert f"[{result['rank']}] {result['source']} · score {result['score']:.3f}" in sources
+        title = f"[{result['rank']}] {place_text(result)} · score {result['score']:.3f}"
+        assert title in sources, sources
         assert " ".join(result["text"].split()) in flat
     chats = chat_requests(ollama)
     # After /new the model no longer sees the first conversation.

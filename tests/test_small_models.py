@@ -219,7 +219,7 @@ def test_chat_streams_no_call_text_and_says_when_a_model_did_not_search(fake, st
         rest = lines[len(words) :]
         assert tool_line.fullmatch(rest[0]), (shape, out)
         assert rest[1] == answer, (shape, out)
-        assert re.fullmatch(r"Sources: \[1\] \S+\.md", rest[2]), (shape, out)
+        assert re.fullmatch(r"Sources: \[1\] \S+\.md( › .+)?, lines? [\d–]+", rest[2]), (shape, out)
         assert len(rest) == 3, (shape, out)
         assert "search_shop_docs(query" not in out and '"name"' not in out
         assert "[TOOL_CALLS]" not in out and "```" not in out

@@ -24,7 +24,7 @@ from qdrant_client import QdrantClient, models
 from archivist.tools import sparse
 from archivist.tools.engine import Engine, held, indexing_aside, scroll_pages, turn_taking
 from archivist.tools.errors import ArchivistError, StoreMismatch, StoreNotFound
-from archivist.tools.passage import Passage
+from archivist.tools.passage import Passage, heading_path
 from archivist.tools.progress import Copied, ProgressFn, ignore
 from archivist.tools.ranking import (
     FUSION_DEPTH,
@@ -926,11 +926,6 @@ def _newest(versions: Iterable[SourceInfo]) -> dict[str, SourceInfo]:
         if best is None or (info.complete, info.ingested_at) > (best.complete, best.ingested_at):
             found[info.source] = info
     return dict(sorted(found.items()))
-
-
-def heading_path(metadata: dict[str, Any]) -> str:
-    """Join a chunk's heading path for display: `Refund Policy › Refund window`."""
-    return " › ".join(metadata.get("headings") or [])
 
 
 def version_key(source: str, doc_hash: str, doc_chunks: int, ingested_at: float) -> str:

@@ -55,11 +55,14 @@ class Section:
     """Text extracted from a file (a whole document, a page, or a record), with its metadata.
 
     `key` is set for a record with an id: the record is then its own source, `file#key`.
+    `first_line` is set where the text is the file's own lines (plain text, Markdown): the
+    file's line the text starts on, so each chunk can name its `lines`.
     """
 
     text: str
     metadata: dict[str, Any] = field(default_factory=dict)
     key: str | None = None
+    first_line: int | None = None
 
 
 @dataclass(frozen=True)

@@ -108,8 +108,10 @@ def _check_expansion(root: Any) -> None:
 
 def load_markdown(path: Path, options: LoaderOptions) -> list[Section]:
     """Load Markdown; YAML front matter becomes metadata."""
-    metadata, text = split_front_matter(read_text(path))
-    return [Section(text, metadata)]
+    whole = read_text(path)
+    metadata, text = split_front_matter(whole)
+    front = whole[: len(whole) - len(text)]
+    return [Section(text, metadata, first_line=1 + front.count("\n"))]
 
 
 def load_mdx(path: Path, options: LoaderOptions) -> list[Section]:
@@ -238,7 +240,7 @@ def load_rst(path: Path, options: LoaderOptions) -> list[Section]:
 
 def load_plain(path: Path, options: LoaderOptions) -> list[Section]:
     """Load a plain text file (source code and other text types named with --text-ext too)."""
-    return [Section(read_text(path))]
+    return [Section(read_text(path), first_line=1)]
 
 
 def html_to_markdown(html: str) -> tuple[str, str]:
