@@ -138,9 +138,10 @@ def test_a_missed_search_is_rewritten_and_the_new_search_finds_the_passage(setti
     assert 'Searched again for "refund within 30 days of delivery"' in reply
     assert set(shown_numbers(reply)) == set(second["kept"])
     assert result["answer"].endswith("[6]")
-    assert result["citations"] == [
-        {"n": 6, "source": "refund.md", "chunk_id": second["results"][0]["chunk_id"]}
-    ]
+    [citation] = result["citations"]
+    assert citation["n"] == 6 and citation["source"] == "refund.md"
+    assert citation["chunk_id"] == second["results"][0]["chunk_id"]
+    assert citation["heading"] == second["results"][0]["heading"]
     assert result["usage"]["rewrite_calls"] == 1 and result["usage"]["grade_calls"] == 2
 
 
