@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from archivist.agent.records import Passage
 from archivist.tools.errors import ArchivistError
-from archivist.tools.store import KnowledgeStore, SearchMode
+from archivist.tools.store import KnowledgeStore, SearchMode, tool_name
 from archivist.words import number
 
 NO_RESULTS = "No matching passages were found."
@@ -56,11 +56,6 @@ class SearchArgs(BaseModel):
         if value is None or value.strip().lower() in ("", "*", "all", "any", "none", "null"):
             return None
         return value.strip()
-
-
-def tool_name(store_name: str) -> str:
-    """Name the retrieval tool after its store."""
-    return f"search_{store_name}"
 
 
 def format_results(

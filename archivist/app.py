@@ -1,5 +1,7 @@
 """The application: stores, models and graphs wired from the settings, one call per command."""
 
+from __future__ import annotations
+
 import math
 import time
 from collections.abc import Sequence
@@ -7,12 +9,9 @@ from contextlib import AbstractContextManager
 from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any
 
-from archivist import failures, models, stores
+from archivist import failures, stores
 from archivist.agent.records import EventFn, Passage, Turn
-from archivist.agent.retrieval import make_retrieval_tool, search_alone
-from archivist.agent.setup import AgentSetup, StoreTool, build_setup
 from archivist.settings import Settings
-from archivist.tools.embedding import PrefixedEmbeddings
 from archivist.tools.engine import writing as engine_writing
 from archivist.tools.errors import ArchivistError
 from archivist.tools.store import (
@@ -20,13 +19,17 @@ from archivist.tools.store import (
     SearchMode,
     connect,
 )
-from archivist.turnlog import TurnLog, logged_turn
 
+# A command imports what it uses when it uses it: listing stores needs neither LangChain nor
+# the model factory (docs/performance.md, "Start-up").
 if TYPE_CHECKING:
     from archivist.agent.langchain import StoreRetriever
+    from archivist.agent.setup import AgentSetup, StoreTool
     from archivist.ingest.pipeline import IngestReport
     from archivist.ingest.request import IngestRequest
+    from archivist.tools.embedding import PrefixedEmbeddings
     from archivist.tools.progress import ProgressFn
+    from archivist.turnlog import TurnLog
 
 
 class Archivist:
@@ -56,6 +59,8 @@ class Archivist:
     @cached_property
     def embeddings(self):
         """The embedding model, with its task prefixes."""
+        from archivist import models
+
         return models.embeddings(self.settings)
 
     def close(self) -> None:
@@ -78,7 +83,7 @@ class Archivist:
 
     def store(self, name: str, must_exist: bool = True) -> KnowledgeStore:
         """Return the named store; by default it must exist and be readable by this release."""
-        return stores.open_store(self.client, self.settings, self.embeddings, name, must_exist)
+        return stores.open_store(self.client, self.settings, name, must_exist)
 
     def delete_source(self, store: str, source: str) -> int:
         """Remove one source's chunks from a store; return how many there were."""
@@ -91,13 +96,13 @@ class Archivist:
 
     def ingest(
         self,
-        request: "IngestRequest | Sequence[str]",
+        request: IngestRequest | Sequence[str],
         store: str | None = None,
         *,
-        on_progress: "ProgressFn | None" = None,
+        on_progress: ProgressFn | None = None,
         release: bool = False,
         **options: Any,
-    ) -> "IngestReport":
+    ) -> IngestReport:
         """Bring a store in sync with files and folders; return the ingest report.
 
         Give an `IngestRequest`, or the paths, the store and its options, which
@@ -106,6 +111,7 @@ class Archivist:
         what was written as it closes), within the report's `seconds`. The decisions are
         the write path's (`archivist.ingest.pipeline`).
         """
+        from archivist import models
         from archivist.ingest.pipeline import plan_ingest
         from archivist.ingest.request import IngestRequest
 
@@ -140,6 +146,8 @@ class Archivist:
         mmr: float | None = None,
     ) -> list[Passage]:
         """Run the retrieval tool alone and return its results."""
+        from archivist.agent.retrieval import search_alone
+
         with self.released_on_failure():
             opened = self.store(store)
             tool = self.retrieval_tool(opened, k, mode, min_score, mmr)
@@ -165,6 +173,8 @@ class Archivist:
     @cached_property
     def turn_log(self) -> TurnLog:
         """The log of every turn answered by `ask` and `chat`."""
+        from archivist.turnlog import TurnLog
+
         return TurnLog(self.settings.log_path)
 
     def retrieval_tool(
@@ -176,6 +186,8 @@ class Archivist:
         mmr: float | None = None,
     ):
         """Build a store's retrieval tool with the settings, overridden by any values given."""
+        from archivist.agent.retrieval import make_retrieval_tool
+
         if min_score is not None and not math.isfinite(min_score):
             raise ArchivistError(
                 f"--min-score {min_score} is not a score.", "Give a finite number, like 0.3."
@@ -191,6 +203,8 @@ class Archivist:
         )
 
     def _store_tool(self, name: str) -> StoreTool:
+        from archivist.agent.setup import StoreTool
+
         store = self.store(name)
         about = store.description or f"documents in the {name} store"
         return StoreTool(self.retrieval_tool(store), about)
@@ -210,6 +224,9 @@ class Archivist:
         The model runs at temperature 0; `seed` fixes its sampling where the model honours it.
         `grade` (default: the setting) grades each search's passages with the same model.
         """
+        from archivist import models
+        from archivist.agent.setup import build_setup
+
         if not stores:
             raise ArchivistError("No store given.", "Name one with --store NAME.")
         s = self.settings
@@ -242,6 +259,8 @@ class Archivist:
         """Answer one question in a fresh conversation, log it; return the `ask --json` object.
 
         `on_event` hears the turn as it runs, as `run_turn` describes."""
+        from archivist.turnlog import logged_turn
+
         if not question.strip():
             raise ArchivistError(
                 "The question is empty.", 'Ask something: archivist ask "How do refunds work?"'
@@ -258,7 +277,7 @@ class Archivist:
         k: int | None = None,
         mode: SearchMode | None = None,
         source: str | None = None,
-    ) -> "StoreRetriever":
+    ) -> StoreRetriever:
         """Return a store as a LangChain retriever: the passages as Documents, best first."""
         from archivist.agent.langchain import StoreRetriever
 
