@@ -24,6 +24,7 @@ from archivist.tools.store import (
 # the model factory (docs/performance.md, "Start-up").
 if TYPE_CHECKING:
     from archivist.agent.langchain import StoreRetriever
+    from archivist.agent.retrieval import QueryEmbeddings
     from archivist.agent.setup import AgentSetup, StoreTool
     from archivist.ingest.pipeline import IngestReport
     from archivist.ingest.request import IngestRequest
@@ -146,20 +147,41 @@ class Archivist:
         mmr: float | None = None,
     ) -> list[Passage]:
         """Run the retrieval tool alone and return its results."""
-        from archivist.agent.retrieval import search_alone
+        from archivist.agent.retrieval import search_once
 
+        s = self.settings
         with self.released_on_failure():
             opened = self.store(store)
-            tool = self.retrieval_tool(opened, k, mode, min_score, mmr)
+            self._check_min_score(min_score)
+            embedder = self.query_embeddings_for(opened)
             try:
-                return search_alone(tool, query, source)
+                return search_once(
+                    opened,
+                    embedder,
+                    query,
+                    source,
+                    k or s.k,
+                    mode or s.search_mode,
+                    s.min_score if min_score is None else min_score,
+                    s.mmr if mmr is None else mmr,
+                )
             except ArchivistError:
                 raise
             except Exception as exc:
-                error = self.query_error(opened, exc)
+                error = failures.query_error(self.settings, opened, embedder, exc)
                 if error is exc:
                     raise
                 raise error from None
+
+    def query_embeddings_for(self, store: KnowledgeStore) -> QueryEmbeddings:
+        """The query side of the embedding model a store was built with: the model factory's
+        when it is built already, else one request's worth (no LangChain to import)."""
+        if "embeddings" in self.__dict__:
+            return self.embeddings_for(store)
+        from archivist import query_embedding
+
+        model, *prefixes = stores.store_embedder(self.settings, store)
+        return query_embedding.query_embedder(self.settings, model, (prefixes[0], prefixes[1]))
 
     def query_error(self, store: KnowledgeStore, exc: Exception) -> Exception:
         """Word an expected failure of a query to `store` with its fix (else return `exc`)."""
@@ -188,10 +210,7 @@ class Archivist:
         """Build a store's retrieval tool with the settings, overridden by any values given."""
         from archivist.agent.retrieval import make_retrieval_tool
 
-        if min_score is not None and not math.isfinite(min_score):
-            raise ArchivistError(
-                f"--min-score {min_score} is not a score.", "Give a finite number, like 0.3."
-            )
+        self._check_min_score(min_score)
         s = self.settings
         return make_retrieval_tool(
             store,
@@ -201,6 +220,13 @@ class Archivist:
             s.min_score if min_score is None else min_score,
             s.mmr if mmr is None else mmr,
         )
+
+    @staticmethod
+    def _check_min_score(min_score: float | None) -> None:
+        if min_score is not None and not math.isfinite(min_score):
+            raise ArchivistError(
+                f"--min-score {min_score} is not a score.", "Give a finite number, like 0.3."
+            )
 
     def _store_tool(self, name: str) -> StoreTool:
         from archivist.agent.setup import StoreTool
