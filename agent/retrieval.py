@@ -1,18 +1,27 @@
-"""The retrieval tool: one `search_<store>` tool per store, returning numbered passages."""
+"""The retrieval tool: one `search_<store>` tool per store, returning numbered passages.
 
-from collections.abc import Sequence
+LangChain's tool classes are imported when a tool is built: `archivist search` runs the same
+search without them (`search_once`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
 from html import escape
+from typing import TYPE_CHECKING, Protocol
 
-from langchain_core.embeddings import Embeddings
-from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from archivist.agent.records import Passage
-from archivist.agent.rerank import Reranker
 from archivist.tools.errors import ArchivistError
 from archivist.tools.passage import place
-from archivist.tools.store import KnowledgeStore, SearchMode
+from archivist.tools.store import KnowledgeStore, SearchMode, tool_name
 from archivist.words import number
+
+if TYPE_CHECKING:
+    from langchain_core.tools import BaseTool
+
+    from archivist.agent.rerank import Reranker
 
 NO_RESULTS = "No matching passages were found."
 # Up to this many sources are named in the tool's description, so a model can filter by one.
@@ -58,11 +67,6 @@ class SearchArgs(BaseModel):
         if value is None or value.strip().lower() in ("", "*", "all", "any", "none", "null"):
             return None
         return value.strip()
-
-
-def tool_name(store_name: str) -> str:
-    """Name the retrieval tool after its store."""
-    return f"search_{store_name}"
 
 
 def format_results(
@@ -125,22 +129,29 @@ def examples(names: Sequence[str], n: int = 5) -> list[str]:
     return picked
 
 
-def make_retrieval_tool(
+class QueryEmbeddings(Protocol):
+    """What a search needs of an embedding model: a query's vector."""
+
+    def embed_query(self, text: str) -> list[float]: ...
+
+
+class UnknownSource(ValueError):
+    """A search's `source` names nothing in the store (the message lists what it could)."""
+
+
+def store_search(
     store: KnowledgeStore,
-    embeddings: Embeddings,
+    embeddings: QueryEmbeddings,
     k: int = 5,
     mode: SearchMode = "hybrid",
     min_score: float | None = None,
     mmr: float | None = None,
     reranker: Reranker | None = None,
-) -> BaseTool:
-    """Build the `search_<store>` tool over a store; its artifact is the list of results.
-
-    A `source` that names nothing in the store is an error the model can read and correct:
-    the message lists sources it could use instead. With a `reranker`, the search fetches its
-    candidates and the reranker's top k are the results (a `Reranked` list, which says what
-    reranking cost).
-    """
+) -> Callable[[str, str | None], tuple[str, list[Passage]]]:
+    """The search a store's tool runs: (query, source) → the passages rendered for the model,
+    and the passages. A `source` that names nothing in the store raises `UnknownSource`.
+    With a `reranker`, the search fetches its candidates and the reranker's top k are the
+    results (a `Reranked` list, which says what reranking cost)."""
     name = tool_name(store.name)
 
     def search(query: str, source: str | None = None) -> tuple[str, list[Passage]]:
@@ -150,7 +161,7 @@ def make_retrieval_tool(
             if not sources:
                 known = store.source_names()
                 sample = ", ".join(known[:LISTED_SOURCES]) or "none"
-                raise ToolException(
+                raise UnknownSource(
                     f"No source in '{store.name}' matches '{source}'. Sources include: "
                     f"{sample}. Call {name} again with one of them, or without `source`."
                 )
@@ -166,33 +177,72 @@ def make_retrieval_tool(
             results = reranker(query, results, k)
         return format_results(name, query, results, source=source), results
 
+    return search
+
+
+def make_retrieval_tool(
+    store: KnowledgeStore,
+    embeddings: QueryEmbeddings,
+    k: int = 5,
+    mode: SearchMode = "hybrid",
+    min_score: float | None = None,
+    mmr: float | None = None,
+    reranker: Reranker | None = None,
+) -> BaseTool:
+    """Build the `search_<store>` tool over a store; its artifact is the list of results
+    (reranked by `reranker`, if given, as `store_search` says).
+
+    A `source` that names nothing in the store is an error the model can read and correct:
+    the message lists sources it could use instead.
+    """
+    from langchain_core.tools import StructuredTool, ToolException
+
+    run = store_search(store, embeddings, k, mode, min_score, mmr, reranker)
+
+    def search(query: str, source: str | None = None) -> tuple[str, list[Passage]]:
+        try:
+            return run(query, source)
+        except UnknownSource as exc:
+            raise ToolException(str(exc)) from None
+
     return StructuredTool.from_function(
         func=search,
-        name=name,
+        name=tool_name(store.name),
         description=describe(store),
         args_schema=SearchArgs,
         response_format="content_and_artifact",
     )
 
 
-def search_alone(tool: BaseTool, query: str, source: str | None = None) -> list[Passage]:
-    """Run a retrieval tool outside any agent (`archivist search`); return its results.
+def search_once(
+    store: KnowledgeStore,
+    embeddings: QueryEmbeddings,
+    query: str,
+    source: str | None = None,
+    k: int = 5,
+    mode: SearchMode = "hybrid",
+    min_score: float | None = None,
+    mmr: float | None = None,
+    reranker: Reranker | None = None,
+) -> list[Passage]:
+    """Run a store's search outside any agent (`archivist search`), its arguments checked as
+    the tool checks a model's; return its results.
 
     What a model would read as an error to correct becomes an ArchivistError for a person.
     """
-    store = tool.name.removeprefix("search_")
     args = {"query": query, **({"source": source} if source else {})}
     try:
-        message = tool.invoke(
-            {"name": tool.name, "args": args, "id": "search", "type": "tool_call"}
+        checked = SearchArgs.model_validate(args)
+        _, results = store_search(store, embeddings, k, mode, min_score, mmr, reranker)(
+            checked.query, checked.source
         )
-    except ToolException as exc:
+    except UnknownSource as exc:
         raise ArchivistError(
             str(exc).split(" Call ", 1)[0],
-            f"Use --source with one of them (archivist sources --store {store} lists all), "
-            "or leave it out.",
+            f"Use --source with one of them (archivist sources --store {store.name} lists "
+            "all), or leave it out.",
         ) from None
     except ValidationError as exc:
         problems = "; ".join(e["msg"] for e in exc.errors())
         raise ArchivistError(f"Invalid search: {problems}.") from None
-    return message.artifact
+    return results

@@ -1,5 +1,7 @@
 """The application: stores, models and graphs wired from the settings, one call per command."""
 
+from __future__ import annotations
+
 import math
 import time
 from collections.abc import Sequence
@@ -9,14 +11,10 @@ from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from archivist import failures, models, stores
+from archivist import failures, stores
 from archivist.agent.records import Passage, Turn
-from archivist.agent.rerank import Reranker
-from archivist.agent.retrieval import make_retrieval_tool, search_alone
-from archivist.agent.setup import AgentSetup, StoreTool, build_setup
 from archivist.home import ensure_home
 from archivist.settings import Settings
-from archivist.tools.embedding import PrefixedEmbeddings
 from archivist.tools.engine import writing as engine_writing
 from archivist.tools.errors import ArchivistError
 from archivist.tools.store import (
@@ -24,13 +22,19 @@ from archivist.tools.store import (
     SearchMode,
     connect,
 )
-from archivist.turnlog import TurnLog, logged_turn
 
+# A command imports what it uses when it uses it: listing stores needs neither LangChain nor
+# the model factory (docs/performance.md, "Start-up").
 if TYPE_CHECKING:
     from archivist.agent.langchain import StoreRetriever
+    from archivist.agent.rerank import Reranker
+    from archivist.agent.retrieval import QueryEmbeddings
+    from archivist.agent.setup import AgentSetup, StoreTool
     from archivist.ingest.pipeline import IngestReport
     from archivist.ingest.request import IngestRequest
+    from archivist.tools.embedding import PrefixedEmbeddings
     from archivist.tools.progress import ProgressFn
+    from archivist.turnlog import TurnLog
 
 
 class Archivist:
@@ -62,6 +66,8 @@ class Archivist:
     @cached_property
     def embeddings(self):
         """The embedding model, with its task prefixes."""
+        from archivist import models
+
         return models.embeddings(self.settings)
 
     def close(self) -> None:
@@ -84,7 +90,7 @@ class Archivist:
 
     def store(self, name: str, must_exist: bool = True) -> KnowledgeStore:
         """Return the named store; by default it must exist and be readable by this release."""
-        return stores.open_store(self.client, self.settings, self.embeddings, name, must_exist)
+        return stores.open_store(self.client, self.settings, name, must_exist)
 
     def delete_source(self, store: str, source: str) -> int:
         """Remove one source's chunks from a store; return how many there were."""
@@ -118,7 +124,7 @@ class Archivist:
             (name, root) for name in names for root in RootSet.of(self.store(name).info()).roots
         ]
 
-    def sync_request(self, store: str, root: Any) -> "IngestRequest":
+    def sync_request(self, store: str, root: Any) -> IngestRequest:
         """The ingest run that brings one recorded root of a store up to date: the root read
         again with its recorded options, its deleted files removed."""
         from archivist.ingest.request import IngestRequest
@@ -133,20 +139,20 @@ class Archivist:
             )
         return IngestRequest.build([root.location], store, prune=True, **request_arguments(root))
 
-    def stores(self, only: "Sequence[str] | None" = None) -> list[dict[str, Any]]:
+    def stores(self, only: Sequence[str] | None = None) -> list[dict[str, Any]]:
         """List the stores (or those of `only`) with their size, embedding model, sparse
         scheme and description; a damaged one with what is wrong and its fix instead."""
         return stores.describe_stores(self.client, only)
 
     def ingest(
         self,
-        request: "IngestRequest | Sequence[str]",
+        request: IngestRequest | Sequence[str],
         store: str | None = None,
         *,
-        on_progress: "ProgressFn | None" = None,
+        on_progress: ProgressFn | None = None,
         release: bool = False,
         **options: Any,
-    ) -> "IngestReport":
+    ) -> IngestReport:
         """Bring a store in sync with files and folders; return the ingest report.
 
         Give an `IngestRequest`, or the paths, the store and its options, which
@@ -155,6 +161,7 @@ class Archivist:
         what was written as it closes), within the report's `seconds`. The decisions are
         the write path's (`archivist.ingest.pipeline`).
         """
+        from archivist import models
         from archivist.ingest.pipeline import plan_ingest
         from archivist.ingest.request import IngestRequest
 
@@ -193,18 +200,42 @@ class Archivist:
     ) -> list[Passage]:
         """Run the retrieval tool alone and return its results: a `Reranked` list when the
         settings name a rerank model and `rerank` is not False."""
+        from archivist.agent.retrieval import search_once
+
+        s = self.settings
         with self.released_on_failure():
             opened = self.store(store)
-            tool = self.retrieval_tool(opened, k, mode, min_score, mmr, rerank)
+            self._check_min_score(min_score)
+            embedder = self.query_embeddings_for(opened)
             try:
-                return search_alone(tool, query, source)
+                return search_once(
+                    opened,
+                    embedder,
+                    query,
+                    source,
+                    k or s.k,
+                    mode or s.search_mode,
+                    s.min_score if min_score is None else min_score,
+                    s.mmr if mmr is None else mmr,
+                    self.reranker if rerank else None,
+                )
             except ArchivistError:
                 raise
             except Exception as exc:
-                error = self.query_error(opened, exc)
+                error = failures.query_error(self.settings, opened, embedder, exc)
                 if error is exc:
                     raise
                 raise error from None
+
+    def query_embeddings_for(self, store: KnowledgeStore) -> QueryEmbeddings:
+        """The query side of the embedding model a store was built with: the model factory's
+        when it is built already, else one request's worth (no LangChain to import)."""
+        if "embeddings" in self.__dict__:
+            return self.embeddings_for(store)
+        from archivist import query_embedding
+
+        model, *prefixes = stores.store_embedder(self.settings, store)
+        return query_embedding.query_embedder(self.settings, model, (prefixes[0], prefixes[1]))
 
     def query_error(self, store: KnowledgeStore, exc: Exception) -> Exception:
         """Word an expected failure of a query to `store` with its fix (else return `exc`)."""
@@ -218,6 +249,8 @@ class Archivist:
     @cached_property
     def turn_log(self) -> TurnLog:
         """The log of every turn answered by `ask` and `chat`."""
+        from archivist.turnlog import TurnLog
+
         return TurnLog(self.settings.log_path)
 
     @cached_property
@@ -226,6 +259,9 @@ class Archivist:
         s = self.settings
         if not s.rerank_model:
             return None
+        from archivist import models
+        from archivist.agent.rerank import Reranker
+
         with models.explained(s):
             score = models.relevance_scorer(s, s.rerank_model)
         return Reranker(score, s.rerank_model, s.rerank_candidates, s.rerank_parallel)
@@ -241,13 +277,13 @@ class Archivist:
     ):
         """Build a store's retrieval tool with the settings, overridden by any values given.
 
-        Every search of the application goes through it — `search`, the agent's tools,
-        retrieve-then-answer, MCP, the LangChain retriever — so each is reranked when the
-        settings name a rerank model (unless `rerank` is False)."""
-        if min_score is not None and not math.isfinite(min_score):
-            raise ArchivistError(
-                f"--min-score {min_score} is not a score.", "Give a finite number, like 0.3."
-            )
+        Every search of the application goes through it — the agent's tools,
+        retrieve-then-answer, MCP, the LangChain retriever — or through `search_once` with the
+        same arguments (`search`), so each is reranked when the settings name a rerank model
+        (unless `rerank` is False)."""
+        from archivist.agent.retrieval import make_retrieval_tool
+
+        self._check_min_score(min_score)
         s = self.settings
         return make_retrieval_tool(
             store,
@@ -259,7 +295,16 @@ class Archivist:
             self.reranker if rerank else None,
         )
 
+    @staticmethod
+    def _check_min_score(min_score: float | None) -> None:
+        if min_score is not None and not math.isfinite(min_score):
+            raise ArchivistError(
+                f"--min-score {min_score} is not a score.", "Give a finite number, like 0.3."
+            )
+
     def _store_tool(self, name: str, rerank: bool = True) -> StoreTool:
+        from archivist.agent.setup import StoreTool
+
         store = self.store(name)
         about = store.description or f"documents in the {name} store"
         return StoreTool(self.retrieval_tool(store, rerank=rerank), about)
@@ -281,6 +326,9 @@ class Archivist:
         `grade` (default: the setting) grades each search's passages with the same model;
         `rerank` False leaves out the reranking the settings ask for.
         """
+        from archivist import models
+        from archivist.agent.setup import build_setup
+
         if not stores:
             raise ArchivistError("No store given.", "Name one with --store NAME.")
         s = self.settings
@@ -308,11 +356,13 @@ class Archivist:
         model: str | None = None,
         think: bool | None = None,
         grade: bool | None = None,
-        on_event: "ProgressFn | None" = None,
+        on_event: ProgressFn | None = None,
     ) -> Turn:
         """Answer one question in a fresh conversation, log it; return the `ask --json` object.
 
         `on_event` hears the turn as it runs, as `run_turn` describes."""
+        from archivist.turnlog import logged_turn
+
         if not question.strip():
             raise ArchivistError(
                 "The question is empty.", 'Ask something: archivist ask "How do refunds work?"'
@@ -329,7 +379,7 @@ class Archivist:
         k: int | None = None,
         mode: SearchMode | None = None,
         source: str | None = None,
-    ) -> "StoreRetriever":
+    ) -> StoreRetriever:
         """Return a store as a LangChain retriever: the passages as Documents, best first."""
         from archivist.agent.langchain import StoreRetriever
 

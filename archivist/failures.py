@@ -1,14 +1,18 @@
 """Failures worded for the user: a query's missing model named as its store's own, and a
 failed call that releases the store it opened."""
 
+from __future__ import annotations
+
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
-from archivist import models
 from archivist.settings import Settings, mask_url
-from archivist.tools.embedding import PrefixedEmbeddings
-from archivist.tools.errors import ModelMissing
-from archivist.tools.store import KnowledgeStore
+from archivist.tools.errors import ArchivistError, ModelMissing
+
+if TYPE_CHECKING:
+    from archivist.tools.embedding import PrefixedEmbeddings
+    from archivist.tools.store import KnowledgeStore
 
 
 def query_error(
@@ -20,6 +24,8 @@ def query_error(
     A missing embedding model is named as the store's own: its queries need that model,
     whichever is configured for new stores.
     """
+    from archivist import models
+
     error = models.explain(exc, settings)
     if error is None:
         return exc
@@ -56,8 +62,16 @@ def released_on_failure(
     that use it.
     """
     try:
-        with models.explained(settings, doing, then):
+        try:
             yield
+        except Exception as exc:
+            if isinstance(exc, ArchivistError):
+                raise
+            # The model factory (and its imports) only when there is a failure to word.
+            from archivist import models
+
+            with models.explained(settings, doing, then):
+                raise
     except BaseException:
         if release is not None:
             release()

@@ -1,24 +1,37 @@
 """The stores of one home or server: opened and checked, listed, and copied for another
 embedding model (the embedder comparison)."""
 
+from __future__ import annotations
+
 import hashlib
 import re
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from archivist import models
-from archivist.agent.retrieval import tool_name
 from archivist.settings import Settings
-from archivist.tools.embedding import PrefixedEmbeddings, default_prefixes
 from archivist.tools.errors import ArchivistError, StoreDamaged
+from archivist.tools.prefixes import default_prefixes
 from archivist.tools.store import (
     Chunk,
     KnowledgeStore,
     fingerprints_match,
     finish_swaps,
     list_stores,
+    tool_name,
 )
+
+if TYPE_CHECKING:
+    from archivist.tools.embedding import PrefixedEmbeddings
+
+
+def store_embedder(settings: Settings, store: KnowledgeStore) -> tuple[str, str, str]:
+    """The embedding model a store was built with and its (document, query) prefixes, from
+    its fingerprint (the configured model for a store that names none)."""
+    built = store.fingerprint
+    name = built.get("embed_model") or settings.embed_model
+    default = default_prefixes(name)
+    return name, built.get("document_prefix", default[0]), built.get("query_prefix", default[1])
 
 
 def embeddings_for(
@@ -26,33 +39,37 @@ def embeddings_for(
 ) -> PrefixedEmbeddings:
     """The embedding model a store was built with, with its prefixes: its queries are
     embedded as its chunks were, whatever model is configured (`configured`) for new stores."""
-    built = store.fingerprint
-    name = built.get("embed_model") or settings.embed_model
-    default = default_prefixes(name)
-    prefixes = (built.get("document_prefix", default[0]), built.get("query_prefix", default[1]))
+    from archivist import models
+
+    name, *prefixes = store_embedder(settings, store)
     if (name, *prefixes) == (
         configured.model,
         configured.document_prefix,
         configured.query_prefix,
     ):
         return configured
-    return models.embeddings(settings, name, prefixes)
+    return models.embeddings(settings, name, (prefixes[0], prefixes[1]))
 
 
-def open_store(
-    client, settings: Settings, configured: PrefixedEmbeddings, name: str, must_exist: bool
-) -> KnowledgeStore:
+def open_store(client, settings: Settings, name: str, must_exist: bool) -> KnowledgeStore:
     """Return the named store, a swap left midway finished; with `must_exist`, it must exist
-    and be readable by this release."""
+    and be readable by this release (no embedding model is built for the check)."""
     store = KnowledgeStore(client, name, settings.server_layout)
     store.finish_swap()
     if must_exist:
-        embedder = embeddings_for(settings, configured, store)
-        store.check(embedder.fingerprint(store.fingerprint.get("dimension")))
+        model, document_prefix, query_prefix = store_embedder(settings, store)
+        store.check(
+            {
+                "embed_model": model,
+                "dimension": store.fingerprint.get("dimension"),
+                "document_prefix": document_prefix,
+                "query_prefix": query_prefix,
+            }
+        )
     return store
 
 
-def describe_stores(client, only: "Sequence[str] | None" = None) -> list[dict[str, Any]]:
+def describe_stores(client, only: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """List the stores (or those of `only`) with their size, embedding model, sparse scheme
     and description; a damaged store with what is wrong with it and its fix."""
     listing = []
@@ -99,6 +116,8 @@ def embedder_store(
     and reused while its chunks and the model's fingerprint are the same. Return what was
     used: the store, whether it was reused, the seconds its build took, its size, and
     whether the model is a chat model (which embeds poorly) rather than an embedder."""
+    from archivist import models
+
     with models.explained(settings):
         info = models.show(settings, embed_model)
         embedder = models.embeddings(settings, embed_model)

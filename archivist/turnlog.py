@@ -1,5 +1,7 @@
 """The turn log: every answered (or failed) turn, in SQLite, to list and inspect later."""
 
+from __future__ import annotations
+
 import json
 import sqlite3
 import stat
@@ -8,14 +10,15 @@ from collections.abc import Iterator, Sequence
 from contextlib import closing, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from archivist.agent.records import ToolCall, Turn
-from archivist.agent.setup import AgentSetup
-from archivist.agent.turn import run_turn
 from archivist.home import ensure_home
 from archivist.render import place_text, tool_line
 from archivist.tools.progress import ProgressFn
+
+if TYPE_CHECKING:  # listing the log needs no agent (nor LangGraph)
+    from archivist.agent.setup import AgentSetup
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS turns (
@@ -137,6 +140,8 @@ def logged_turn(
     on_event: ProgressFn | None = None,
 ) -> Turn:
     """Run a turn and log it; a failed or stopped turn is logged with its error."""
+    from archivist.agent.turn import run_turn
+
     started = time.perf_counter()
     try:
         result = run_turn(setup, question, thread_id, on_event)

@@ -629,6 +629,157 @@ def cli_times(fake: FakeOllamaProcess, home: Path, runs: int) -> dict[str, float
     }
 
 
+def run_cli(args: list[str], env: dict[str, str]) -> tuple[float, float, str]:
+    """Run `archivist ARGS` as a user does: a process from start to exit. Return its wall
+    seconds, the CPU seconds of the process and of the children it waited for (its ingest
+    helper, its index builds), from the kernel's rusage of it (os.wait4), and its stdout."""
+    exe = str(Path(sys.executable).with_name("archivist"))
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as errors:
+        started = time.perf_counter()
+        child = subprocess.Popen([exe, *args], env=env, stdout=out, stderr=errors)
+        _, status, usage = os.wait4(child.pid, 0)
+        wall = time.perf_counter() - started
+        child.returncode = os.waitstatus_to_exitcode(status)
+        if child.returncode:
+            errors.seek(0)
+            message = errors.read().decode("utf-8", "replace")[-2000:]
+            raise RuntimeError(f"archivist {' '.join(args)} failed: {message}")
+        out.seek(0)
+        return wall, usage.ru_utime + usage.ru_stime, out.read().decode("utf-8", "replace")
+
+
+def _median_runs(args: list[str], env: dict[str, str], runs: int) -> dict[str, float]:
+    """Median wall and CPU seconds of `runs` runs of a command."""
+    walls, cpus = [], []
+    for _ in range(runs):
+        wall, cpu, _ = run_cli(args, env)
+        walls.append(wall)
+        cpus.append(cpu)
+    return {
+        "wall_s": round(statistics.median(walls), 3),
+        "cpu_s": round(statistics.median(cpus), 3),
+    }
+
+
+def cli_commands(config: Config, work: Path) -> dict[str, Any]:
+    """Every command as a user runs it, a process from start to exit, on a store of the
+    mixed corpus: the ingest against the char-cost embedder (its wall against the floor of
+    the requests it sent, and the characters sent against the corpus's), the unchanged
+    re-ingest, then `stores`, `sources`, `logs` and `search` (an instant embedder) — wall,
+    and CPU from the child's rusage."""
+    corpus = make_corpus(
+        work / "cli-corpus", config.mixed_files, config.mixed_file_chars, 5, chinese_every=2
+    )
+    chars = sum(len(p.read_text(encoding="utf-8")) for p in corpus.rglob("*.md"))
+    home = work / "cli-store-home"
+    env = {**os.environ, "ARCHIVIST_HOME": str(home)}
+    env.pop("QDRANT_URL", None)
+    found: dict[str, Any] = {"files": config.mixed_files, "chars": chars}
+    ingest = ["ingest", str(corpus), "--store", "mixed", "--json"]
+    with FakeOllamaProcess(
+        embed_delay=config.char_embed_delay,
+        embed_delay_per_text=config.char_embed_delay_per_text,
+        embed_delay_per_char=config.char_embed_delay_per_kchar / 1000,
+        embed_concurrency=config.embed_concurrency,
+    ) as fake:
+        env["OLLAMA_HOST"] = fake.url
+        wall, cpu, out = run_cli(ingest, env)
+        sizes = fake.sizes("/api/embed")
+        report = json.loads(out)
+        floor = sent_floor(config, sizes)
+        found["ingest"] = {
+            "wall_s": round(wall, 2),
+            "cpu_s": round(cpu, 2),
+            "chunks": report["points"],
+            "floor_s": round(floor, 2),
+            "sent": {
+                "requests": len(sizes),
+                "texts": sum(n for n, _ in sizes),
+                "chars": sum(c for _, c in sizes),
+            },
+            "longest_embed_gap_s": round(longest_gap(fake.times("/api/embed")), 2),
+        }
+        walls, cpus, requests = [], [], []
+        for _ in range(config.cli_runs):
+            fake.clear()
+            wall, cpu, out = run_cli(ingest, env)
+            walls.append(wall)
+            cpus.append(cpu)
+            requests.append(len(fake.times("/api/embed")))
+        found["reingest"] = {
+            "wall_s": round(statistics.median(walls), 3),
+            "cpu_s": round(statistics.median(cpus), 3),
+            "unchanged": len(json.loads(out)["unchanged"]),
+            "embed_requests": max(requests),
+        }
+    with FakeOllamaProcess() as fake:  # instant: what is left is our own work
+        env["OLLAMA_HOST"] = fake.url
+        runs = config.cli_runs
+        found["help"] = _median_runs(["--help"], env, runs)
+        found["stores"] = _median_runs(["stores"], env, runs)
+        found["sources"] = _median_runs(["sources", "--store", "mixed"], env, runs)
+        found["logs"] = _median_runs(["logs"], env, runs)
+        query = ["search", "how many days for a refund of the tent", "--store", "mixed"]
+        found["search"] = _median_runs(query, env, runs)
+    return found
+
+
+def command_rows(r: dict[str, Any], ok: Callable[[bool], str]) -> list[tuple[str, str, str, str]]:
+    """The commands as processes: each figure beside its target."""
+    c = r.get("commands")
+    if not c:
+        return []
+
+    def cpu_row(label: str, key: str, target: float) -> tuple[str, str, str, str]:
+        found = c[key]
+        return (
+            label,
+            f"{found['cpu_s']:.2f} s CPU ({found['wall_s']:.2f} s wall)",
+            f"≤ {target:g} s CPU",
+            ok(found["cpu_s"] <= target),
+        )
+
+    ing, re_ = c["ingest"], c["reingest"]
+    ratio = _ratio(ing["wall_s"], ing["floor_s"])
+    sent_ratio = ing["sent"]["chars"] / c["chars"]
+    return [
+        cpu_row("`archivist --help` (a process)", "help", 0.35),
+        cpu_row("`archivist stores` (a process)", "stores", 0.35),
+        cpu_row("`archivist sources --store S` (a process)", "sources", 0.35),
+        cpu_row("`archivist logs` (a process)", "logs", 0.35),
+        cpu_row('`archivist search "…" --store S`, instant embedder (a process)', "search", 0.5),
+        (
+            f"`archivist ingest` of the unchanged {c['files']} files (a process)",
+            f"{re_['wall_s']:.2f} s wall ({re_['cpu_s']:.2f} s CPU), "
+            f"{re_['embed_requests']} embed requests",
+            "≤ 1.0 s wall, 0 requests",
+            ok(re_["wall_s"] <= 1.0 and re_["embed_requests"] == 0),
+        ),
+        (
+            f"`archivist ingest` of the {c['files']} files, {ing['chunks']} chunks (a process, "
+            "start-up and last index build included), against the floor of the embedding "
+            f"requests it sent ({ing['sent']['requests']} requests, {ing['sent']['texts']} "
+            f"texts: {ing['floor_s']:.1f} s)",
+            f"{ing['wall_s']:.1f} s wall ({ing['cpu_s']:.1f} s CPU)",
+            "≤ 1.10× the floor",
+            f"{ratio:.2f}× — {ok(ratio <= 1.10)}",
+        ),
+        (
+            "… characters sent to the embedder against the corpus's "
+            f"({ing['sent']['chars'] / 1e6:.2f} M / {c['chars'] / 1e6:.2f} M)",
+            f"{sent_ratio:.2f}×",
+            "≤ 1.20×",
+            ok(sent_ratio <= 1.20),
+        ),
+        (
+            "… longest pause between its embedding requests",
+            f"{ing['longest_embed_gap_s']:.2f} s",
+            "",
+            "",
+        ),
+    ]
+
+
 # What an ingest imports (much of it lazily, on first use): imported before our CPU is
 # measured, and measured on their own in a fresh process (`import_cpu`).
 INGEST_IMPORTS = (
@@ -817,7 +968,9 @@ def run(config: Config, work: Path, log: Callable[[str], None] = print) -> dict[
     from archivist.tools.store import connect
 
     results: dict[str, Any] = {"config": asdict(config), "machine": machine()}
-    log("the mixed English/Chinese corpus: our CPU, the char-cost embedder, re-ingest…")
+    log("every command as a process on a store of the mixed corpus…")
+    results["commands"] = cli_commands(config, work)
+    log("the mixed English/Chinese corpus in process: our CPU, the char-cost embedder…")
     results["mixed"] = mixed_corpus(config, work)
     corpus = make_corpus(work / "corpus", config.files, config.file_chars)
     queries = make_queries(config.queries)
@@ -940,8 +1093,21 @@ def run_mixed(config: Config, work: Path, log: Callable[[str], None] = print) ->
     import archivist.ingest.graph  # noqa: F401
 
     results: dict[str, Any] = {"config": asdict(config), "machine": machine()}
-    log("the mixed English/Chinese corpus: our CPU, the char-cost embedder, re-ingest…")
+    log("every command as a process on a store of the mixed corpus…")
+    results["commands"] = cli_commands(config, work)
+    log("the mixed English/Chinese corpus in process: our CPU, the char-cost embedder…")
     results["mixed"] = mixed_corpus(config, work)
+    log("CLI start-up…")
+    with fake_ollama(config) as fake:
+        results["cli"] = cli_times(fake, work / "cli-home", config.cli_runs)
+    return results
+
+
+def run_commands(config: Config, work: Path, log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Only the commands as processes (and `ask` and `chat` start-up)."""
+    results: dict[str, Any] = {"config": asdict(config), "machine": machine()}
+    log("every command as a process on a store of the mixed corpus…")
+    results["commands"] = cli_commands(config, work)
     log("CLI start-up…")
     with fake_ollama(config) as fake:
         results["cli"] = cli_times(fake, work / "cli-home", config.cli_runs)
@@ -1095,8 +1261,8 @@ def _cli_rows(r: dict[str, Any]) -> list[tuple[str, str, str, str]]:
         (
             "`archivist ask`: start → first request to Ollama",
             f"{cli['ask_first_request_s']:.2f} s",
-            "≤ 0.6 s",
-            ok(cli["ask_first_request_s"] <= 0.6),
+            "≤ 0.3 s",
+            ok(cli["ask_first_request_s"] <= 0.3),
         )
     )
     rows.append(
@@ -1112,7 +1278,8 @@ def _cli_rows(r: dict[str, Any]) -> list[tuple[str, str, str, str]]:
 
 def table(r: dict[str, Any]) -> str:
     """Render the results as a Markdown table, each figure next to its target."""
-    rows = _main_rows(r) if "ingest" in r else []
+    rows = command_rows(r, _ok)
+    rows += _main_rows(r) if "ingest" in r else []
     rows += _cli_rows(r) if "cli" in r else []
     rows += mixed_rows(r, _ok)
     lines = ["| measure | result | target | verdict |", "|---|---|---|---|"]
@@ -1150,8 +1317,9 @@ def mixed_rows(r: dict[str, Any], ok: Callable[[bool], str]) -> list[tuple[str, 
         alone = mixed["instant_no_helper"]
         rows += [
             (
-                f"Mixed corpus ({mixed['files']} files, {mixed['chars'] / 1e6:.1f} M characters): "
-                "limit of the char-cost embedder",
+                f"Diagnostics in process (`Archivist.ingest` in this interpreter, imports "
+                f"excluded) — mixed corpus ({mixed['files']} files, "
+                f"{mixed['chars'] / 1e6:.1f} M characters): limit of the char-cost embedder",
                 f"{ing['limit_s']:.1f} s",
                 "",
                 "",
@@ -1210,10 +1378,10 @@ def mixed_rows(r: dict[str, Any], ok: Callable[[bool], str]) -> list[tuple[str, 
                 "",
             ),
             (
-                "… re-ingest, unchanged",
+                "… re-ingest, unchanged (in process, imports excluded)",
                 f"{re_['seconds']:.2f} s, {re_['embed_requests']} embed requests",
-                "≤ 1 s, 0 requests",
-                ok(re_["seconds"] <= 1 and re_["embed_requests"] == 0),
+                "",
+                "",
             ),
         ]
     mem = r.get("memory")
@@ -1285,6 +1453,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="only the ~100,000-chunk ingest: memory, wall time, longest embedding pause",
     )
+    parser.add_argument(
+        "--commands-only",
+        action="store_true",
+        help="only the commands as processes (stores, sources, logs, search, ingest, ask)",
+    )
     parser.add_argument("--memory-child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.memory_child:
@@ -1298,6 +1471,8 @@ def main(argv: list[str] | None = None) -> int:
             results = run_mixed(config, work, log)
         elif args.large_only:
             results = run_large(config, work, log)
+        elif args.commands_only:
+            results = run_commands(config, work, log)
         else:
             results = run(config, work, log)
     finally:
@@ -1309,6 +1484,8 @@ def main(argv: list[str] | None = None) -> int:
         name += "-mixed"
     elif args.large_only:
         name += "-large"
+    elif args.commands_only:
+        name += "-commands"
     (args.out / f"{name}.json").write_text(json.dumps(results, indent=2, ensure_ascii=False))
     rendered = table(results)
     (args.out / f"{name}.md").write_text(rendered + "\n", encoding="utf-8")

@@ -141,10 +141,12 @@ class FakeModels(ServedModels):
 
 def install(fake: FakeModels, monkeypatch: Any) -> FakeModels:
     """Put `fake`'s models in the model factory for the test (through `monkeypatch`)."""
-    from archivist import models
+    from archivist import models, query_embedding
 
     for name in ("client", "chat_model", "embeddings", "version"):
         monkeypatch.setattr(models, name, getattr(fake, name))
+    # `archivist search`'s own query embedding, made without the factory's LangChain stack.
+    monkeypatch.setattr(query_embedding, "query_embedder", fake.embeddings)
     return fake
 
 

@@ -90,7 +90,17 @@ def test_every_measurement_runs_on_a_tiny_corpus(tmp_path):
     assert results["memory"]["cpu_s"]["ingest"] > 0 and results["memory"]["cpu_s"]["fake"] >= 0
     assert results["cli"]["ask_first_request_s"] > 0
     assert results["memory"]["limit_s"] >= 0
+    commands = results["commands"]
+    assert commands["ingest"]["chunks"] == mixed["ingest"]["chunks"]
+    assert commands["ingest"]["sent"] == mixed["ingest"]["sent"]
+    assert commands["reingest"]["unchanged"] == 6 and commands["reingest"]["embed_requests"] == 0
+    for name in ("help", "stores", "sources", "logs", "search"):
+        assert (
+            commands[name]["cpu_s"] > 0 and commands[name]["wall_s"] >= commands[name]["cpu_s"] / 4
+        )
     rendered = perf.table(results)
+    assert "`archivist stores` (a process)" in rendered and "against the floor" in rendered
+    assert "characters sent to the embedder against the corpus's" in rendered
     assert "Embedding limit" in rendered and "`archivist chat` until its prompt" in rendered
     assert "start → first request to Ollama" in rendered and "ms a chunk" in rendered
     assert "plus its helper process" in rendered and "importing what an ingest needs" in rendered

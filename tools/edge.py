@@ -1,8 +1,10 @@
 """Qdrant Edge (Qdrant's in-process engine) behind the `Engine` seam the stores code against.
 
-`EdgeClient` takes and returns `qdrant_client.models` objects with `QdrantClient`'s method
-names (see tools/engine.py), so `KnowledgeStore` has one code path whether its collections
-live in this process or on a Qdrant server. It translates what the stores send, no more.
+`EdgeClient` has `QdrantClient`'s method names (see tools/engine.py) and takes and returns
+records with the names and fields of `qdrant_client.models` (Archivist's light ones,
+archivist.tools.points; it reads qdrant-client's too), so `KnowledgeStore` has one code path
+whether its collections live in this process or on a Qdrant server. It translates what the
+stores send, no more.
 Each collection is one Edge shard in `<root>/<name>/shard`; what Edge does not keep (the
 collection's vector configuration, its metadata and payload indexes) is in
 `<root>/<name>/collection.json`, replaced atomically. A collection exists once that file does.
@@ -24,6 +26,8 @@ read the shard waits for the child, opens the shard again and applies them. The 
 at close, is indexed here: nothing waits for it any more.
 """
 
+from __future__ import annotations
+
 import atexit
 import contextlib
 import ctypes
@@ -43,15 +47,17 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import qdrant_edge as qe
-from qdrant_client import models
-from qdrant_client.http.models import QueryResponse
 
+from archivist.tools import points as records
 from archivist.tools.engine import TurnTakingEngine
 from archivist.tools.errors import ArchivistError, DiskFull, StoreDamaged
 from archivist.tools.lease import Lease, WriterLock, stderr_notice
+
+if TYPE_CHECKING:
+    from qdrant_client import models
 
 COLLECTION_FILE = "collection.json"
 SHARD_DIR = "shard"
@@ -98,8 +104,8 @@ ROOM_MARGIN = 160 * 2**20
 ROOM_CHECK_POINTS = 512
 
 # The stores make cosine collections and keyword payload indexes, nothing else.
-_DISTANCES = {models.Distance.COSINE: qe.Distance.Cosine}
-_SCHEMAS = {models.PayloadSchemaType.KEYWORD: qe.PayloadSchemaType.Keyword}
+_DISTANCES = {records.Distance.COSINE.value: qe.Distance.Cosine}
+_SCHEMAS = {records.PayloadSchemaType.KEYWORD.value: qe.PayloadSchemaType.Keyword}
 
 
 @dataclass
@@ -132,7 +138,7 @@ def _held(method):
     """Run a method with the store's lease held (taken first if another process has it)."""
 
     @functools.wraps(method)
-    def run(self: "EdgeClient", *args: Any, **kwargs: Any) -> Any:
+    def run(self: EdgeClient, *args: Any, **kwargs: Any) -> Any:
         with self.hold():
             return method(self, *args, **kwargs)
 
@@ -265,48 +271,40 @@ class EdgeClient(TurnTakingEngine):
     def collection_exists(self, collection_name: str) -> bool:
         return self._config_file(collection_name).is_file()
 
-    def get_collections(self) -> models.CollectionsResponse:
+    def get_collections(self) -> records.CollectionsResponse:
         names = sorted(p.parent.name for p in self.path.glob(f"*/{COLLECTION_FILE}"))
-        return models.CollectionsResponse(
-            collections=[models.CollectionDescription(name=n) for n in names]
+        return records.CollectionsResponse(
+            collections=[records.CollectionDescription(name=n) for n in names]
         )
 
     @_held
-    def get_collection(self, collection_name: str) -> models.CollectionInfo:
+    def get_collection(self, collection_name: str) -> records.CollectionInfo:
         config = self._read_config(collection_name)
         # Nothing here waits for an index build: while a child indexes the shard, its counts
         # are those as the build started; while the writes kept meanwhile are applied (the
         # ingest asks for its store's metadata every batch), those of the writes applied.
         build = self._indexing.get(collection_name)
         info = build.info if build and build.running else self._open(collection_name).info()
-        return models.CollectionInfo(
-            status=models.CollectionStatus.GREEN,
-            optimizer_status=models.OptimizersStatusOneOf.OK,
+        return records.CollectionInfo(
             indexed_vectors_count=info.indexed_vectors_count,
             points_count=info.points_count,
             segments_count=info.segments_count,
             payload_schema={
-                key: models.PayloadIndexInfo(data_type=schema, points=0)
+                key: records.PayloadIndexInfo(data_type=schema, points=0)
                 for key, schema in config["payload_schema"].items()
             },
-            config=models.CollectionConfig(
-                params=models.CollectionParams(
+            config=records.CollectionConfig(
+                params=records.CollectionParams(
                     vectors={
-                        name: models.VectorParams(**params)
+                        name: records.VectorParams(
+                            size=params["size"], distance=records.Distance(params["distance"])
+                        )
                         for name, params in config["vectors"].items()
                     },
                     sparse_vectors={
-                        name: models.SparseVectorParams(**params)
+                        name: records.SparseVectorParams(modifier=_modifier(params.get("modifier")))
                         for name, params in config["sparse_vectors"].items()
                     },
-                ),
-                hnsw_config=models.HnswConfig(m=16, ef_construct=100, full_scan_threshold=10000),
-                optimizer_config=models.OptimizersConfig(
-                    deleted_threshold=0.2,
-                    vacuum_min_vector_number=1000,
-                    default_segment_number=0,
-                    indexing_threshold=INDEXING_THRESHOLD_KB,
-                    flush_interval_sec=0,
                 ),
                 metadata=config["metadata"],
             ),
@@ -328,7 +326,7 @@ class EdgeClient(TurnTakingEngine):
             raise ValueError("The embedded store has one node and one shard: give no layout.")
         if self.collection_exists(collection_name):
             raise ValueError(f"Collection {collection_name} already exists")
-        if isinstance(vectors_config, models.VectorParams):
+        if hasattr(vectors_config, "size"):  # one unnamed vector
             vectors_config = {"": vectors_config}
         vectors = dict(vectors_config or {})
         sparse_vectors = dict(sparse_vectors_config or {})
@@ -345,8 +343,8 @@ class EdgeClient(TurnTakingEngine):
             collection_name,
             {
                 "format": FORMAT,
-                "vectors": {n: p.model_dump(mode="json") for n, p in vectors.items()},
-                "sparse_vectors": {n: p.model_dump(mode="json") for n, p in sparse_vectors.items()},
+                "vectors": {n: _vector_params(p) for n, p in vectors.items()},
+                "sparse_vectors": {n: _sparse_params(p) for n, p in sparse_vectors.items()},
                 "metadata": _jsonable(metadata),
                 "payload_schema": {},
                 # Indexed segment by segment as it grows (stores made before: at close).
@@ -375,11 +373,11 @@ class EdgeClient(TurnTakingEngine):
         field_name: str,
         field_schema: models.PayloadSchemaType,
         wait: bool = True,
-    ) -> models.UpdateResult:
+    ) -> records.UpdateResult:
         config = self._read_config(collection_name)
-        schema = models.PayloadSchemaType(field_schema)
+        schema = records.PayloadSchemaType(_value(field_schema))
         self._shard(collection_name).update(
-            qe.UpdateOperation.create_field_index(field_name, _SCHEMAS[schema])
+            qe.UpdateOperation.create_field_index(field_name, _SCHEMAS[schema.value])
         )
         config["payload_schema"][field_name] = schema.value
         self._write_config(collection_name, config)
@@ -430,14 +428,14 @@ class EdgeClient(TurnTakingEngine):
         collection_name: str,
         count_filter: models.Filter | None = None,
         exact: bool = True,
-    ) -> models.CountResult:
+    ) -> records.CountResult:
         request = qe.CountRequest(exact=exact, filter=_filter(count_filter))
-        return models.CountResult(count=self._shard(collection_name).count(request))
+        return records.CountResult(count=self._shard(collection_name).count(request))
 
     @_held
     def upsert(
         self, collection_name: str, points: Sequence[models.PointStruct], wait: bool = True
-    ) -> models.UpdateResult:
+    ) -> records.UpdateResult:
         edge_points = [
             qe.Point(_point_id(p.id), _vectors_to_edge(p.vector), p.payload) for p in points
         ]
@@ -553,7 +551,7 @@ class EdgeClient(TurnTakingEngine):
     @_held
     def delete(
         self, collection_name: str, points_selector: models.Filter, wait: bool = True
-    ) -> models.UpdateResult:
+    ) -> records.UpdateResult:
         operation = qe.UpdateOperation.delete_points_by_filter(_filter(points_selector))
         self._write(collection_name, operation, wait)
         return _completed()
@@ -567,7 +565,7 @@ class EdgeClient(TurnTakingEngine):
         offset: models.ExtendedPointId | None = None,
         with_payload: bool | Sequence[str] | models.PayloadSelector = True,
         with_vectors: bool | Sequence[str] = False,
-    ) -> tuple[list[models.Record], models.ExtendedPointId | None]:
+    ) -> tuple[list[records.Record], int | str | None]:
         request = qe.ScrollRequest(
             offset=None if offset is None else _point_id(offset),
             limit=limit,
@@ -575,13 +573,13 @@ class EdgeClient(TurnTakingEngine):
             with_payload=_selection(with_payload),
             with_vector=_selection(with_vectors),
         )
-        records, next_offset = self._shard(collection_name).scroll(request)
+        found, next_offset = self._shard(collection_name).scroll(request)
         return (
             [
-                models.Record(
+                records.Record(
                     id=_id_out(r.id), payload=r.payload, vector=_vectors_from_edge(r.vector)
                 )
-                for r in records
+                for r in found
             ],
             None if next_offset is None else _id_out(next_offset),
         )
@@ -589,13 +587,13 @@ class EdgeClient(TurnTakingEngine):
     @_held
     def query_batch_points(
         self, collection_name: str, requests: Sequence[models.QueryRequest]
-    ) -> list[QueryResponse]:
+    ) -> list[records.QueryResponse]:
         """Run several nearest-vector queries; in process, one after another."""
         return [self._query(collection_name, r) for r in requests]
 
-    def _query(self, collection_name: str, request: models.QueryRequest) -> QueryResponse:
+    def _query(self, collection_name: str, request: models.QueryRequest) -> records.QueryResponse:
         query = request.query
-        if not isinstance(query, models.SparseVector | list):
+        if not (isinstance(query, list) or _is_sparse(query)):
             raise NotImplementedError("EdgeClient runs nearest-vector queries only.")
         edge_request = qe.QueryRequest(
             limit=request.limit or 10,
@@ -605,9 +603,9 @@ class EdgeClient(TurnTakingEngine):
             with_vector=_selection(request.with_vector or False),
         )
         scored = self._shard(collection_name).query(edge_request)
-        return QueryResponse(
+        return records.QueryResponse(
             points=[
-                models.ScoredPoint(
+                records.ScoredPoint(
                     id=_id_out(p.id),
                     version=p.version,
                     score=p.score,
@@ -625,13 +623,12 @@ class EdgeClient(TurnTakingEngine):
         key: str,
         limit: int = 10,
         exact: bool = False,
-    ) -> models.FacetResponse:
+    ) -> records.FacetResponse:
         """Count the points per value of a keyword payload field."""
         request = qe.FacetRequest(key=key, limit=limit, exact=exact)
         hits = self._shard(collection_name).facet(request).hits
-        # Unvalidated: a store's facet can have a hit per source (thousands).
-        return models.FacetResponse.model_construct(
-            hits=[models.FacetValueHit.model_construct(value=h.value, count=h.count) for h in hits]
+        return records.FacetResponse(
+            hits=[records.FacetValueHit(value=h.value, count=h.count) for h in hits]
         )
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -993,14 +990,14 @@ def _edge_config(
         vectors={
             name: qe.EdgeVectorParams(
                 size=p.size,
-                distance=_DISTANCES[p.distance],
+                distance=_DISTANCES[_value(p.distance)],
                 datatype=qe.VectorStorageDatatype.Float16,
             )
             for name, p in vectors.items()
         },
         sparse_vectors={
             name: qe.EdgeSparseVectorParams(
-                modifier=qe.Modifier.Idf if p.modifier == models.Modifier.IDF else None
+                modifier=qe.Modifier.Idf if _value(p.modifier) == records.Modifier.IDF else None
             )
             for name, p in sparse_vectors.items()
         },
@@ -1013,8 +1010,35 @@ def _edge_config(
     )
 
 
-def _completed() -> models.UpdateResult:
-    return models.UpdateResult(status=models.UpdateStatus.COMPLETED)
+def _completed() -> records.UpdateResult:
+    return records.UpdateResult(status=records.UpdateStatus.COMPLETED)
+
+
+def _value(value: Any) -> Any:
+    """An enum's value (qdrant-client's or ours), or the value itself."""
+    return getattr(value, "value", value)
+
+
+def _modifier(value: str | None) -> records.Modifier | None:
+    return None if value is None else records.Modifier(value)
+
+
+def _vector_params(params: Any) -> dict[str, Any]:
+    """A dense vector's settings as the collection file keeps them."""
+    if not isinstance(params, records.VectorParams):  # qdrant-client's (a store moved over)
+        return params.model_dump(mode="json")
+    return {"size": params.size, "distance": _value(params.distance)}
+
+
+def _sparse_params(params: Any) -> dict[str, Any]:
+    if not isinstance(params, records.SparseVectorParams):
+        return params.model_dump(mode="json")
+    return {"modifier": _value(params.modifier)}
+
+
+def _is_sparse(vector: Any) -> bool:
+    """Whether `vector` is a sparse vector record (ours or qdrant-client's)."""
+    return hasattr(vector, "indices") and hasattr(vector, "values")
 
 
 def _jsonable(value: Any) -> Any:
@@ -1035,7 +1059,7 @@ def _sparse(vector: models.SparseVector) -> qe.SparseVector:
 
 
 def _vector_to_edge(vector: Any) -> Any:
-    if isinstance(vector, models.SparseVector):
+    if _is_sparse(vector):
         return _sparse(vector)
     return vector if isinstance(vector, list) else [float(x) for x in vector]
 
@@ -1052,7 +1076,7 @@ def _vectors_from_edge(vector: Any) -> Any:
     if isinstance(vector, Mapping):
         return {name: _vectors_from_edge(v) for name, v in vector.items()}
     if isinstance(vector, qe.SparseVector):
-        return models.SparseVector(indices=list(vector.indices), values=list(vector.values))
+        return records.SparseVector(indices=list(vector.indices), values=list(vector.values))
     return list(vector)
 
 
@@ -1077,14 +1101,16 @@ def _conditions(value: Any) -> list[Any] | None:
 
 
 def _condition(condition: Any) -> Any:
-    if isinstance(condition, models.FieldCondition) and condition.match is not None:
+    # qdrant-client's records or ours: the same class names and fields.
+    if type(condition).__name__ == "FieldCondition" and condition.match is not None:
         return qe.FieldCondition(key=condition.key, match=_match(condition.match))
     raise NotImplementedError(f"EdgeClient does not translate {condition!r}.")
 
 
 def _match(match: Any) -> Any:
-    if isinstance(match, models.MatchValue):
+    kind = type(match).__name__
+    if kind == "MatchValue":
         return qe.MatchValue(match.value)
-    if isinstance(match, models.MatchAny):
+    if kind == "MatchAny":
         return qe.MatchAny(list(match.any))
-    raise NotImplementedError(f"EdgeClient does not translate {type(match).__name__}.")
+    raise NotImplementedError(f"EdgeClient does not translate {kind}.")

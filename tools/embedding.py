@@ -4,16 +4,9 @@ from collections.abc import Sequence
 
 from langchain_core.embeddings import Embeddings
 
-# Models trained with task prefixes retrieve measurably worse without them.
-TASK_PREFIXES: dict[str, tuple[str, str]] = {
-    "nomic-embed-text": ("search_document: ", "search_query: "),
-}
+from archivist.tools.prefixes import TASK_PREFIXES, default_prefixes
 
-
-def default_prefixes(model: str) -> tuple[str, str]:
-    """Return the (document, query) prefixes a model was trained with; none for others."""
-    base = model.split(":", 1)[0].rsplit("/", 1)[-1]
-    return TASK_PREFIXES.get(base, ("", ""))
+__all__ = ["TASK_PREFIXES", "PrefixedEmbeddings", "default_prefixes"]
 
 
 class PrefixedEmbeddings(Embeddings):

@@ -3,15 +3,22 @@
 Two engines satisfy it: qdrant-client's `QdrantClient` (a Qdrant server or cluster) and
 `EdgeClient` (Qdrant Edge, in this process). Only the methods and arguments the stores and
 the store copies really pass are listed, so an engine implements exactly these.
+
+The records crossing the seam have the names and fields of `qdrant_client.models`: a server's
+client takes qdrant-client's, the embedded engine Archivist's light ones (`records`).
 """
+
+from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from qdrant_client import models
-from qdrant_client.http.models import QueryResponse
+if TYPE_CHECKING:
+    from qdrant_client import models
+    from qdrant_client.http.models import QueryResponse
 
 
 @runtime_checkable
@@ -125,6 +132,19 @@ class TurnTakingEngine(Engine, Protocol):
 def turn_taking(engine: Engine) -> TurnTakingEngine | None:
     """Return `engine` if processes take turns at it (the embedded store), else None."""
     return engine if isinstance(engine, TurnTakingEngine) else None
+
+
+def records(engine: Engine) -> ModuleType:
+    """The module of request records (`PointStruct`, `Filter`, `QueryRequest`, …) `engine`
+    takes: archivist.tools.points for the embedded store, qdrant-client's models (imported
+    only then: they cost about a second to build) for a server's client."""
+    if turn_taking(engine) is not None:
+        from archivist.tools import points
+
+        return points
+    from qdrant_client import models
+
+    return models
 
 
 def held(engine: Engine) -> AbstractContextManager[Any]:

@@ -13,6 +13,7 @@ A `WriterLock` is held by a process that writes for the whole of its run (ingest
 migrate), so a second writer waits its turn while readers still get through.
 """
 
+import fcntl
 import itertools
 import json
 import os
@@ -23,8 +24,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
-
-import portalocker
 
 from archivist.tools.errors import StoreLocked
 
@@ -79,8 +78,9 @@ class _FileLock:
     def try_acquire(self) -> bool:
         file = self.path.open("a+", encoding="utf-8")
         try:
-            portalocker.lock(file, portalocker.LOCK_EX | portalocker.LOCK_NB)
-        except portalocker.AlreadyLocked:
+            # flock, as portalocker and qdrant-client's local mode take it (POSIX).
+            fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
             file.close()
             return False
         file.seek(0)
@@ -92,7 +92,7 @@ class _FileLock:
 
     def release(self) -> None:
         if self._file is not None:
-            portalocker.unlock(self._file)
+            fcntl.flock(self._file.fileno(), fcntl.LOCK_UN)
             self._file.close()
             self._file = None
 

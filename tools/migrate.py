@@ -14,8 +14,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from qdrant_client import QdrantClient, models
-
 from archivist.tools.edge import MIGRATING_FILE, EdgeClient
 from archivist.tools.engine import Engine, scroll_pages
 from archivist.tools.errors import ArchivistError, StoreLocked
@@ -146,6 +144,8 @@ def migrate_local(source: Path, target: EdgeClient, batch: int = 512) -> list[st
     interrupted, which is copied again: a marker beside the collection is made before it is
     created and removed only once it holds every point. Returns the names copied.
     """
+    from qdrant_client import QdrantClient, models
+
     legacy = QdrantClient(path=str(source))
     copied = []
     try:

@@ -5,13 +5,16 @@ The store fetches the candidates; everything here works on what came back, the s
 embedded store and on a server.
 """
 
+from __future__ import annotations
+
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
-
-from qdrant_client import models
+from typing import TYPE_CHECKING, Any
 
 from archivist.tools.engine import Engine
+
+if TYPE_CHECKING:
+    from qdrant_client import models
 
 # How many candidates each ranking contributes to the fusion (at least; 4k for larger k).
 FUSION_DEPTH = 20
@@ -84,7 +87,7 @@ class _Passage:
     end: int | None
     vector: list[float] | None
 
-    def overlaps(self, other: "_Passage") -> bool:
+    def overlaps(self, other: _Passage) -> bool:
         return (
             self.section == other.section
             and self.start is not None
@@ -93,7 +96,7 @@ class _Passage:
             and other.start < self.end
         )
 
-    def absorb(self, other: "_Passage") -> None:
+    def absorb(self, other: _Passage) -> None:
         """Extend this passage's text and span with an overlapping chunk's."""
         if len(self.text) != self.end - self.start or len(other.text) != other.end - other.start:
             return  # offsets do not describe the texts: keep the better chunk as it is

@@ -5,6 +5,8 @@ to keep it in sync with its sources lives in the collection itself: the index fi
 the collection's metadata, and each source's content hash in its chunks' payloads.
 """
 
+from __future__ import annotations
+
 import copy
 import hashlib
 import json
@@ -17,12 +19,18 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
-
-from qdrant_client import QdrantClient, models
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Literal
 
 from archivist.tools import sparse
-from archivist.tools.engine import Engine, held, indexing_aside, scroll_pages, turn_taking
+from archivist.tools.engine import (
+    Engine,
+    held,
+    indexing_aside,
+    records,
+    scroll_pages,
+    turn_taking,
+)
 from archivist.tools.errors import ArchivistError, StoreMismatch, StoreNotFound
 from archivist.tools.passage import Passage, heading_path
 from archivist.tools.progress import Copied, ProgressFn, ignore
@@ -35,6 +43,9 @@ from archivist.tools.ranking import (
     select_mmr,
     settle_ties,
 )
+
+if TYPE_CHECKING:
+    from qdrant_client import models
 
 DENSE = "dense"
 SPARSE = "bm25"
@@ -52,12 +63,8 @@ REBUILD_SUFFIX = "-rebuild"
 REBUILT = "rebuilt"
 # The metadata mark of a store being copied from another Qdrant, until the copy is whole.
 COPYING = "copying_from"
-# Payload fields the store filters and counts by.
-PAYLOAD_INDEXES = {
-    "source": models.PayloadSchemaType.KEYWORD,
-    "doc_hash": models.PayloadSchemaType.KEYWORD,
-    "version": models.PayloadSchemaType.KEYWORD,
-}
+# Payload fields the store filters and counts by, with their index types.
+PAYLOAD_INDEXES = {"source": "keyword", "doc_hash": "keyword", "version": "keyword"}
 SOURCE_FIELDS = ("source", "doc_hash", "doc_chunks", "ingested_at")
 _ID_NAMESPACE = uuid.UUID("5b0c6f0e-3d0a-4d8e-9b7a-6a1c2f4e8d21")
 
@@ -132,6 +139,11 @@ class ServerLayout:
         return {k: v for k, v in vars(self).items() if v is not None}
 
 
+def tool_name(store_name: str) -> str:
+    """Name a store's retrieval tool after it."""
+    return f"search_{store_name}"
+
+
 def validate_store_name(name: str) -> str:
     """Return `name` if it can name a store (and a tool), else raise with the rule."""
     if not STORE_NAME.match(name):
@@ -161,6 +173,8 @@ def connect(
     waiting for one (None: no bound).
     """
     if url:
+        from qdrant_client import QdrantClient
+
         return QdrantClient(url=url, api_key=api_key, prefer_grpc=prefer_grpc, timeout=timeout)
     assert path is not None, "connect() needs a path or a url"
     from archivist.tools.edge import EdgeClient
@@ -173,8 +187,8 @@ def connect(
 
 
 def copy_points(
-    source: "KnowledgeStore",
-    target: "KnowledgeStore",
+    source: KnowledgeStore,
+    target: KnowledgeStore,
     batch: int = 256,
     on_progress: ProgressFn = ignore,
 ) -> int:
@@ -183,12 +197,13 @@ def copy_points(
     The two stores may live on different Qdrants; reports `Copied` events with the chunks
     copied so far (`Copied`); returns how many points were copied.
     """
-    copied = 0
+    copied, m = 0, target.records
     for points in scroll_pages(source.client, source.name, batch, with_vectors=True):
         target.client.upsert(
             target.name,
             points=[
-                models.PointStruct(id=p.id, vector=p.vector, payload=p.payload) for p in points
+                m.PointStruct(id=p.id, vector=_vectors_as(m, p.vector), payload=p.payload)
+                for p in points
             ],
             wait=True,
         )
@@ -240,6 +255,8 @@ class KnowledgeStore:
         self.client = client
         self.name = validate_store_name(name)
         self.layout = layout or ServerLayout()
+        self.records: ModuleType = records(client)
+        """The request records its engine takes (see `engine.records`)."""
         self._partial: tuple[Any, list[str]] | None = None  # (store generation, versions)
         self._sparse: tuple[Any, sparse.SparseEncoder] | None = None  # (generation, encoder)
 
@@ -343,18 +360,14 @@ class KnowledgeStore:
             **self.layout.create_options(),
         )
 
-    @staticmethod
-    def _collection_config(fingerprint: dict[str, Any]) -> dict[str, Any]:
+    def _collection_config(self, fingerprint: dict[str, Any]) -> dict[str, Any]:
         """The vector configuration of a collection for `fingerprint`."""
+        m = self.records
         return {
             "vectors_config": {
-                DENSE: models.VectorParams(
-                    size=fingerprint["dimension"], distance=models.Distance.COSINE
-                )
+                DENSE: m.VectorParams(size=fingerprint["dimension"], distance=m.Distance.COSINE)
             },
-            "sparse_vectors_config": {
-                SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)
-            },
+            "sparse_vectors_config": {SPARSE: m.SparseVectorParams(modifier=m.Modifier.IDF)},
         }
 
     def _index_payload(self, indexed: Iterable[str] = ()) -> None:
@@ -364,7 +377,8 @@ class KnowledgeStore:
             warnings.simplefilter("ignore", UserWarning)
             for field_name, schema in PAYLOAD_INDEXES.items():
                 if field_name not in indexed:
-                    self.client.create_payload_index(self.name, field_name, schema, wait=True)
+                    kind = self.records.PayloadSchemaType(schema)
+                    self.client.create_payload_index(self.name, field_name, kind, wait=True)
 
     def check(self, fingerprint: dict[str, Any]) -> None:
         """Refuse a store whose copy was cut short, keyword vectors of a scheme this release
@@ -415,14 +429,14 @@ class KnowledgeStore:
         self._sparse = None
         self.client.delete_collection(self.name)
 
-    def rebuild_store(self) -> "KnowledgeStore":
+    def rebuild_store(self) -> KnowledgeStore:
         """Return the scratch store a rebuild of this one is written to before the swap."""
         scratch = copy.copy(self)
         scratch.name = self.name + REBUILD_SUFFIX  # not a store name: no user store has it
         scratch._partial = scratch._sparse = None
         return scratch
 
-    def replace_with(self, other: "KnowledgeStore", batch: int = 256) -> None:
+    def replace_with(self, other: KnowledgeStore, batch: int = 256) -> None:
         """Make this store a copy of `other` (vectors included, nothing re-embedded), then
         drop `other`. Qdrant cannot rename a collection, so the points are copied.
 
@@ -461,7 +475,7 @@ class KnowledgeStore:
         """Return the number of chunks stored."""
         return self.client.count(self.name, exact=True).count
 
-    def upsert(self, writes: Sequence["ChunkWrite"]) -> None:
+    def upsert(self, writes: Sequence[ChunkWrite]) -> None:
         """Store chunks with their dense vectors; each records its source version (and, in
         `version`, all of it in one indexed value that `sources` counts). Sparse vectors
         made ahead (of the store's `sparse_scheme`) are taken as given; those missing (None)
@@ -470,8 +484,9 @@ class KnowledgeStore:
         with self._held(), self._sized(write.vector for write in writes):
             self._upsert(writes)
 
-    def _upsert(self, writes: Sequence["ChunkWrite"]) -> None:
+    def _upsert(self, writes: Sequence[ChunkWrite]) -> None:
         encode = self.sparse_encoder().document
+        m = self.records
         now = time.time()
         points = []
         versions: dict[tuple[str, str, int, float], str] = {}  # chunks share a few
@@ -492,11 +507,11 @@ class KnowledgeStore:
                     chunk.source, doc_hash, total, at
                 )
             points.append(
-                models.PointStruct.model_construct(
+                m.PointStruct.model_construct(
                     id=chunk.id,
                     vector={
                         DENSE: vector if isinstance(vector, list) else [float(x) for x in vector],
-                        SPARSE: models.SparseVector.model_construct(indices=indices, values=values),
+                        SPARSE: m.SparseVector.model_construct(indices=indices, values=values),
                     },
                     payload={
                         "text": chunk.text,
@@ -517,15 +532,15 @@ class KnowledgeStore:
         """Remove a source's chunks from versions other than `doc_hash`."""
         self.client.delete(
             self.name,
-            points_selector=models.Filter(
-                must=[_match("source", source)], must_not=[_match("doc_hash", doc_hash)]
+            points_selector=self.records.Filter(
+                must=[self._match("source", source)], must_not=[self._match("doc_hash", doc_hash)]
             ),
             wait=True,
         )
 
     def delete_source(self, source: str) -> int:
         """Remove every chunk of `source`; return how many there were."""
-        selector = models.Filter(must=[_match("source", source)])
+        selector = self.records.Filter(must=[self._match("source", source)])
         removed = self.client.count(self.name, count_filter=selector, exact=True).count
         if removed:
             self.client.delete(self.name, points_selector=selector, wait=True)
@@ -547,7 +562,8 @@ class KnowledgeStore:
     def _rename_layer(self, olds: list[str], renames: dict[str, str], batch: int) -> int:
         moved = 0
         for start in range(0, len(olds), 512):
-            selector = models.Filter(must=[_match("source", olds[start : start + 512])])
+            m = self.records
+            selector = m.Filter(must=[self._match("source", olds[start : start + 512])])
             while True:
                 # Always the first page: the points renamed no longer match the filter.
                 points, _ = self.client.scroll(
@@ -568,7 +584,7 @@ class KnowledgeStore:
                         payload["version"] = version_key(
                             name, payload["doc_hash"], payload["doc_chunks"], payload["ingested_at"]
                         )
-                    rewritten.append(models.PointStruct(id=p.id, vector=p.vector, payload=payload))
+                    rewritten.append(m.PointStruct(id=p.id, vector=p.vector, payload=payload))
                 self.client.upsert(self.name, points=rewritten, wait=True)
                 moved += len(rewritten)
         return moved
@@ -606,8 +622,8 @@ class KnowledgeStore:
         for source, older in superseded.items():
             self.client.delete(
                 self.name,
-                points_selector=models.Filter(
-                    must=[_match("source", source), _match("doc_hash", older)]
+                points_selector=self.records.Filter(
+                    must=[self._match("source", source), self._match("doc_hash", older)]
                 ),
                 wait=True,
             )
@@ -654,7 +670,9 @@ class KnowledgeStore:
     def chunks(self, sources: Iterable[str] | None = None) -> list[dict[str, Any]]:
         """Return the stored chunks (of `sources`, else all) as flat records for a table,
         ordered by source and position: source, chunk_index, heading, start, end, size, text."""
-        selector = models.Filter(must=[_match("source", list(sources))]) if sources else None
+        selector = (
+            self.records.Filter(must=[self._match("source", list(sources))]) if sources else None
+        )
         records = []
         for p in self._payloads(selector, True):
             metadata = p.get("metadata", {})
@@ -778,6 +796,11 @@ class KnowledgeStore:
             "ingest again).",
         )
 
+    def _match(self, key: str, value: str | list[str]) -> models.FieldCondition:
+        m = self.records
+        match = m.MatchAny(any=value) if isinstance(value, list) else m.MatchValue(value=value)
+        return m.FieldCondition(key=key, match=match)
+
     def indexing_aside(self) -> AbstractContextManager[Any]:
         """Through the block, the embedded store indexes a segment due while it is written in
         a child process, so this process's other threads go on (an ingest's embedding
@@ -831,11 +854,12 @@ class KnowledgeStore:
         fusion: Fusion,
     ) -> list[Passage]:
         partial = self.partial_versions()
+        m = self.records
         query_filter = None
         if sources or partial:
-            query_filter = models.Filter(
-                must=[_match("source", list(sources))] if sources else None,
-                must_not=[_match("version", partial)] if partial else None,
+            query_filter = m.Filter(
+                must=[self._match("source", list(sources))] if sources else None,
+                must_not=[self._match("version", partial)] if partial else None,
             )
         depth = max(FUSION_DEPTH, 4 * k)
         with_vectors = [DENSE] if mmr is not None else False
@@ -843,7 +867,7 @@ class KnowledgeStore:
         requests = []
         if mode in ("dense", "hybrid"):
             requests.append(
-                models.QueryRequest(
+                m.QueryRequest(
                     query=list(query_vector),
                     using=DENSE,
                     limit=depth + 1,
@@ -856,8 +880,8 @@ class KnowledgeStore:
             indices, values = self.sparse_encoder().query(query_text)
             if indices:
                 requests.append(
-                    models.QueryRequest(
-                        query=models.SparseVector(indices=indices, values=values),
+                    m.QueryRequest(
+                        query=m.SparseVector(indices=indices, values=values),
                         using=SPARSE,
                         limit=depth + 1,
                         filter=query_filter,
@@ -933,8 +957,10 @@ def version_key(source: str, doc_hash: str, doc_chunks: int, ingested_at: float)
     return json.dumps([source, doc_hash, doc_chunks, ingested_at], ensure_ascii=False)
 
 
-def _match(key: str, value: str | list[str]) -> models.FieldCondition:
-    match = (
-        models.MatchAny(any=value) if isinstance(value, list) else models.MatchValue(value=value)
-    )
-    return models.FieldCondition(key=key, match=match)
+def _vectors_as(m: ModuleType, vector: Any) -> Any:
+    """A point's vectors as the records of module `m` (a copy between two engines)."""
+    if isinstance(vector, dict):
+        return {name: _vectors_as(m, v) for name, v in vector.items()}
+    if hasattr(vector, "indices"):
+        return m.SparseVector(indices=list(vector.indices), values=list(vector.values))
+    return vector

@@ -1,0 +1,113 @@
+"""A store's query embedding for `archivist search`, without the LangChain stack.
+
+`search` needs one vector: LangChain's Ollama embeddings would import LangChain, the ollama
+client and their pydantic models, most of a second of CPU, to send one request. This sends the
+model factory's request itself (`StrictOllamaEmbeddings`: `/api/embed` with `truncate: false`
+and the task prefix) through httpx, as every client to Ollama is made: the credentials of
+OLLAMA_HOST sent, the request ended within ARCHIVIST_TIMEOUT from its first byte to its last
+(archivist.deadline), a busy Ollama or a cut connection tried again as the model factory does
+(`models.CHAT_ATTEMPTS`, waiting 1, 2, 4 s). It fails as the ollama client does
+(`ConnectionError` when Ollama is down, `ollama.ResponseError` for an error answer, the model
+factory's `UnreadableAnswer` for what is not Ollama's answer), so `models.explain` words the
+failures the same.
+"""
+
+import math
+import time
+from dataclasses import dataclass
+
+import httpx
+import orjson
+
+from archivist.deadline import DeadlineTransport
+from archivist.settings import Settings, split_credentials
+
+ATTEMPTS = 4
+BACKOFF = 1.0
+
+
+@dataclass
+class QueryEmbedder:
+    """One embedding model's query vectors, with its query prefix."""
+
+    settings: Settings
+    model: str
+    document_prefix: str
+    query_prefix: str
+
+    def embed_query(self, text: str) -> list[float]:
+        body = orjson.dumps(
+            {"model": self.model, "input": [self.query_prefix + text], "truncate": False}
+        )
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                return self._send(body)
+            except (_Busy, httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError) as exc:
+                if attempt == ATTEMPTS:
+                    if isinstance(exc, _Busy):
+                        raise exc.error from None
+                    raise
+                time.sleep(BACKOFF * 2 ** (attempt - 1))
+        raise AssertionError("unreachable")
+
+    def _send(self, body: bytes) -> list[float]:
+        host, credentials = split_credentials(self.settings.ollama_host.rstrip("/"))
+        seconds = self.settings.timeout
+        # Over http there is no TLS: no certificate store to load (~0.1 s of CPU).
+        verify = host.startswith("https:")
+        try:
+            with httpx.Client(
+                timeout=seconds,
+                transport=DeadlineTransport(seconds, verify=verify),
+                follow_redirects=True,
+            ) as http:
+                response = http.post(
+                    f"{host}/api/embed",
+                    content=body,
+                    headers={
+                        "Content-Type": "application/json",
+                        "Accept": "application/json",
+                        **credentials,
+                    },
+                )
+        except httpx.ConnectError:
+            raise ConnectionError(f"Failed to connect to Ollama at {host}.") from None
+        if response.is_error:
+            import ollama
+
+            error = ollama.ResponseError(response.text, response.status_code)
+            if response.status_code >= 500 or response.status_code == 429:
+                raise _Busy(error)
+            raise error
+        try:
+            vectors = orjson.loads(response.content).get("embeddings")
+        except (orjson.JSONDecodeError, AttributeError):
+            _unreadable("an empty answer" if not response.content.strip() else "not JSON")
+        if not isinstance(vectors, list) or len(vectors) != 1:
+            _unreadable(f"{len(vectors or [])} embeddings for 1 input")
+        try:
+            finite = math.isfinite(sum(vectors[0]))
+        except TypeError:
+            finite = False
+        if not finite:
+            _unreadable("vectors that are not all finite numbers")
+        return vectors[0]
+
+
+class _Busy(Exception):
+    """Ollama answered 5xx or 429: the request may pass when sent again."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _unreadable(problem: str) -> None:
+    from archivist.models import UnreadableAnswer
+
+    raise UnreadableAnswer("/api/embed", problem)
+
+
+def query_embedder(settings: Settings, model: str, prefixes: tuple[str, str]) -> QueryEmbedder:
+    """The query side of embedding model `model` with its (document, query) `prefixes`."""
+    return QueryEmbedder(settings, model, *prefixes)

@@ -1,0 +1,81 @@
+"""Each command imports what it uses when it uses it: on the embedded store, `stores`,
+`sources` and `logs` load neither qdrant-client nor LangChain nor LangGraph, and `search`
+needs the store, its query's embedding and the ranking, nothing else. Imports belong to a
+process, so each command runs as one (`python -X importtime` lists what it loaded)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+# What these commands never need on the embedded store: the server client (its models are
+# built with pydantic at import, ~1 s of CPU), LangChain, LangGraph and the Ollama client.
+HEAVY = {
+    "qdrant_client",
+    "langchain",
+    "langchain_core",
+    "langchain_ollama",
+    "langgraph",
+    "langsmith",
+    "ollama",
+}
+
+
+def _run(args: list[str], ollama_url: str, home) -> tuple[subprocess.CompletedProcess, set[str]]:
+    """Run `archivist ARGS` as a process; return it and the top-level modules it imported."""
+    env = {**os.environ, "OLLAMA_HOST": ollama_url, "ARCHIVIST_HOME": str(home)}
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "archivist", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    imported = {
+        line.rsplit("|", 1)[1].strip().split(".")[0]
+        for line in done.stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+    return done, imported
+
+
+@pytest.mark.parametrize(
+    ("args", "shows"),
+    [
+        (["stores"], "shop_docs\t"),
+        (["sources", "--store", "shop_docs"], "refund.md\t"),
+        (["logs"], "No turns logged yet."),
+        (["search", "How many days for a refund?", "--store", "shop_docs"], "[1] "),
+    ],
+    ids=["stores", "sources", "logs", "search"],
+)
+def test_a_command_on_the_embedded_store_imports_only_what_it_uses(
+    args, shows, store, ollama, home
+):
+    done, imported = _run(args, ollama.url, home)
+    assert shows in done.stdout
+    assert imported & HEAVY == set()
+    assert "qdrant_edge" in imported or args == ["logs"]
+
+
+def test_search_sends_the_query_as_the_model_factory_does(store, ollama, home):
+    ollama.clear_requests()
+    done, _ = _run(["search", "refund days", "--store", "shop_docs", "--json"], ollama.url, home)
+    [body] = ollama.requests_to("/api/embed")
+    # The store's model and query prefix, and `truncate: false` (an over-long query is refused).
+    assert body == {
+        "model": "nomic-embed-text",
+        "input": ["search_query: refund days"],
+        "truncate": False,
+    }
+    results = json.loads(done.stdout)
+    assert results[0]["rank"] == 1 and results[0]["source"].endswith(".md")
+
+
+def test_a_command_that_answers_loads_the_agent(store, ollama, home):
+    # The check can fail: `ask` runs the agent graph, which needs LangGraph and the chat model.
+    _, imported = _run(["ask", "How many days for a refund?"], ollama.url, home)
+    assert {"langgraph", "langchain_ollama"} <= imported
