@@ -1,17 +1,21 @@
 """Embed chunks in batches, a few requests at a time, retrying what a busy server may fix."""
 
+from __future__ import annotations
+
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
-from langchain_core.embeddings import Embeddings
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 from tenacity.wait import wait_exponential
 
 from archivist.tools.progress import ProgressFn, Retried
+
+if TYPE_CHECKING:
+    from langchain_core.embeddings import Embeddings
 
 
 @dataclass(frozen=True)
