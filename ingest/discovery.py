@@ -45,6 +45,9 @@ class SourceFile:
 
     path: Path
     source: str
+    root: Path | None = None
+    """The folder it was found in, which its include directives may read from (None: a file
+    given directly, whose own folder they may read from)."""
 
     @property
     def has_records(self) -> bool:
@@ -161,7 +164,7 @@ def _walk(
             elif problem := _entry_problem(path, inside):
                 failed.append(Failure(source, problem))
             elif supported(path, options):
-                files.setdefault(source, SourceFile(path, source))
+                files.setdefault(source, SourceFile(path, source, root))
             else:
                 skipped.append(Failure(source, skip_reason(path)))
 

@@ -13,6 +13,9 @@ from archivist.tools.sparse import CJK
 
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$")
 _FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
+# An attribute list ending a heading (`## Install { #install }`, MkDocs' attr_list): an anchor
+# for links, not part of the title.
+_HEADING_ATTRIBUTES = re.compile(r"[ \t]*\{[ \t]*[#.][^{}]*\}$")
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|(?<=[。！？；])")
 _CJK_RUN = re.compile(f"[{CJK}]+")
 # `\s` matches exactly the characters `str.isspace` accepts; runs make few matches to count.
@@ -154,7 +157,8 @@ def _blocks(text: str) -> list[Piece]:
             i = j
         elif heading := _HEADING.match(line):
             level = len(heading.group(1))
-            headings = [(lv, t) for lv, t in headings if lv < level] + [(level, heading.group(2))]
+            title = _HEADING_ATTRIBUTES.sub("", heading.group(2)) or heading.group(2)
+            headings = [(lv, t) for lv, t in headings if lv < level] + [(level, title)]
             path = tuple(title for _, title in headings)
             end = _trim(text, offsets[i], offsets[i + 1])
             blocks.append(Piece(offsets[i], end, path, is_heading=True))

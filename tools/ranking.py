@@ -171,6 +171,32 @@ def merge_duplicates(passages: list[_Passage]) -> list[_Passage]:
     return list(kept.values())
 
 
+def diversify_sources(passages: Sequence[_Passage], k: int) -> list[_Passage]:
+    """Return `k` passages, each source's best first: one page of many matching chunks (a
+    changelog, a long reference) cannot fill the list. The source's other passages come after
+    every source's best, so `k` are still returned when the candidates hold fewer sources;
+    those left out are folded under their source's best, listed in its metadata as
+    `more_from_source` (chunk ids, best first), as `merge_duplicates` lists `also_in`."""
+    heads: dict[str, _Passage] = {}
+    others: list[_Passage] = []
+    for passage in passages:
+        if passage.source in heads:
+            others.append(passage)
+        else:
+            heads[passage.source] = passage
+    ordered = [*heads.values(), *others]
+    kept = ordered[:k]
+    shown = {id(p) for p in kept}
+    for passage in ordered[k:]:
+        head = heads[passage.source]
+        if id(head) in shown and passage is not head:
+            head.metadata = {
+                **head.metadata,
+                "more_from_source": [*head.metadata.get("more_from_source", []), passage.chunk_id],
+            }
+    return kept
+
+
 def select_mmr(
     passages: Sequence[_Passage], query_vector: Sequence[float] | None, k: int, weight: float
 ) -> list[_Passage]:

@@ -13,6 +13,7 @@ from archivist.ingest.loaders.base import (
     jsonable,
     read_text,
 )
+from archivist.ingest.loaders.includes import expand_includes
 
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S)
 _HTML_DROPPED = ["nav", "header", "footer", "script", "style", "noscript", "template", "svg"]
@@ -46,15 +47,16 @@ def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
 
 
 def load_markdown(path: Path, options: LoaderOptions) -> list[Section]:
-    """Load Markdown; YAML front matter becomes metadata."""
+    """Load Markdown; YAML front matter becomes metadata; include directives are read."""
     metadata, text = split_front_matter(read_text(path))
-    return [Section(text, metadata)]
+    return [Section(expand_includes(path, text, options.include_root), metadata)]
 
 
 def load_mdx(path: Path, options: LoaderOptions) -> list[Section]:
     """Load MDX as Markdown: front matter kept, import/export statements and JSX component
     tags dropped, the text inside components kept (a tab's or admonition's title too)."""
     metadata, text = split_front_matter(read_text(path))
+    text = expand_includes(path, text, options.include_root)
     return [Section(mdx_to_markdown(text), metadata)]
 
 
@@ -111,7 +113,7 @@ def _strip_jsx(text: str) -> str:
 def load_rst(path: Path, options: LoaderOptions) -> list[Section]:
     """Load reStructuredText: section titles become Markdown headings (levels in the order the
     document first uses each adornment), comments and link targets are dropped."""
-    lines = read_text(path).splitlines()
+    lines = expand_includes(path, read_text(path), options.include_root).splitlines()
     styles: list[tuple[str, bool]] = []
     out: list[str] = []
     title = None
