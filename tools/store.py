@@ -63,7 +63,9 @@ SOURCE_FIELDS = ("source", "doc_hash", "doc_chunks", "ingested_at")
 _ID_NAMESPACE = uuid.UUID("5b0c6f0e-3d0a-4d8e-9b7a-6a1c2f4e8d21")
 
 SearchMode = Literal["hybrid", "dense", "sparse"]
-Fusion = Literal["zscore", "rrf"]
+# `zscore`: standardised scores, dense weighted by its margin or its agreement with BM25 (the
+# default); `margin`: the same by the margin alone (earlier releases); `rrf`: reciprocal rank.
+Fusion = Literal["zscore", "margin", "rrf"]
 
 
 @dataclass
@@ -805,7 +807,7 @@ class KnowledgeStore:
         elif fusion == "rrf":
             candidates = fuse_rrf(lists[0], lists[1])
         else:
-            candidates = fuse_zscore(lists[0], lists[1])
+            candidates = fuse_zscore(lists[0], lists[1], agreement=fusion != "margin")
         if min_score is not None:
             candidates = [(p, s) for p, s in candidates if s >= min_score]
         passages = merge_duplicates(collapse_overlaps(candidates, DENSE))
