@@ -48,10 +48,13 @@ def dense_weight(
     the cosines tell passages apart; on real documents they rarely stand far apart even when
     dense is right, so with `agreement` the weight is also raised by the candidates the two
     rankings share (against DENSE_AGREEMENT): rankings that agree are both reading the query.
+    Only full lists are compared: of a store smaller than the depth, both hold everything.
     """
     margin = dense[0].score - sum(p.score for p in dense) / len(dense) if dense else 0.0
     weight = min(1.0, max(margin, 0.0) / DENSE_MARGIN) ** 2
-    if agreement and dense:
+    # Lists shorter than the fetch depth hold every chunk there is (a small store, a rare
+    # term): sharing candidates then is chance, not agreement.
+    if agreement and len(dense) >= FUSION_DEPTH and len(bm25) >= FUSION_DEPTH:
         shared = len({p.id for p in dense} & {p.id for p in bm25})
         weight = max(weight, min(1.0, shared / DENSE_AGREEMENT))
     return weight
