@@ -31,14 +31,17 @@ typed and with the earlier question's words. It writes `retrieval-rerank.json`.
 """
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
 import platform
+import subprocess
 import sys
+import tarfile
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,7 +59,7 @@ from archivist.ingest.graph import build_ingest_graph, run_ingest  # noqa: E402
 from archivist.ingest.request import IngestRequest  # noqa: E402
 from archivist.tools import sparse  # noqa: E402
 from archivist.tools.embedding import PrefixedEmbeddings  # noqa: E402
-from archivist.tools.store import KnowledgeStore  # noqa: E402
+from archivist.tools.store import KnowledgeStore, connect  # noqa: E402
 
 # The data folder sits next to the checkout (../shared), or next to the worktrees' folder.
 CMRC = (
@@ -470,11 +473,282 @@ def rerank_main(out: Path) -> None:
     print(f"\nFigures written to {out / 'retrieval-rerank.json'}", file=sys.stderr)
 
 
+# The real-documents set: FastAPI's English and Chinese documentation at a fixed commit, with
+# the example code its pages include, rebuilt from the public repository when first run (kept
+# in a cache folder outside the checkout, never committed) and our own questions about it.
+DOCS_REPOSITORY = "https://github.com/fastapi/fastapi.git"
+DOCS_COMMIT = "c3f316b7e814667e8ee81e03a7330d00ee61e45c"
+DOCS_PATHS = ("docs/en/docs", "docs/zh/docs", "docs_src")
+DOCS_QUESTIONS = ROOT / "benchmarks" / "data" / "docs-questions.jsonl"
+DOCS_CACHE = Path.home() / ".cache" / "archivist-bench"
+LANGUAGES = ("en", "zh", "all")
+DOCS_MODES = ("hybrid", "dense", "sparse")
+
+
+@dataclass(frozen=True)
+class DocsVariant:
+    """One configuration of the retrieval changes: which are on."""
+
+    name: str
+    fusion: str = "margin"
+    headings: bool = False
+    diversify: bool = False
+    includes: bool = False
+
+    @property
+    def ingest_key(self) -> tuple[bool, bool]:
+        """What the store's contents depend on (the rest is decided at query time)."""
+        return self.headings, self.includes
+
+
+# Each change alone, all together, and all but each: "with and without", side by side.
+ALL_ON = {"fusion": "zscore", "headings": True, "diversify": True, "includes": True}
+DOCS_VARIANTS = (
+    DocsVariant("today"),
+    DocsVariant("fusion", fusion="zscore"),
+    DocsVariant("headings", headings=True),
+    DocsVariant("diversify", diversify=True),
+    DocsVariant("includes", includes=True),
+    DocsVariant("all", **ALL_ON),
+    DocsVariant("all-fusion", **{**ALL_ON, "fusion": "margin"}),
+    DocsVariant("all-headings", **{**ALL_ON, "headings": False}),
+    DocsVariant("all-diversify", **{**ALL_ON, "diversify": False}),
+    DocsVariant("all-includes", **{**ALL_ON, "includes": False}),
+)
+
+
+def docs_tree(cache: Path, repository: str = DOCS_REPOSITORY, log=print) -> Path | None:
+    """The documentation tree at DOCS_COMMIT, fetched once into `cache` (a shallow fetch of
+    that one commit, then `git archive` of DOCS_PATHS); None, with the reason logged, when it
+    cannot be fetched (offline, no git)."""
+    tree = cache / f"fastapi-{DOCS_COMMIT[:12]}"
+    if (tree / ".complete").exists():
+        return tree
+    git_dir = cache / "fastapi.git"
+    try:
+        if not git_dir.exists():
+            subprocess.run(["git", "init", "--bare", "-q", str(git_dir)], check=True)
+        subprocess.run(
+            [
+                "git",
+                "--git-dir",
+                str(git_dir),
+                "fetch",
+                "-q",
+                "--depth",
+                "1",
+                repository,
+                DOCS_COMMIT,
+            ],
+            check=True,
+            capture_output=True,
+            timeout=600,
+        )
+        archive = subprocess.run(
+            ["git", "--git-dir", str(git_dir), "archive", DOCS_COMMIT, *DOCS_PATHS],
+            check=True,
+            capture_output=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        detail = getattr(exc, "stderr", b"") or b""
+        reason = detail.decode(errors="replace").strip().splitlines()[-1:] or [str(exc)]
+        log(f"docs: skipped, cannot fetch {repository} at {DOCS_COMMIT[:12]}: {reason[0]}")
+        return None
+    tree.mkdir(parents=True, exist_ok=True)
+    import io
+
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(tree, filter="data")
+    (tree / ".complete").write_text(DOCS_COMMIT)
+    return tree
+
+
+def load_docs_questions(path: Path = DOCS_QUESTIONS) -> list[dict]:
+    """Our questions about the tree: `{"id", "lang", "question", "gold", "kind", "split"}`."""
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+@contextlib.contextmanager
+def docs_changes(headings: bool, includes: bool) -> Iterator[None]:
+    """Turn the ingest-time changes off for a run that measures without them."""
+    from unittest import mock
+
+    from archivist.ingest.loaders import includes as include_module
+    from archivist.tools.store import Chunk
+
+    with contextlib.ExitStack() as stack:
+        if not headings:
+            stack.enter_context(mock.patch.object(Chunk, "index_text", property(lambda c: c.text)))
+        if not includes:
+            stack.enter_context(
+                mock.patch.object(include_module, "MAX_INCLUDES", 0),
+            )
+        yield
+
+
+def docs_store(tree: Path, embedder: Embeddings, client, headings: bool, includes: bool):
+    """Ingest the tree's Markdown pages (English and Chinese) into one store."""
+    store = KnowledgeStore(client, f"docs_{int(headings)}{int(includes)}")
+    embeddings = PrefixedEmbeddings(embedder, "all-minilm")
+    request = IngestRequest.build((str(tree),), store.name, include=("*.md",))
+    with docs_changes(headings, includes):
+        report = run_ingest(build_ingest_graph(store, embeddings), request)
+    assert not report.failed, report.failed
+    return store, embeddings, store.count()
+
+
+def matches(source: str, gold: str) -> bool:
+    """Whether a result's source is the gold file (sources may carry a root's label)."""
+    return source == gold or source.endswith("/" + gold) or gold.endswith("/" + source)
+
+
+def docs_scores(ranked: list[list[str]], questions: list[dict]) -> dict[str, dict]:
+    """hit@5 and MRR@5 per language (and both), results counted as files."""
+    figures = {}
+    for language in LANGUAGES:
+        hits = rr = n = 0.0
+        for sources, q in zip(ranked, questions, strict=True):
+            if language != "all" and q["lang"] != language:
+                continue
+            n += 1
+            found = [i for i, s in enumerate(sources[:K]) if matches(s, q["gold"])]
+            if found:
+                hits += 1
+                rr += 1 / (found[0] + 1)
+        figures[language] = {"hit@5": hits / n, "mrr@5": rr / n, "questions": int(n)}
+    return figures
+
+
+def evaluate_docs(
+    tree: Path,
+    embedder: Embeddings,
+    workdir: Path,
+    log,
+    variants: Sequence[DocsVariant] = DOCS_VARIANTS,
+    modes: Sequence[str] = DOCS_MODES,
+):
+    """Every variant in every mode over the docs set; results per language and split."""
+    started = time.perf_counter()
+    questions = load_docs_questions()
+    client = connect(workdir / "qdrant-docs")
+    stores, rows = {}, {}
+    try:
+        for variant in variants:
+            if variant.ingest_key not in stores:
+                stores[variant.ingest_key] = docs_store(tree, embedder, client, *variant.ingest_key)
+                log(
+                    f"docs: headings={variant.headings} includes={variant.includes} → "
+                    f"{stores[variant.ingest_key][2]} chunks"
+                )
+            store, embeddings, _ = stores[variant.ingest_key]
+            vectors = [embeddings.embed_query(q["question"]) for q in questions]
+            rows[variant.name] = {}
+            for mode in modes:
+                ranked = [
+                    [
+                        r["source"]
+                        for r in store.search(
+                            vector,
+                            q["question"],
+                            k=K,
+                            mode=mode,
+                            **docs_search_options(variant),
+                        )
+                    ]
+                    for vector, q in zip(vectors, questions, strict=True)
+                ]
+                splits = {"": questions}
+                for split in ("dev", "held-out"):
+                    splits[split] = [q for q in questions if q["split"] == split]
+                figures = {}
+                for split, chosen in splits.items():
+                    picked = [r for r, q in zip(ranked, questions, strict=True) if q in chosen]
+                    figures[split or "whole"] = docs_scores(picked, chosen)
+                rows[variant.name][mode] = figures
+                whole = figures["whole"]
+                log(
+                    f"  {variant.name:14} {mode:7} "
+                    + "  ".join(
+                        f"{lang} {whole[lang]['hit@5']:.3f}/{whole[lang]['mrr@5']:.3f}"
+                        for lang in LANGUAGES
+                    )
+                )
+    finally:
+        client.close()
+        embedder.save()
+    return {
+        "set": "docs",
+        "repository": DOCS_REPOSITORY,
+        "commit": DOCS_COMMIT,
+        "questions": len(questions),
+        "chunks": {f"headings={h} includes={i}": c for (h, i), (_, _, c) in stores.items()},
+        "seconds": round(time.perf_counter() - started, 1),
+        "variants": {v.name: vars(v) for v in variants},
+        "results": rows,
+    }
+
+
+def docs_search_options(variant: DocsVariant) -> dict:
+    """The search keywords a variant sets (the query-time changes)."""
+    return {"fusion": variant.fusion, "diversify": variant.diversify}
+
+
+def docs_table(report: dict, split: str = "whole") -> str:
+    """Render the docs set's figures: a row per variant and mode, hit@5 / MRR@5 by language."""
+    lines = [
+        f"| variant | mode | English | Chinese | all |  ({split})",
+        "|---|---|---|---|---|",
+    ]
+    for name, modes in report["results"].items():
+        for mode, figures in modes.items():
+            cells = " | ".join(
+                f"{figures[split][lang]['hit@5']:.3f} / {figures[split][lang]['mrr@5']:.3f}"
+                for lang in LANGUAGES
+            )
+            lines.append(f"| {name} | {mode} | {cells} |")
+    return "\n".join(lines)
+
+
+# The variants that change nothing stored: measured on one store, with no re-embedding.
+QUERY_TIME_VARIANTS = (
+    DocsVariant("today"),
+    DocsVariant("fusion", fusion="zscore"),
+    DocsVariant("diversify", diversify=True),
+    DocsVariant("fusion+diversify", fusion="zscore", diversify=True),
+)
+
+
+def run_docs(args: argparse.Namespace, workdir: Path, log) -> dict | None:
+    """The real-documents section: fetch the tree (or say why not), then measure it."""
+    if args.sparse != "edge":
+        log("docs: skipped, it measures new stores' keyword vectors")
+        return None
+    tree = docs_tree(args.docs_cache, args.docs_repository, log)
+    if tree is None:
+        return None
+    if args.sparse_only:
+        return evaluate_docs(tree, ConstantEmbeddings(), workdir, log, modes=("sparse",))
+    embedder = MiniLM(OUT / "embedding-cache-docs.json")
+    variants = QUERY_TIME_VARIANTS if args.docs_query_time else DOCS_VARIANTS
+    return evaluate_docs(tree, embedder, workdir, log, variants)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--questions", type=int, default=1000, help="CMRC questions (max 3219)")
     parser.add_argument("--cmrc", type=Path, default=CMRC, help="path to cmrc2018_dev.json")
-    parser.add_argument("--set", action="append", choices=["cmrc", "english"], dest="sets")
+    parser.add_argument("--set", action="append", choices=["cmrc", "english", "docs"], dest="sets")
+    parser.add_argument(
+        "--docs-repository",
+        default=DOCS_REPOSITORY,
+        help="where to fetch the docs set's tree from (a local clone works)",
+    )
+    parser.add_argument("--docs-cache", type=Path, default=DOCS_CACHE, help="its cache folder")
+    parser.add_argument(
+        "--docs-query-time",
+        action="store_true",
+        help="docs set: only the changes made at query time (one store, embedded once)",
+    )
     parser.add_argument(
         "--sparse",
         choices=list(SPARSE_SCHEMES),
@@ -504,9 +778,12 @@ def main() -> None:
     embedder = ConstantEmbeddings() if args.sparse_only else MiniLM(OUT / "embedding-cache.json")
     modes = ("sparse",) if args.sparse_only else MODES
     sets = {"cmrc": lambda: load_cmrc(args.cmrc, args.questions), "english": load_jsonl}
-    reports = []
+    reports, docs = [], None
     with tempfile.TemporaryDirectory() as workdir:
-        for name in args.sets or list(sets):
+        for name in args.sets or [*sets, "docs"]:
+            if name == "docs":
+                docs = run_docs(args, Path(workdir), log)
+                continue
             qa = sets[name]()
             reports.append(
                 evaluate(qa, embedder, Path(workdir), log, modes, not args.sparse_only, scheme)
@@ -524,13 +801,19 @@ def main() -> None:
         },
         "sets": reports,
     }
+    if docs is not None:
+        figures["docs"] = docs
     args.out.mkdir(parents=True, exist_ok=True)
     name = "retrieval" + ("" if args.sparse == "edge" else f"-{args.sparse}")
-    if args.sets and set(args.sets) != set(sets):
+    if args.sets and set(args.sets) != {*sets, "docs"}:
         name += "".join(f"-{chosen}" for chosen in sorted(set(args.sets)))
     name += "-sparse-only.json" if args.sparse_only else ".json"
-    (args.out / name).write_text(json.dumps(figures, indent=2))
-    print(table(reports))
+    (args.out / name).write_text(json.dumps(figures, indent=2, ensure_ascii=False))
+    if reports:
+        print(table(reports))
+    if docs is not None:
+        for split in ("whole", "dev", "held-out"):
+            print(f"\n{docs_table(docs, split)}")
     print(f"\nFigures written to {args.out / name}", file=sys.stderr)
 
 

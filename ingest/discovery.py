@@ -53,6 +53,9 @@ class SourceFile:
     size: int = -1
     """Its size and modification time (ns) when it was found, before it was read."""
     mtime_ns: int = -1
+    folder: Path | None = None
+    """The folder it was found in, which its include directives may read from (None: a file
+    given directly, whose own folder they may read from)."""
 
     @property
     def has_records(self) -> bool:
@@ -221,7 +224,9 @@ def _walk(
                 failed.append(Failure(source, problem))
             elif supported(path, options):
                 size, mtime = stats[0] if stats else (-1, -1)
-                files.setdefault(source, SourceFile(path, source, root_id, relative, size, mtime))
+                files.setdefault(
+                    source, SourceFile(path, source, root_id, relative, size, mtime, root)
+                )
             else:
                 skipped.append(Failure(source, skip_reason(path)))
 

@@ -296,7 +296,7 @@ class IngestSteps:
             self._split_loaded(loaded_files, request, helper, known, read, run)
         if read.pending:
             docs = [(d.source, d.doc_hash) for d in read.pending]
-            texts = [[c.text for c in d.chunks] for d in read.pending]
+            texts = [[c.index_text for c in d.chunks] for d in read.pending]
             helper.add(list(zip(docs, texts, strict=True)))
         chunks = sum(len(d.chunks) for d in read.pending)
         self.notify(Loaded(len(batch), len(read.unchanged), chunks))
@@ -333,7 +333,7 @@ class IngestSteps:
         try:
             if offset == 0 or run.reader is None:
                 file_hash = (cached or {}).get(file.source) or content_hash(
-                    file.path, request.splitter, file_options
+                    file.path, request.splitter, file_options, file.folder
                 )
         except (LoadError, OSError) as exc:
             self._failed(file, exc, read, run)
@@ -509,7 +509,7 @@ class IngestSteps:
             for source, i, j in segments:
                 if source in by_source:
                     chunks = by_source[source].chunks[i:j]
-                    queue.submit([(source, i, j)], [c.text for c in chunks])
+                    queue.submit([(source, i, j)], [c.index_text for c in chunks])
             return
         doc = by_source.get(segments[0][0])
         if doc is not None and not doc.failed:
@@ -701,7 +701,7 @@ def _pack_batches(
         while i < n:
             j = min(n, i + batch_size - len(texts))
             segments.append((doc.source, i, j))
-            texts.extend(c.text for c in doc.chunks[i:j])
+            texts.extend(c.index_text for c in doc.chunks[i:j])
             parts.append((doc, j))
             i = j
             if len(texts) == batch_size:

@@ -19,6 +19,8 @@ MAX_HEADING_CHARS = 200
 """The most characters of a heading kept in its sections' heading path: the path is copied
 into every chunk under the heading, so a heading a megabyte long must not be."""
 _FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
+# An attribute list ending a heading (`## Install { #install }`, MkDocs' attr_list): an anchor
+# for links, not part of the title.
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|(?<=[。！？；])")
 _CJK_RUN = re.compile(f"[{CJK}]+")
 # `\s` matches exactly the characters `str.isspace` accepts; runs make few matches to count.
@@ -182,12 +184,25 @@ def _blocks(text: str) -> list[Piece]:
 
 
 def _title(heading: re.Match) -> str:
-    """A heading's title without its closing `#`s, cut to MAX_HEADING_CHARS."""
+    """A heading's title without its closing `#`s and attribute list (`{ #anchor }`, as
+    mkdocs and Pandoc write them), cut to MAX_HEADING_CHARS."""
     written = heading.group(2)
     title = written.rstrip(" \t#") or written
+    title = _without_attributes(title)
     if len(title) > MAX_HEADING_CHARS:
         title = title[: MAX_HEADING_CHARS - 1].rstrip() + "…"
     return title
+
+
+def _without_attributes(title: str) -> str:
+    # By hand, not by a pattern: one pass over the title, however long it is.
+    if not title.endswith("}"):
+        return title
+    opening = title.rfind("{")
+    inner = title[opening + 1 : -1]
+    if opening <= 0 or "}" in inner or inner.strip()[:1] not in ("#", "."):
+        return title
+    return title[:opening].rstrip() or title
 
 
 def _continues_paragraph(line: str) -> bool:

@@ -7,7 +7,7 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from archivist.ingest.discovery import Failure, FolderRules, SourceFile, discover
@@ -16,8 +16,10 @@ from archivist.ingest.loaders import (
     LoadError,
     Section,
     check_size,
+    decode_text,
     iter_load,
 )
+from archivist.ingest.loaders.includes import INCLUDING_SUFFIXES, included_files
 from archivist.ingest.splitter import SplitterSettings, TextChunk, split_text
 from archivist.tools.errors import ArchivistError
 from archivist.tools.store import Chunk
@@ -91,15 +93,27 @@ def _digest_of_settings(
 
 
 def content_hash(
-    path: Path, splitter: SplitterSettings, options: LoaderOptions | None = None
+    path: Path,
+    splitter: SplitterSettings,
+    options: LoaderOptions | None = None,
+    root: Path | None = None,
 ) -> str:
     """Hash a file's bytes with the settings that shape its chunks: a change of either means
-    re-chunking."""
+    re-chunking. A page with include directives (found in folder `root`) is hashed with the
+    files they read, so a changed example is a changed page; other files hash as before."""
     check_size(path)  # before reading: a huge file is refused without hashing it
     digest = _settings_digest(splitter, options)
     with path.open("rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
+    if path.suffix.lower() in INCLUDING_SUFFIXES:
+        try:
+            text = decode_text(path.read_bytes())
+        except LoadError:
+            text = ""
+        for included in included_files(path, text, root):
+            digest.update(b"\0include\0" + included.as_posix().encode("utf-8", "surrogatepass"))
+            digest.update(included.read_bytes())
     return digest.hexdigest()
 
 
@@ -152,7 +166,12 @@ def _line_counter(section: Section) -> Callable[[int], int] | None:
 def load_sections(file: SourceFile, options: LoaderOptions | None = None) -> list[Section]:
     """Load a file that holds no records: its sections, ready to split (raise LoadError if it
     cannot be ingested)."""
-    return list(iter_load(file.path, options or LoaderOptions()))
+    return list(iter_load(file.path, _with_root(file, options or LoaderOptions())))
+
+
+def _with_root(file: SourceFile, options: LoaderOptions) -> LoaderOptions:
+    """The options with the folder `file`'s include directives may read from."""
+    return replace(options, include_root=file.folder) if file.folder else options
 
 
 def file_document(
@@ -192,7 +211,7 @@ def iter_documents(
     options = options or LoaderOptions()
     rest: list[Section] = []
     found = False
-    for section in iter_load(file.path, options):
+    for section in iter_load(file.path, _with_root(file, options)):
         if section.key is None:
             rest.append(section)
             continue
@@ -204,7 +223,7 @@ def iter_documents(
         chunks = chunk_sections(file.source, rest, splitter)
         if chunks:
             found = True
-            doc_hash = file_hash or content_hash(file.path, splitter, options)
+            doc_hash = file_hash or content_hash(file.path, splitter, options, file.folder)
             yield Document(file.source, doc_hash, chunks)
     if not found:
         raise LoadError("no text in the file")

@@ -225,18 +225,24 @@ def cli(*args: str, ollama, home: Path, stdin: str | None = None) -> subprocess.
 
 
 def stored_sparse_vectors(store, source: str | None = None) -> dict[str, tuple[list, list]]:
-    """The sparse vector stored with each chunk (of `source`, else all), by the chunk's text."""
+    """The sparse vector stored with each chunk (of `source`, else all), by the text it was
+    made from: the chunk's text after its heading line (`indexed_text`)."""
     from qdrant_client import models
 
     from archivist.tools.engine import scroll_pages
-    from archivist.tools.store import SPARSE
+    from archivist.tools.store import SPARSE, indexed_text
 
     selector = None
     if source is not None:
         match = models.MatchValue(value=source)
         selector = models.Filter(must=[models.FieldCondition(key="source", match=match)])
     return {
-        point.payload["text"]: (point.vector[SPARSE].indices, point.vector[SPARSE].values)
-        for points in scroll_pages(store.client, store.name, 256, selector, ["text"], True)
+        indexed_text(point.payload["text"], point.payload.get("metadata") or {}): (
+            point.vector[SPARSE].indices,
+            point.vector[SPARSE].values,
+        )
+        for points in scroll_pages(
+            store.client, store.name, 256, selector, ["text", "metadata"], True
+        )
         for point in points
     }

@@ -193,7 +193,7 @@ def test_ensuring_an_existing_store_again_keeps_it(engine):
 def test_dense_search_ranks_as_brute_force_cosine_does(engine):
     store = filled(engine)
     for query in ("how long does shipping take", "warranty on tents", "refund to my card"):
-        results = store.search(vec(query), query, k=4, mode="dense")
+        results = store.search(vec(query), query, k=4, mode="dense", diversify=False)
         brute = cosines(query)
         assert [r["rank"] for r in results] == [1, 2, 3, 4]
         # Within float16 storage's precision (the embedded store's; a server keeps float32).
@@ -206,9 +206,9 @@ def test_dense_search_ranks_as_brute_force_cosine_does(engine):
 
 def test_sparse_search_finds_a_code_and_only_passages_sharing_words(engine):
     store = filled(engine)
-    results = store.search(None, "WX-7731", k=5, mode="sparse")
+    results = store.search(None, "WX-7731", k=5, mode="sparse", diversify=False)
     assert [r["text"] for r in results] == [CORPUS["warranty.md"][1]]
-    results = store.search(None, "business days", k=7, mode="sparse")
+    results = store.search(None, "business days", k=7, mode="sparse", diversify=False)
     encoder = sparse.encoder(sparse.DEFAULT_SCHEME)
     words = set(encoder.query("business days")[0])
     sharing = {t for texts in CORPUS.values() for t in texts if words & set(encoder.document(t)[0])}
@@ -237,7 +237,7 @@ def test_each_scheme_stores_the_vectors_its_encoder_makes_and_searches_with_them
 def test_hybrid_search_puts_first_what_both_rankings_agree_on(engine):
     store = filled(engine)
     query = "Refunds paid to the original payment method"
-    results = store.search(vec(query), query, k=4, mode="hybrid")
+    results = store.search(vec(query), query, k=4, mode="hybrid", diversify=False)
     assert results[0]["text"] == CORPUS["refund.md"][0]
     assert len(results) == 4 and len({r["chunk_id"] for r in results}) == 4
     assert results[0]["metadata"] == {} and results[0]["source"] == "refund.md"

@@ -157,6 +157,54 @@ def test_k_and_min_score_limit_the_results(store):
     assert store.search(None, "tent pole", k=10, mode="sparse", min_score=1e6) == []
 
 
+def test_one_source_cannot_fill_the_results(store):
+    # A changelog mentions the term in every entry; the pages about it, once each.
+    entries = [
+        f"Release 1.{i}: fixed the timeout of the upload retries, issue {i}." for i in range(6)
+    ]
+    add(store, "changelog.md", entries, spans=[(i * 100, i * 100 + 60) for i in range(6)])
+    add(store, "uploads.md", ["Uploads are retried after a timeout of thirty seconds."])
+    add(store, "limits.md", ["The upload timeout can be raised in the settings file."])
+    plain = search(store, "upload timeout", mode="sparse", k=4, diversify=False)
+    assert plain.count("changelog.md") >= 2
+    results = store.search(None, "upload timeout", k=4, mode="sparse")
+    sources = [r["source"] for r in results]
+    assert sorted(sources[:3]) == ["changelog.md", "limits.md", "uploads.md"]
+    # Three sources for k = 4: the changelog's second-best fills the fourth place, and its
+    # entries left out are folded under its best.
+    assert sources[3] == "changelog.md" and len(results) == 4
+    head = results[sources.index("changelog.md")]
+    shown = {r["chunk_id"] for r in results}
+    folded = head["metadata"]["more_from_source"]
+    assert len(folded) == 4 and not shown & set(folded)
+    # Searching one document still returns k of its passages.
+    only = store.search(None, "upload timeout", k=3, mode="sparse", sources=["changelog.md"])
+    assert [r["source"] for r in only] == ["changelog.md"] * 3
+
+
+def test_headings_are_indexed_while_the_stored_text_stays_the_chunk(archivist, ollama, tmp_path):
+    section = "Send the parcel back within thirty days. " * 60
+    page = f"# Returns policy\n\n## Refund window\n\n{section}\n\nKeep the receipt.\n"
+    other = "# Other\n\nA window seat."
+    root = write_files(tmp_path / "kb", {"returns.md": page, "other.md": other})
+    archivist.ingest([str(root)], "kb")
+    inputs = [t for body in ollama.requests_to("/api/embed") for t in body["input"]]
+    # Chunks inside the section carry its heading path in what is embedded.
+    assert any(
+        t.startswith("search_document: Returns policy › Refund window\n\nSend") for t in inputs
+    )
+    store = KnowledgeStore(archivist.client, "kb")
+    results = store.search(None, "refund window", k=5, mode="sparse", diversify=False)
+    # Found by its heading, which its stored text does not hold, above the page that has
+    # only one of the words.
+    inner = [r for r in results if "Refund window" not in r["text"]]
+    assert inner and inner[0]["source"] == "returns.md"
+    assert [r["source"] for r in results].index("other.md") > results.index(inner[0])
+    for result in results:
+        start, end = result["metadata"]["start"], result["metadata"]["end"]
+        assert (page if result["source"] == "returns.md" else other)[start:end] == result["text"]
+
+
 def test_mmr_trades_a_near_duplicate_for_a_different_passage(store):
     text = "Stoves need a windshield when camping in wind, the stove burns gas."
     add(store, "a.md", [text])

@@ -24,6 +24,11 @@ MAX_TIE_DEPTH = 1280
 # candidates cannot tell passages apart (an English model on Chinese text: all cosines close
 # together) and gets proportionally less say; measured in benchmarks/retrieval.py.
 DENSE_MARGIN = 0.25
+# Dense and BM25 rankings that share this many of their candidates both carry information
+# about the query (an embedder that cannot read the query's language shares almost none with
+# BM25, however its cosines spread), so dense then counts fully; measured in
+# benchmarks/retrieval.py on English and Chinese documentation, SQuAD-style and CMRC sets.
+DENSE_AGREEMENT = 8
 
 
 def _standardised(points: Sequence[models.ScoredPoint], depth: int) -> tuple[dict, float]:
@@ -37,24 +42,46 @@ def _standardised(points: Sequence[models.ScoredPoint], depth: int) -> tuple[dic
     return {p.id: (p.score - mean) / spread for p in points}, floor
 
 
+def dense_weight(
+    dense: Sequence[models.ScoredPoint], bm25: Sequence[models.ScoredPoint], agreement: bool
+) -> float:
+    """How much say the dense ranking gets beside BM25's (0–1).
+
+    Its margin (best cosine above the candidates' mean, against DENSE_MARGIN) says whether
+    the cosines tell passages apart; on real documents they rarely stand far apart even when
+    dense is right, so with `agreement` the weight is also raised by the candidates the two
+    rankings share (against DENSE_AGREEMENT): rankings that agree are both reading the query.
+    Only full lists are compared: of a store smaller than the depth, both hold everything.
+    """
+    margin = dense[0].score - sum(p.score for p in dense) / len(dense) if dense else 0.0
+    weight = min(1.0, max(margin, 0.0) / DENSE_MARGIN) ** 2
+    # Lists shorter than the fetch depth hold every chunk there is (a small store, a rare
+    # term): sharing candidates then is chance, not agreement.
+    if agreement and len(dense) >= FUSION_DEPTH and len(bm25) >= FUSION_DEPTH:
+        shared = len({p.id for p in dense} & {p.id for p in bm25})
+        weight = max(weight, min(1.0, shared / DENSE_AGREEMENT))
+    return weight
+
+
 def fuse_zscore(
-    dense: Sequence[models.ScoredPoint], bm25: Sequence[models.ScoredPoint]
+    dense: Sequence[models.ScoredPoint],
+    bm25: Sequence[models.ScoredPoint],
+    agreement: bool = True,
 ) -> list[tuple[models.ScoredPoint, float]]:
-    """Fuse two rankings by their standardised scores, trusting dense by its margin.
+    """Fuse two rankings by their standardised scores, trusting dense as `dense_weight` says.
 
     Rank fusion (RRF) gives a ranking that cannot tell passages apart as much say as one that
     can, which makes the fusion of a weak and a strong ranker worse than the strong one. Here
     each ranking's scores become z-scores over its candidates, so a passage that stands out
     in one ranking keeps that lead, and the dense ranking is weighted by how far its best
-    cosine stands above its candidates' mean (DENSE_MARGIN): near-equal cosines carry no
-    information. The fused score is the weighted sum of z-scores.
+    cosine stands above its candidates' mean, or by how many candidates it shares with BM25
+    (`agreement`; without it, the margin alone, as earlier releases fused). The fused score
+    is the weighted sum of z-scores.
     """
     depth = max(len(dense), len(bm25), 1)
-    margin = dense[0].score - sum(p.score for p in dense) / len(dense) if dense else 0.0
-    dense_weight = min(1.0, max(margin, 0.0) / DENSE_MARGIN) ** 2
     points = {p.id: p for p in [*bm25, *dense]}
     fused = dict.fromkeys(points, 0.0)
-    for ranking, weight in ((dense, dense_weight), (bm25, 1.0)):
+    for ranking, weight in ((dense, dense_weight(dense, bm25, agreement)), (bm25, 1.0)):
         z, floor = _standardised(ranking, depth)
         for pid in fused:
             fused[pid] += weight * z.get(pid, floor)
@@ -172,6 +199,32 @@ def merge_duplicates(passages: list[_Passage]) -> list[_Passage]:
                 "also_in": [*first.metadata.get("also_in", []), passage.source],
             }
     return list(kept.values())
+
+
+def diversify_sources(passages: Sequence[_Passage], k: int) -> list[_Passage]:
+    """Return `k` passages, each source's best first: one page of many matching chunks (a
+    changelog, a long reference) cannot fill the list. The source's other passages come after
+    every source's best, so `k` are still returned when the candidates hold fewer sources;
+    those left out are folded under their source's best, listed in its metadata as
+    `more_from_source` (chunk ids, best first), as `merge_duplicates` lists `also_in`."""
+    heads: dict[str, _Passage] = {}
+    others: list[_Passage] = []
+    for passage in passages:
+        if passage.source in heads:
+            others.append(passage)
+        else:
+            heads[passage.source] = passage
+    ordered = [*heads.values(), *others]
+    kept = ordered[:k]
+    shown = {id(p) for p in kept}
+    for passage in ordered[k:]:
+        head = heads[passage.source]
+        if id(head) in shown and passage is not head:
+            head.metadata = {
+                **head.metadata,
+                "more_from_source": [*head.metadata.get("more_from_source", []), passage.chunk_id],
+            }
+    return kept
 
 
 def select_mmr(

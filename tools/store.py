@@ -37,6 +37,7 @@ from archivist.tools.progress import Copied, ProgressFn, ignore
 from archivist.tools.ranking import (
     FUSION_DEPTH,
     collapse_overlaps,
+    diversify_sources,
     fuse_rrf,
     fuse_zscore,
     merge_duplicates,
@@ -69,7 +70,9 @@ SOURCE_FIELDS = ("source", "doc_hash", "doc_chunks", "ingested_at")
 _ID_NAMESPACE = uuid.UUID("5b0c6f0e-3d0a-4d8e-9b7a-6a1c2f4e8d21")
 
 SearchMode = Literal["hybrid", "dense", "sparse"]
-Fusion = Literal["zscore", "rrf"]
+# `zscore`: standardised scores, dense weighted by its margin or its agreement with BM25 (the
+# default); `margin`: the same by the margin alone (earlier releases); `rrf`: reciprocal rank.
+Fusion = Literal["zscore", "margin", "rrf"]
 
 
 @dataclass
@@ -80,6 +83,12 @@ class Chunk:
     source: str
     chunk_index: int
     metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def index_text(self) -> str:
+        """The text embedded and BM25-indexed: the chunk's own text after a line naming its
+        document's title and heading path (see `indexed_text`)."""
+        return indexed_text(self.text, self.metadata)
 
     @property
     def id(self) -> str:
@@ -500,7 +509,7 @@ class KnowledgeStore:
                 write.doc_chunks,
             )
             at = now if write.ingested_at is None else write.ingested_at
-            indices, values = write.sparse or encode(chunk.text)
+            indices, values = write.sparse or encode(chunk.index_text)
             version = versions.get((chunk.source, doc_hash, total, at))
             if version is None:
                 version = versions[chunk.source, doc_hash, total, at] = version_key(
@@ -759,15 +768,20 @@ class KnowledgeStore:
         min_score: float | None = None,
         mmr: float | None = None,
         fusion: Fusion = "zscore",
+        diversify: bool = True,
     ) -> list[Passage]:
         """Return the `k` best passages for a query.
 
         `hybrid` fuses the dense and BM25 rankings (see `fuse_zscore`); overlapping chunks of
         one passage collapse into one result; `min_score` drops results scoring below it (in
-        the mode's own score); `mmr` (0–1, 1 = relevance only) re-ranks for diversity.
+        the mode's own score); `mmr` (0–1, 1 = relevance only) re-ranks for diversity;
+        `diversify` puts each source's best passage before any source's second (see
+        `diversify_sources`).
         """
         with self._held(), self._sized([] if query_vector is None else [query_vector]):
-            return self._search(query_vector, query_text, k, mode, sources, min_score, mmr, fusion)
+            return self._search(
+                query_vector, query_text, k, mode, sources, min_score, mmr, fusion, diversify
+            )
 
     @contextmanager
     def _sized(self, vectors: Iterable[Sequence[float]]) -> Iterator[None]:
@@ -852,6 +866,7 @@ class KnowledgeStore:
         min_score: float | None,
         mmr: float | None,
         fusion: Fusion,
+        diversify: bool = True,
     ) -> list[Passage]:
         partial = self.partial_versions()
         m = self.records
@@ -903,12 +918,14 @@ class KnowledgeStore:
         elif fusion == "rrf":
             candidates = fuse_rrf(lists[0], lists[1])
         else:
-            candidates = fuse_zscore(lists[0], lists[1])
+            candidates = fuse_zscore(lists[0], lists[1], agreement=fusion != "margin")
         if min_score is not None:
             candidates = [(p, s) for p, s in candidates if s >= min_score]
         passages = merge_duplicates(collapse_overlaps(candidates, DENSE))
         if mmr is not None:
-            passages = select_mmr(passages, query_vector, k, mmr)
+            passages = select_mmr(passages, query_vector, len(passages), mmr)
+        if diversify:
+            passages = diversify_sources(passages, k)
         return [
             Passage(
                 rank=rank,
@@ -950,6 +967,29 @@ def _newest(versions: Iterable[SourceInfo]) -> dict[str, SourceInfo]:
         if best is None or (info.complete, info.ingested_at) > (best.complete, best.ingested_at):
             found[info.source] = info
     return dict(sorted(found.items()))
+
+
+# The most characters of title and headings put before a chunk's text for indexing.
+MAX_HEADING_LINE = 200
+_OPENING_HEADING = re.compile(r"#{1,6}[ \t]+([^\n]+)")
+
+
+def indexed_text(text: str, metadata: dict[str, Any]) -> str:
+    """The text a chunk is embedded and BM25-indexed by: its document's title and heading
+    path on a line of their own, then the chunk's text. A chunk in the middle of a section
+    does not repeat the words its page and section are titled with; with them, a search for
+    those words finds it. The stored `text` (and its offsets) stay the chunk's own."""
+    title = metadata.get("title")
+    headings = [h.strip() for h in metadata.get("headings") or [] if isinstance(h, str)]
+    parts = [title.strip()] if isinstance(title, str) and title.strip() else []
+    parts += [h for h in headings if h and h not in parts]
+    # A chunk that opens with its own heading says that much itself.
+    opening = _OPENING_HEADING.match(text)
+    if parts and opening and opening.group(1).startswith(parts[-1]):
+        parts.pop()
+    if not parts:
+        return text
+    return " › ".join(parts)[:MAX_HEADING_LINE] + "\n\n" + text
 
 
 def version_key(source: str, doc_hash: str, doc_chunks: int, ingested_at: float) -> str:

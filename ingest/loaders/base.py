@@ -78,6 +78,8 @@ class LoaderOptions:
     """More extensions read as plain text (`.py`, `.toml`), lower case with the dot."""
     extra_loaders: tuple[tuple[str, str], ...] = ()
     """(glob pattern, `module:Class` of a LangChain document loader), first match wins."""
+    include_root: Path | None = None
+    """The folder include directives may read files from (None: the file's own folder)."""
 
     def as_dict(self) -> dict[str, Any]:
         """The options that shape a record file's chunks (hashed with its content).

@@ -13,6 +13,7 @@ from archivist.ingest.loaders.base import (
     jsonable,
     read_text,
 )
+from archivist.ingest.loaders.includes import expand_includes
 
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S)
 _HTML_DROPPED = ["nav", "header", "footer", "script", "style", "noscript", "template", "svg"]
@@ -107,17 +108,23 @@ def _check_expansion(root: Any) -> None:
 
 
 def load_markdown(path: Path, options: LoaderOptions) -> list[Section]:
-    """Load Markdown; YAML front matter becomes metadata."""
+    """Load Markdown; YAML front matter becomes metadata; include directives are read.
+
+    Lines are counted from the file's own (`first_line`) only when nothing was included: an
+    included file's lines are not the page's."""
     whole = read_text(path)
     metadata, text = split_front_matter(whole)
     front = whole[: len(whole) - len(text)]
-    return [Section(text, metadata, first_line=1 + front.count("\n"))]
+    expanded = expand_includes(path, text, options.include_root)
+    first_line = 1 + front.count("\n") if expanded == text else None
+    return [Section(expanded, metadata, first_line=first_line)]
 
 
 def load_mdx(path: Path, options: LoaderOptions) -> list[Section]:
     """Load MDX as Markdown: front matter kept, import/export statements and JSX component
     tags dropped, the text inside components kept (a tab's or admonition's title too)."""
     metadata, text = split_front_matter(read_text(path))
+    text = expand_includes(path, text, options.include_root)
     return [Section(mdx_to_markdown(text), metadata)]
 
 
@@ -188,7 +195,7 @@ def _drop_jsx_comments(text: str) -> str:
 def load_rst(path: Path, options: LoaderOptions) -> list[Section]:
     """Load reStructuredText: section titles become Markdown headings (levels in the order the
     document first uses each adornment), comments and link targets are dropped."""
-    lines = read_text(path).splitlines()
+    lines = expand_includes(path, read_text(path), options.include_root).splitlines()
     styles: list[tuple[str, bool]] = []
     out: list[str] = []
     title = None
