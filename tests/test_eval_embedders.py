@@ -16,7 +16,7 @@ from archivist.app import Archivist
 from archivist.evaluation.run import load_dataset, source_matches
 from archivist.settings import Settings
 from archivist.tools.errors import ArchivistError
-from archivist.tools.store import KnowledgeStore
+from archivist.tools.store import KnowledgeStore, indexed_text
 
 EMBEDDERS = ["nomic-embed-text", "all-minilm", "llama3.2:1b"]
 
@@ -98,11 +98,14 @@ def test_each_embedder_gets_a_store_of_the_same_chunks_and_exact_retrieval_figur
     # Every chunk of the store was embedded once by each new model, and stored.
     app = Archivist(settings)
     base = app.store("shop_docs")
-    texts = sorted(p["text"] for p in base.payloads())
+    payloads = base.payloads()
+    texts = sorted(p["text"] for p in payloads)
     for name in ("shop_docs__all_minilm", "shop_docs__llama3_2_1b"):
         copy = KnowledgeStore(app.client, name)
         assert sorted(p["text"] for p in copy.payloads()) == texts
     app.close()
+    # What is embedded is each chunk's indexed text: its headings, then its own text.
+    texts = sorted(indexed_text(p["text"], p.get("metadata") or {}) for p in payloads)
     embedded = {m: [] for m in EMBEDDERS}
     for body in served.requests_to("/api/embed"):
         inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]

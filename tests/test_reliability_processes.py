@@ -112,7 +112,8 @@ def test_while_an_ingest_runs_readers_get_through_and_a_second_writer_waits(tmp_
         assert count == len(chunks)
         sources = _sources(home)
         assert all(info.complete for info in sources.values())
-        assert set(sources) == {f"doc{n:02}.md" for n in range(24)} | {"kayaks.md"}
+        # Two roots now: each source is named with its root's label.
+        assert set(sources) == {f"kb/doc{n:02}.md" for n in range(24)} | {"extra/kayaks.md"}
 
 
 def _count(home: Path) -> int:

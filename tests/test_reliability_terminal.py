@@ -67,7 +67,18 @@ def test_the_terminal_chat_view_shows_escapes_from_answers_and_sources():
     view.begin()
     view.event(Token(f"Paid in 30 days.{HOSTILE}"))
     view.finish({"answer": "", "citations": [{"n": 1, "source": EVIL_NAME}]})
-    view.sources([{"n": 1, "source": EVIL_NAME, "score": 0.5, "text": f"Paid.{HOSTILE}"}])
+    view.sources(
+        [
+            {
+                "n": 1,
+                "source": EVIL_NAME,
+                "score": 0.5,
+                "text": f"Paid.{HOSTILE}",
+                "cited": True,
+                "used": [],
+            }
+        ]
+    )
     shown = console.file.getvalue()
     # Rich styles its own output with escapes; none of the document's reaches the terminal.
     assert "]0;pwned\x07" not in shown and "\x1b[2J" not in shown and "\x9b" not in shown
