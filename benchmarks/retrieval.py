@@ -61,7 +61,7 @@ from archivist.tools import sparse  # noqa: E402
 from archivist.tools.embedding import PrefixedEmbeddings  # noqa: E402
 from archivist.tools.store import KnowledgeStore, connect  # noqa: E402
 
-# The data folder sits next to the checkout (../shared), or next to the worktrees' folder.
+# The data folder sits next to the checkout (../shared), or one folder further up.
 CMRC = (
     next(
         (
