@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import platform
-import resource
 import shutil
 import statistics
 import subprocess
@@ -34,7 +33,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path[:0] = [str(HERE), str(ROOT / "tests")]
 
-from perf import FakeOllamaProcess  # noqa: E402
+from perf import FakeOllamaProcess, median_runs, run_cli  # noqa: E402
 
 EXE = str(Path(sys.executable).with_name("archivist"))
 WORDS = "tent stove boot trail river summit lantern compass rope canyon meadow glacier".split()
@@ -51,29 +50,17 @@ def corpus(root: Path, files: int) -> list[Path]:
     return paths
 
 
+# Exit status 1 is a partial ingest or sync, as the figures may meet it: measured, not fatal.
+MEASURED = (0, 1)
+
+
 def run(args: list[str], env: dict[str, str]) -> tuple[float, float, str]:
-    """Run `archivist ARGS` as a process: (wall seconds, CPU seconds of the child, stdout)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.perf_counter()
-    done = subprocess.run([EXE, *args], env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if done.returncode not in (0, 1):
-        raise SystemExit(f"archivist {' '.join(args)} failed:\n{done.stderr}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu, done.stdout
+    """Run `archivist ARGS` as a process: (wall seconds, CPU seconds of it, stdout)."""
+    return run_cli(args, env, MEASURED)
 
 
 def median_run(args: list[str], env: dict[str, str], runs: int) -> dict[str, float]:
-    walls, cpus = [], []
-    for _ in range(runs):
-        wall, cpu, _ = run(args, env)
-        walls.append(wall)
-        cpus.append(cpu)
-    return {
-        "wall_s": round(statistics.median(walls), 3),
-        "cpu_s": round(statistics.median(cpus), 3),
-    }
+    return median_runs(args, env, runs, MEASURED)
 
 
 def in_process(url: str, home: Path) -> dict[str, float]:
