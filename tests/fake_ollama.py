@@ -1147,6 +1147,9 @@ class _Handler(BaseHTTPRequestHandler):
         if not body.get("stream", True):
             if broken:
                 return self._send_json(500, {"error": turn["mid_stream_error"]})
+            # A model takes its time per token whether or not the answer is streamed.
+            if fake._stopped.wait(fake.token_delay * (len(thoughts) + len(pieces))):
+                return None
             message: dict[str, Any] = {"role": "assistant", "content": "".join(pieces)}
             if thoughts:
                 message["thinking"] = "".join(thoughts)
