@@ -10,8 +10,6 @@ from collections.abc import Callable, Sequence
 from html import escape
 from typing import TYPE_CHECKING, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-
 from archivist.agent.records import Passage
 from archivist.tools.errors import ArchivistError
 from archivist.tools.passage import place
@@ -28,45 +26,36 @@ NO_RESULTS = "No matching passages were found."
 LISTED_SOURCES = 12
 
 
-# The docstring is the JSON schema's description, read by the model that calls the tool
-# (the agent's, an MCP client's): it says what to pass, not how the class works. Unknown
-# arguments (`k`, a filter) are refused, not ignored: the model then reads that its search
-# was not what it asked for, instead of believing it filtered or widened it.
-class SearchArgs(BaseModel):
-    """A search: `query` (required), and `source` to search one document or folder only."""
+QUERY_MAX = 1000
+"""Characters a search's query may have (the tool's schema says so to the model)."""
+SOURCE_MAX = 300
+# Small models fill optional fields with "", "*" or "all" when they mean "no filter".
+_NO_SOURCE = ("", "*", "all", "any", "none", "null")
 
-    model_config = ConfigDict(extra="forbid")
 
-    query: str = Field(
-        description="What to look for, in the words the documents would use.",
-        min_length=1,
-        max_length=1000,
-    )
-    source: str | None = Field(
-        default=None,
-        description=(
-            "Optional: search only this document — a file name such as 'refund.md', "
-            "a folder such as 'policies/', or the start of a name. Leave it out to search "
-            "everything."
-        ),
-        max_length=300,
-    )
+def clean_query(value: str) -> str:
+    """A search's query, stripped; ValueError if it holds no words."""
+    value = value.strip()
+    if not value:
+        raise ValueError("query must contain words to search for")
+    return value
 
-    @field_validator("query")
-    @classmethod
-    def _query_has_words(cls, value: str) -> str:
-        value = value.strip()
-        if not value:
-            raise ValueError("query must contain words to search for")
-        return value
 
-    @field_validator("source")
-    @classmethod
-    def _blank_source_is_none(cls, value: str | None) -> str | None:
-        # Small models fill optional fields with "", "*" or "all" when they mean "no filter".
-        if value is None or value.strip().lower() in ("", "*", "all", "any", "none", "null"):
-            return None
-        return value.strip()
+def clean_source(value: str | None) -> str | None:
+    """A search's source filter, stripped; None where a model wrote one meaning "none"."""
+    if value is None or value.strip().lower() in _NO_SOURCE:
+        return None
+    return value.strip()
+
+
+def checked_search(query: str, source: str | None) -> tuple[str, str | None]:
+    """A person's search arguments checked as the tool's schema (`SearchArgs`) checks a
+    model's, without building it: ValueError naming what is wrong."""
+    if len(query) > QUERY_MAX:
+        raise ValueError(f"the query has {len(query):,} characters, at most {QUERY_MAX:,} are read")
+    if source is not None and len(source) > SOURCE_MAX:
+        raise ValueError(f"the source filter has more than {SOURCE_MAX} characters")
+    return clean_query(query), clean_source(source)
 
 
 def format_results(
@@ -197,6 +186,8 @@ def make_retrieval_tool(
     """
     from langchain_core.tools import StructuredTool, ToolException
 
+    from archivist.agent.search_args import SearchArgs
+
     run = store_search(store, embeddings, k, mode, min_score, mmr, reranker)
 
     def search(query: str, source: str | None = None) -> tuple[str, list[Passage]]:
@@ -230,11 +221,13 @@ def search_once(
 
     What a model would read as an error to correct becomes an ArchivistError for a person.
     """
-    args = {"query": query, **({"source": source} if source else {})}
     try:
-        checked = SearchArgs.model_validate(args)
+        query, source = checked_search(query, source)
+    except ValueError as exc:
+        raise ArchivistError(f"Invalid search: {exc}.") from None
+    try:
         _, results = store_search(store, embeddings, k, mode, min_score, mmr, reranker)(
-            checked.query, checked.source
+            query, source
         )
     except UnknownSource as exc:
         raise ArchivistError(
@@ -242,7 +235,4 @@ def search_once(
             f"Use --source with one of them (archivist sources --store {store.name} lists "
             "all), or leave it out.",
         ) from None
-    except ValidationError as exc:
-        problems = "; ".join(e["msg"] for e in exc.errors())
-        raise ArchivistError(f"Invalid search: {problems}.") from None
     return results

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from archivist.agent.rerank import Reranker
     from archivist.agent.retrieval import QueryEmbeddings
     from archivist.agent.setup import AgentSetup, StoreTool
-    from archivist.ingest.pipeline import IngestReport
+    from archivist.ingest.report import IngestReport
     from archivist.ingest.request import IngestRequest
     from archivist.tools.embedding import PrefixedEmbeddings
     from archivist.tools.progress import ProgressFn
@@ -161,8 +161,6 @@ class Archivist:
         what was written as it closes), within the report's `seconds`. The decisions are
         the write path's (`archivist.ingest.pipeline`).
         """
-        from archivist import models
-        from archivist.ingest.pipeline import plan_ingest
         from archivist.ingest.request import IngestRequest
 
         started = time.perf_counter()
@@ -174,6 +172,14 @@ class Archivist:
             raise TypeError("ingest(request) takes its options from the request")
         if request.urls and request.web.cache is None:
             request = replace(request, web=replace(request.web, cache=str(self.settings.web_cache)))
+        unchanged = self._unchanged(request, on_progress)
+        if unchanged is not None:
+            if release:
+                self.close()
+            return replace(unchanged, seconds=round(time.perf_counter() - started, 2))
+        from archivist import models
+        from archivist.ingest.pipeline import plan_ingest
+
         with self.released_on_failure():
             context = models.embed_context(self.settings, allow_chat=request.allow_chat_embedder)
         # One writer at a time; searches get through between its writes.
@@ -186,6 +192,39 @@ class Archivist:
         if release:
             self.close()
         return job.report(outcome, points, time.perf_counter() - started)
+
+    def _unchanged(self, request: IngestRequest, on_progress: ProgressFn | None) -> Any:
+        """The report of an ingest that would change nothing, told from what the store
+        recorded and one /api/show request, without the ingest graph or the model factory
+        (`archivist.ingest.unchanged`); None when there is something to do, or any doubt."""
+        from archivist import light_ollama
+        from archivist.ingest.unchanged import unchanged_report
+        from archivist.tools.prefixes import default_prefixes
+
+        if request.urls or request.reindex or request.shard:
+            return None
+        if "embeddings" in self.__dict__:
+            model = self.embeddings.model
+            prefixes = (self.embeddings.document_prefix, self.embeddings.query_prefix)
+        else:
+            model = self.settings.embed_model
+            prefixes = default_prefixes(model)
+        answer = light_ollama.show(self.settings, model)
+        if answer is None:
+            return None  # the model factory's way says why
+        capabilities = answer.get("capabilities") or []
+        if capabilities and "embedding" not in capabilities and not request.allow_chat_embedder:
+            return None
+        context = light_ollama.context_of(
+            answer.get("model_info") or {}, answer.get("parameters") or ""
+        )
+        wanted = {"embed_model": model, "document_prefix": prefixes[0], "query_prefix": prefixes[1]}
+        with self.writing():
+            try:
+                store = self.store(request.store, must_exist=False)
+                return unchanged_report(request, store, context, wanted, on_progress)
+            except ArchivistError:
+                return None  # a damaged or unreadable store: the graph's run says so
 
     def search(
         self,

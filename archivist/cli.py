@@ -1486,13 +1486,11 @@ def _usage_name(param: Any) -> str:
 def name_metavars(command: Any) -> Any:
     """Give every value-taking parameter of a command tree a placeholder name."""
     for param in command.params:
-        if param.param_type_name == "argument" and not hasattr(param, "display_type_rich"):
-            continue  # older Typer (Click) names arguments well, with `...` and `[ ]`
         if param.metavar is None and not getattr(param, "is_flag", False):
             param.metavar = METAVARS.get(param.name, param.name.upper())
         if param.param_type_name == "argument":
-            # Newer Typer lists an argument as `PATH <list[Path]>`: the name is enough; and
-            # writes a required one `{PATH}` in the usage line, where people read `PATH`.
+            # Typer writes a required argument `{PATH}` in the usage line (from 0.26), where
+            # people read `PATH`; 0.29 also lists it as `PATH <list[Path]>`: the name is enough.
             param.display_type_rich = lambda ctx: None
             param.get_usage_pieces = lambda ctx, param=param: [_usage_name(param)]
     for sub in getattr(command, "commands", {}).values():

@@ -23,7 +23,8 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from archivist.agent.rerank import Reranked
-from archivist.agent.retrieval import SearchArgs, describe, tool_name
+from archivist.agent.retrieval import describe, tool_name
+from archivist.agent.search_args import SearchArgs
 from archivist.app import Archivist
 from archivist.settings import Settings
 from archivist.tools.errors import ArchivistError, StoreDamaged

@@ -25,6 +25,7 @@ from archivist.agent import prompts
 from archivist.agent.records import ModelInfo
 from archivist.agent.rerank import Scorer
 from archivist.deadline import DeadlineTransport
+from archivist.light_ollama import context_of
 from archivist.settings import Settings, mask_url, split_credentials
 from archivist.tools.embedding import PrefixedEmbeddings
 from archivist.tools.errors import ArchivistError, ModelMissing
@@ -222,7 +223,6 @@ def structured(
 
 
 # Ollama's context window for a model whose Modelfile sets no num_ctx.
-OLLAMA_DEFAULT_NUM_CTX = 2048
 
 
 class StrictOllamaEmbeddings(OllamaEmbeddings):
@@ -350,10 +350,7 @@ def embed_context(settings: Settings, model: str | None = None, allow_chat: bool
         )
     info = response.modelinfo or {}
     _declare(settings, name, capabilities, info)
-    trained = next((v for k, v in info.items() if k.endswith(".context_length")), None)
-    match = re.search(r"^num_ctx\s+(\d+)", response.parameters or "", re.M)
-    num_ctx = int(match.group(1)) if match else OLLAMA_DEFAULT_NUM_CTX
-    return min(trained, num_ctx) if trained else num_ctx
+    return context_of(info, response.parameters or "")
 
 
 def version(settings: Settings) -> str:

@@ -1,25 +1,26 @@
 """A store's query embedding for `archivist search`, without the LangChain stack.
 
 `search` needs one vector: LangChain's Ollama embeddings would import LangChain, the ollama
-client and their pydantic models, most of a second of CPU, to send one request. This sends the
-model factory's request itself (`StrictOllamaEmbeddings`: `/api/embed` with `truncate: false`
-and the task prefix) through httpx, as every client to Ollama is made: the credentials of
-OLLAMA_HOST sent, the request ended within ARCHIVIST_TIMEOUT from its first byte to its last
-(archivist.deadline), a busy Ollama or a cut connection tried again as the model factory does
-(`models.CHAT_ATTEMPTS`, waiting 1, 2, 4 s). It fails as the ollama client does
-(`ConnectionError` when Ollama is down, `ollama.ResponseError` for an error answer, the model
-factory's `UnreadableAnswer` for what is not Ollama's answer), so `models.explain` words the
-failures the same.
+client and their pydantic models, most of a second of CPU, to send one request; even httpx
+costs ~0.2 s to import (it loads its own command line's libraries). So this sends the model
+factory's request itself (`StrictOllamaEmbeddings`: `/api/embed` with `truncate: false` and the
+task prefix) with the standard library's HTTP client, as every client to Ollama is made: the
+credentials of OLLAMA_HOST sent, the request ended within ARCHIVIST_TIMEOUT from its first byte
+to its last (as archivist.deadline does for httpx), a busy Ollama or a cut connection tried
+again as the model factory does (`models.CHAT_ATTEMPTS`, waiting 1, 2, 4 s). It fails as the
+ollama client does (`ConnectionError` when Ollama is down, `TimeoutError`, httpx's `ReadError`
+for a cut connection, `ollama.ResponseError` for an error answer, the model factory's
+`UnreadableAnswer` for what is not Ollama's answer), so `models.explain` words the failures
+the same.
 """
 
 import math
 import time
 from dataclasses import dataclass
 
-import httpx
 import orjson
 
-from archivist.deadline import DeadlineTransport
+from archivist.light_ollama import Cut, post
 from archivist.settings import Settings, split_credentials
 
 ATTEMPTS = 4
@@ -42,47 +43,34 @@ class QueryEmbedder:
         for attempt in range(1, ATTEMPTS + 1):
             try:
                 return self._send(body)
-            except (_Busy, httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError) as exc:
+            except (_Busy, Cut) as exc:
                 if attempt == ATTEMPTS:
                     if isinstance(exc, _Busy):
                         raise exc.error from None
-                    raise
+                    import httpx
+
+                    raise httpx.ReadError(str(exc)) from None
                 time.sleep(BACKOFF * 2 ** (attempt - 1))
         raise AssertionError("unreachable")
 
     def _send(self, body: bytes) -> list[float]:
         host, credentials = split_credentials(self.settings.ollama_host.rstrip("/"))
-        seconds = self.settings.timeout
-        # Over http there is no TLS: no certificate store to load (~0.1 s of CPU).
-        verify = host.startswith("https:")
-        try:
-            with httpx.Client(
-                timeout=seconds,
-                transport=DeadlineTransport(seconds, verify=verify),
-                follow_redirects=True,
-            ) as http:
-                response = http.post(
-                    f"{host}/api/embed",
-                    content=body,
-                    headers={
-                        "Content-Type": "application/json",
-                        "Accept": "application/json",
-                        **credentials,
-                    },
-                )
-        except httpx.ConnectError:
-            raise ConnectionError(f"Failed to connect to Ollama at {host}.") from None
-        if response.is_error:
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        status, content = post(
+            f"{host}/api/embed", body, {**headers, **credentials}, self.settings.timeout
+        )
+        if status >= 400:
             import ollama
 
-            error = ollama.ResponseError(response.text, response.status_code)
-            if response.status_code >= 500 or response.status_code == 429:
+            # It reads the `error` of a JSON body itself, as from httpx.
+            error = ollama.ResponseError(content.decode("utf-8", "replace"), status)
+            if status >= 500 or status == 429:
                 raise _Busy(error)
             raise error
         try:
-            vectors = orjson.loads(response.content).get("embeddings")
+            vectors = orjson.loads(content).get("embeddings")
         except (orjson.JSONDecodeError, AttributeError):
-            _unreadable("an empty answer" if not response.content.strip() else "not JSON")
+            _unreadable("an empty answer" if not content.strip() else "not JSON")
         if not isinstance(vectors, list) or len(vectors) != 1:
             _unreadable(f"{len(vectors or [])} embeddings for 1 input")
         try:

@@ -33,7 +33,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path[:0] = [str(HERE), str(ROOT / "tests")]
 
-from perf import FakeOllamaProcess, median_runs, run_cli  # noqa: E402
+from perf import FakeOllamaProcess, median_runs, run_cli, user_env  # noqa: E402
 
 EXE = str(Path(sys.executable).with_name("archivist"))
 WORDS = "tent stove boot trail river summit lantern compass rope canyon meadow glacier".split()
@@ -173,7 +173,7 @@ def main() -> None:
         paths = corpus(work / "kb", options.files)
         home = work / "home"
         with FakeOllamaProcess() as fake:  # instant embeddings
-            env = {**os.environ, "OLLAMA_HOST": fake.url, "ARCHIVIST_HOME": str(home)}
+            env = user_env(OLLAMA_HOST=fake.url, ARCHIVIST_HOME=str(home))
             wall, cpu, _ = run(["ingest", str(work / "kb"), "--store", "s"], env)
             results["ingest"] = {"wall_s": round(wall, 3), "cpu_s": round(cpu, 3)}
             results["version"] = median_run(["--version"], env, options.runs)

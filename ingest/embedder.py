@@ -8,14 +8,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import httpx
-from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
-from tenacity.wait import wait_exponential
-
 from archivist.tools.progress import ProgressFn, Retried
 
+# httpx and tenacity are imported where a request is made: the ingest request's settings
+# (`EmbedSettings`) are read by commands that send none (`sources`, an unchanged `sync`).
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
+    from tenacity import RetryCallState
 
 
 @dataclass(frozen=True)
@@ -40,6 +39,8 @@ def is_transient(exc: BaseException) -> bool:
     """Whether a failure may pass if tried again: 5xx and 429 answers, dropped connections.
     Not a timeout: the request already took as long as the user allows, and each retry
     would take that long again."""
+    import httpx
+
     status = getattr(exc, "status_code", None)
     if isinstance(status, int) and status > 0:
         return status >= 500 or status == 429
@@ -62,6 +63,8 @@ def embed_with_retry(
 ) -> list[list[float]]:
     """Embed texts, retrying transient failures with exponential backoff (each retry reported
     to `on_retry` as a `Retried` event); re-raise the last failure."""
+    from tenacity import Retrying, retry_if_exception, stop_after_attempt
+    from tenacity.wait import wait_exponential
 
     def before_sleep(state: RetryCallState) -> None:
         if on_retry and state.outcome is not None:

@@ -32,6 +32,7 @@ from archivist.ingest import web, worker
 from archivist.ingest.embedder import EmbedQueue, EmbedSettings, embed_with_retry
 from archivist.ingest.loaders import LoadError, NotADocument, Section
 from archivist.ingest.loaders.base import reporting
+from archivist.ingest.report import IngestOutcome
 from archivist.ingest.request import IngestRequest
 from archivist.ingest.sync import (
     Document,
@@ -709,30 +710,6 @@ def _pack_batches(
     if texts and flush:
         close()
     return jobs
-
-
-@dataclass(frozen=True)
-class IngestOutcome:
-    """What one run of the graph did, source by source."""
-
-    files: int
-    """Files discovered."""
-    stored: list[dict[str, Any]]
-    """Sources stored: `source`, `status` ("new" or "updated"), `chunks`."""
-    unchanged: list[str]
-    failed: list[dict[str, str]]
-    """Files or documents that could not be read or embedded: `source`, `reason`."""
-    skipped: list[dict[str, str]]
-    """Files that are not documents: `source`, `reason`."""
-    removed: list[str]
-    renamed: dict[str, str]
-    """Stored sources given new names (old → new): a root added beside a single one gives
-    the first its label, `label/path` (nothing is embedded again)."""
-
-    @property
-    def chunks_embedded(self) -> int:
-        """Chunks embedded and stored by this run."""
-        return sum(s["chunks"] for s in self.stored)
 
 
 def store_documents(

@@ -9,54 +9,13 @@ here reads settings.
 """
 
 from dataclasses import dataclass, fields, replace
-from typing import Any
 
-from archivist.ingest.graph import IngestOutcome, build_ingest_graph, run_ingest
+from archivist.ingest.graph import build_ingest_graph, run_ingest
+from archivist.ingest.report import IngestOutcome, IngestReport
 from archivist.ingest.request import IngestRequest
-from archivist.ingest.splitter import SplitterSettings
-from archivist.ingest.sync import Shard
 from archivist.tools.embedding import PrefixedEmbeddings
 from archivist.tools.progress import ProgressFn
 from archivist.tools.store import SPARSE_SCHEME, KnowledgeStore, fingerprints_match
-
-
-@dataclass(frozen=True)
-class IngestReport(IngestOutcome):
-    """What an ingest run did, as `ingest --json` prints it (`to_dict`): the graph's outcome,
-    with the store, the run's settings and its time."""
-
-    store: str
-    shard: Shard | None
-    reindexed: bool
-    """Whether the store was rebuilt for another embedding model or sparse scheme."""
-    points: int
-    """Chunks in the store when the run ended."""
-    splitter: SplitterSettings
-    """The chunk sizes used (fitted to the embedding model)."""
-    seconds: float
-    """The run's time, start to end (the store's closing included when the run closed it)."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """The report as `ingest --json` prints it."""
-        return {
-            "store": self.store,
-            "files": self.files,
-            "stored": self.stored,
-            "unchanged": self.unchanged,
-            "failed": self.failed,
-            "skipped": self.skipped,
-            "removed": self.removed,
-            "renamed": self.renamed,
-            "chunks_embedded": self.chunks_embedded,
-            "shard": None if self.shard is None else str(self.shard),
-            "reindexed": self.reindexed,
-            "points": self.points,
-            "splitter": {
-                "chunk_size": self.splitter.chunk_size,
-                "chunk_overlap": self.splitter.chunk_overlap,
-            },
-            "seconds": self.seconds,
-        }
 
 
 @dataclass

@@ -52,6 +52,9 @@ class Root:
     the sources the root holds, and what lets a check skip hashing an unchanged file."""
     failed: dict[str, list[Any]] = field(default_factory=dict)
     """Path inside the root → [size, mtime_ns, reason] of files that failed last time."""
+    skipped: dict[str, list[Any]] = field(default_factory=dict)
+    """Path inside the root → [size, mtime_ns, reason] of files found not to be documents
+    when read last time (an image without text): an unchanged run need not read them again."""
 
     @staticmethod
     def make_id(kind: str, location: str) -> str:
@@ -71,6 +74,7 @@ class Root:
             "added_at": self.added_at,
             "files": self.files,
             "failed": self.failed,
+            "skipped": self.skipped,
         }
 
     @classmethod
@@ -84,6 +88,7 @@ class Root:
             added_at=float(data.get("added_at") or 0.0),
             files=dict(data.get("files") or {}),
             failed=dict(data.get("failed") or {}),
+            skipped=dict(data.get("skipped") or {}),
         )
 
     def inside(self, location: str) -> str | None:
@@ -272,7 +277,10 @@ def resolve(
     """Resolve a run's paths against the store's roots: a path inside a recorded folder (or
     a recorded file) is part of that root; any other becomes a new root, taking in the roots
     inside it. A root given as a whole gets this run's options."""
-    roots = [replace(r, files=dict(r.files), failed=dict(r.failed)) for r in before.roots]
+    roots = [
+        replace(r, files=dict(r.files), failed=dict(r.failed), skipped=dict(r.skipped))
+        for r in before.roots
+    ]
     scopes: list[Scope] = []
     new: list[Root] = []
     absorbed: dict[str, tuple[str, str]] = {}
@@ -414,8 +422,6 @@ def prepare_roots(store: Any, request: Any) -> tuple[Resolution, list, list, lis
     give stored sources the names the roots now call for (a rename cut short is finished
     first); record the roots. Return the resolution, the files to ingest (named), the
     failures and the files skipped."""
-    from archivist.ingest.discovery import Failure, discover_one, source_name
-
     info = store.info()
     pending = info.get(RENAMING_KEY)
     if pending:
@@ -423,6 +429,27 @@ def prepare_roots(store: Any, request: Any) -> tuple[Resolution, list, list, lis
         info = store.info()
     before = RootSet.of(info)
     resolution = resolve(request.paths, before, request_options(request))
+    files, failed, skipped = discover_scopes(resolution, request)
+    held = store.source_names() if store.exists() else []
+    renames = renames_for(held, before, resolution)
+    renames.update(unowned_renames(held, before, renames, files))
+    # A new name already taken (by a source no root records) is left alone.
+    taken = set(held) - set(renames)
+    renames = {old: new for old, new in renames.items() if new not in taken}
+    if renames:
+        store.annotate(**{ROOTS_KEY: resolution.roots.to_list(), RENAMING_KEY: renames})
+        _rename(store, renames)
+    elif resolution.roots.to_list() != before.to_list():
+        store.annotate(**{ROOTS_KEY: resolution.roots.to_list()})
+    resolution.renamed = renames
+    return resolution, files, failed, skipped
+
+
+def discover_scopes(resolution: Resolution, request: Any) -> tuple[list, list, list]:
+    """The files of a run's scopes on disk (not its sites: the crawler reads those), named
+    for their roots; return them, the failures and the files skipped."""
+    from archivist.ingest.discovery import Failure, discover_one, source_name
+
     files: dict[str, Any] = {}
     failed: list[Failure] = []
     skipped: list[Failure] = []
@@ -440,19 +467,7 @@ def prepare_roots(store: Any, request: Any) -> tuple[Resolution, list, list, lis
             path, relative, naming, root.id, request.loader, request.folder_rules,
             files, failed, skipped,
         )  # fmt: skip
-    held = store.source_names() if store.exists() else []
-    renames = renames_for(held, before, resolution)
-    renames.update(_assign_unowned(held, before, renames, files.values()))
-    # A new name already taken (by a source no root records) is left alone.
-    taken = set(held) - set(renames)
-    renames = {old: new for old, new in renames.items() if new not in taken}
-    if renames:
-        store.annotate(**{ROOTS_KEY: resolution.roots.to_list(), RENAMING_KEY: renames})
-        _rename(store, renames)
-    elif resolution.roots.to_list() != before.to_list():
-        store.annotate(**{ROOTS_KEY: resolution.roots.to_list()})
-    resolution.renamed = renames
-    return resolution, list(files.values()), failed, skipped
+    return list(files.values()), failed, skipped
 
 
 def url_roots(resolution: Resolution) -> list[Root]:
@@ -490,7 +505,7 @@ def page_files(sites: Sequence[Root], files: Iterable[Any]) -> list[Any]:
     return placed
 
 
-def _assign_unowned(
+def unowned_renames(
     held: Sequence[str], before: RootSet, renames: dict[str, str], files: Iterable[Any]
 ) -> dict[str, str]:
     """Sources no root records (a store made before roots were kept), given to the files of
@@ -552,6 +567,7 @@ def record_run(store: Any, state: dict[str, Any]) -> None:
     gone = [found for s in state.get("removed", []) if (found := roots.owner(s)) is not None]
     hashes = dict(state.get("hashes", []))
     failed = {f["source"]: f["reason"] for f in state.get("failed", [])}
+    not_documents = {f["source"]: f["reason"] for f in state.get("skipped", [])}
     settled = set(state.get("settled", []))
     seen: set[tuple[str, str]] = set()
     digests = _digests(request)
@@ -560,6 +576,10 @@ def record_run(store: Any, state: dict[str, Any]) -> None:
         if root is None:
             continue
         seen.add((root.id, file.relative))
+        if file.source in not_documents:  # read, and found not to be a document
+            root.skipped[file.relative] = [file.size, file.mtime_ns, not_documents[file.source]]
+        else:
+            root.skipped.pop(file.relative, None)
         if file.source in failed:
             root.failed[file.relative] = [file.size, file.mtime_ns, failed[file.source]]
         elif file.source in settled and file.source in hashes:
@@ -571,10 +591,11 @@ def record_run(store: Any, state: dict[str, Any]) -> None:
             root.files.pop(relative, None)
     scopes = [Scope(r, sub, "", "") for r, sub in state.get("scopes", [])]
     for root in roots.roots:
-        for relative in list(root.failed):
-            covered = any(s.root == root.id and s.covers(relative) for s in scopes)
-            if covered and (root.id, relative) not in seen:
-                del root.failed[relative]  # no longer there, or no longer failing
+        for kept in (root.failed, root.skipped):
+            for relative in list(kept):
+                covered = any(s.root == root.id and s.covers(relative) for s in scopes)
+                if covered and (root.id, relative) not in seen:
+                    del kept[relative]  # no longer there
     if roots.to_list() != recorded:  # nothing changed: nothing written
         store.annotate(**{ROOTS_KEY: roots.to_list()})
 

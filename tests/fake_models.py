@@ -128,6 +128,11 @@ class FakeModels(ServedModels):
         """Stand in for `models.version`."""
         return self.ollama_version
 
+    def light_show(self, settings: Any, model: str) -> dict[str, Any] | None:
+        """Stand in for `light_ollama.show`: the answer's JSON, None for a model not served."""
+        spec = self.model(model)
+        return None if spec is None else show_body(spec, model)
+
     def embeddings(
         self, settings: Any, model: str | None = None, prefixes: tuple[str, str] | None = None
     ) -> PrefixedEmbeddings:
@@ -141,10 +146,12 @@ class FakeModels(ServedModels):
 
 def install(fake: FakeModels, monkeypatch: Any) -> FakeModels:
     """Put `fake`'s models in the model factory for the test (through `monkeypatch`)."""
-    from archivist import models, query_embedding
+    from archivist import light_ollama, models, query_embedding
 
     for name in ("client", "chat_model", "embeddings", "version"):
         monkeypatch.setattr(models, name, getattr(fake, name))
+    # An unchanged ingest's one request, made without the factory either.
+    monkeypatch.setattr(light_ollama, "show", fake.light_show)
     # `archivist search`'s own query embedding, made without the factory's LangChain stack.
     monkeypatch.setattr(query_embedding, "query_embedder", fake.embeddings)
     return fake

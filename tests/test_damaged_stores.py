@@ -111,7 +111,8 @@ def test_a_store_read_and_closed_stays_sealed_and_a_writer_reseals_it(two_stores
     sums = home / "edge" / "kb" / "checksums.json"
 
     def vectors() -> dict[str, int]:
-        return {k: v[0] for k, v in json.loads(sums.read_text()).items() if "vector_storage" in k}
+        files = json.loads(sums.read_text())["files"]
+        return {k: v[0] for k, v in files.items() if "vector_storage" in k}
 
     before = vectors()
     assert any("vector_storage-dense" in name for name in before)

@@ -220,10 +220,14 @@ def test_two_clients_of_one_store_take_turns(tmp_path):
     first, second = EdgeClient(tmp_path / "edge"), EdgeClient(tmp_path / "edge")
     try:
         _fill(first)
-        # The second asks for the store; the first, between operations, closes its shards.
+        # The second asks for the store; the first, between operations, closes its shards,
+        # sealed with their counts: the second's count is answered without opening the shard.
         assert second.count("docs").count == len(DOCS)
-        assert not first._shards and second._shards
-        first.delete("docs", points_selector=models.Filter(must=[_source("tents.md")]))
+        assert not first._shards and not second._shards
+        tents = models.Filter(must=[_source("tents.md")])
+        assert second.count("docs", count_filter=tents).count == 1  # this one needs the shard
+        assert second._shards
+        first.delete("docs", points_selector=tents)
         assert second.count("docs").count == len(DOCS) - 1
     finally:
         first.close()
@@ -233,6 +237,46 @@ def test_two_clients_of_one_store_take_turns(tmp_path):
         assert reopened.count("docs").count == len(DOCS) - 1
     finally:
         reopened.close()
+
+
+def test_listings_are_answered_from_the_seal_until_the_shard_is_written(tmp_path):
+    writer = EdgeClient(tmp_path / "edge")
+    try:
+        _fill(writer)
+        counted = writer.facet("docs", key="source", limit=100, exact=True)
+    finally:
+        writer.close()
+    sums = json.loads((tmp_path / "edge" / "docs" / CHECKSUM_FILE).read_text())
+    assert sums["answers"]["counts"][0] == len(DOCS)
+    reader = EdgeClient(tmp_path / "edge")
+    try:
+        # Counts and the facet asked before come from the seal: the shard is not mapped.
+        assert reader.count("docs").count == len(DOCS)
+        assert reader.get_collection("docs").points_count == len(DOCS)
+        assert reader.facet("docs", key="source", limit=100, exact=True) == counted
+        assert not reader._shards
+        # A facet never asked is counted on the shard, and kept with the seal at close.
+        reader.facet("docs", key="source", limit=1, exact=True)
+        assert reader._shards
+    finally:
+        reader.close()
+    sums = json.loads((tmp_path / "edge" / "docs" / CHECKSUM_FILE).read_text())
+    assert len(sums["answers"]["facets"]) == 2
+    writer = EdgeClient(tmp_path / "edge")
+    try:
+        writer.delete("docs", points_selector=models.Filter(must=[_source("tents.md")]))
+        # Written: unsealed, so nothing is answered from what the seal said.
+        assert not (tmp_path / "edge" / "docs" / CHECKSUM_FILE).exists()
+        assert writer.count("docs").count == len(DOCS) - 1
+    finally:
+        writer.close()
+    reader = EdgeClient(tmp_path / "edge")
+    try:
+        assert reader.count("docs").count == len(DOCS) - 1
+        hits = reader.facet("docs", key="source", limit=100, exact=True).hits
+        assert sum(h.count for h in hits) == len(DOCS) - 1 and not reader._shards
+    finally:
+        reader.close()
 
 
 def test_a_store_held_through_a_block_names_its_holder_to_one_that_cannot_wait(tmp_path):

@@ -17,7 +17,8 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS
 from processes import wait_for
 
-from archivist.agent.retrieval import SearchArgs, describe, format_results
+from archivist.agent.retrieval import describe, format_results
+from archivist.agent.search_args import SearchArgs
 from archivist.mcp import StoreTools, build_server
 
 QUERY = "How many days do I have to ask for a refund?"

@@ -15,7 +15,8 @@ from test_cli_conventions import all_help_texts
 
 import archivist
 from archivist.agent.context import fit_messages
-from archivist.agent.retrieval import SearchArgs, describe, examples
+from archivist.agent.retrieval import describe, examples
+from archivist.agent.search_args import SearchArgs
 from archivist.evaluation.report import never_searched_note
 from archivist.mcp import SEARCH_SCHEMA
 from archivist.words import count, number

@@ -43,7 +43,7 @@ import time
 import uuid
 import zlib
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,7 +65,10 @@ GENERATION_FILE = "generation"
 MIGRATING_FILE = "migrating"
 CHECKSUM_FILE = "checksums.json"
 _CHECKSUM_BLOCK = 1 << 16
+_ZEROS = memoryview(bytes(_CHECKSUM_BLOCK))
 FORMAT = 1
+SEAL_FORMAT = 2
+"""The seal's: its checksums and the answers kept with them (the first: checksums alone)."""
 # Dense vectors are stored as float16: half the memory and disk of float32, and scores within
 # ~1e-3 of float32's (Ollama's nomic-embed-text itself runs with float16 weights).
 #
@@ -183,6 +186,10 @@ class EdgeClient(TurnTakingEngine):
         # store's metadata every batch); forgotten with the lease: others may change them then.
         self._config_texts: dict[str, str] = {}
         self._settings_writes = 0  # collections this client made, changed or deleted
+        # What listings ask of a shard (counts, facets), answered from its seal while it is
+        # not open: a listing need not map the shard (`seal`). Read once a lease.
+        self._answers: dict[str, dict[str, Any]] = {}
+        self._asked: dict[str, set[tuple[str, int, bool]]] = {}  # facets asked, by collection
         self._closed = False
         # Closing flushes the shards, indexes a grown store's last part and releases the lock.
         # The CLI (when a command ends), the server and `archivist copy` close explicitly, but
@@ -202,6 +209,7 @@ class EdgeClient(TurnTakingEngine):
             if not self._lease.held:
                 self._lease.acquire()
                 self._config_texts.clear()
+                self._answers.clear()
                 self._generation = self._seen_generation = _read_generation(self.path)
                 self._bumped = False
             self._depth += 1
@@ -253,6 +261,10 @@ class EdgeClient(TurnTakingEngine):
                 self._settle(name)
             for name in list(self._backlog):
                 self._catch_up(name)
+            answers = {
+                name: _answers(shard, self._asked.get(name, ()))
+                for name, shard in self._shards.items()
+            }  # noqa: E501
             for name, shard in self._shards.items():
                 if name in self._unsealed:
                     shard.flush()  # a shard only read has nothing of its own to flush
@@ -260,11 +272,12 @@ class EdgeClient(TurnTakingEngine):
             for name in self._shards:
                 # Written: sealed anew. Only read: Edge may still have rewritten a file (an
                 # id tracker's versions), verified when opened, so its checksum follows.
-                seal(self.path, name, only_changed=name not in self._unsealed)
+                seal(self.path, name, name not in self._unsealed, answers[name])
         finally:
             self._shards.clear()
             self._unsealed.clear()
             self._config_texts.clear()
+            self._answers.clear()
 
     # -- collections -------------------------------------------------------------------------
 
@@ -284,7 +297,15 @@ class EdgeClient(TurnTakingEngine):
         # are those as the build started; while the writes kept meanwhile are applied (the
         # ingest asks for its store's metadata every batch), those of the writes applied.
         build = self._indexing.get(collection_name)
-        info = build.info if build and build.running else self._open(collection_name).info()
+        if build and build.running:
+            info = build.info
+        else:
+            sealed = self._sealed(collection_name)
+            info = (
+                _Counts(*sealed["counts"])
+                if sealed and "counts" in sealed
+                else self._open(collection_name).info()
+            )
         return records.CollectionInfo(
             indexed_vectors_count=info.indexed_vectors_count,
             points_count=info.points_count,
@@ -332,6 +353,7 @@ class EdgeClient(TurnTakingEngine):
         sparse_vectors = dict(sparse_vectors_config or {})
         folder = self.path / collection_name
         self._check_room()
+        self._abandon(collection_name)
         # A folder without its collection file is what an interrupted create or drop leaves.
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
@@ -429,6 +451,10 @@ class EdgeClient(TurnTakingEngine):
         count_filter: models.Filter | None = None,
         exact: bool = True,
     ) -> records.CountResult:
+        if count_filter is None:
+            sealed = self._sealed(collection_name)
+            if sealed and "counts" in sealed:
+                return records.CountResult(count=_Counts(*sealed["counts"]).points_count)
         request = qe.CountRequest(exact=exact, filter=_filter(count_filter))
         return records.CountResult(count=self._shard(collection_name).count(request))
 
@@ -540,8 +566,11 @@ class EdgeClient(TurnTakingEngine):
             _return_freed_memory()
 
     def _abandon(self, name: str) -> None:
-        """Stop a child indexing a collection that is being removed; drop the writes kept."""
+        """Stop a child indexing a collection that is being removed; drop the writes kept
+        and the answers read from its seal."""
         self._backlog.pop(name, None)
+        self._answers.pop(name, None)
+        self._asked.pop(name, None)
         build = self._indexing.pop(name, None)
         if build is not None:
             build.process.kill()
@@ -625,11 +654,28 @@ class EdgeClient(TurnTakingEngine):
         exact: bool = False,
     ) -> records.FacetResponse:
         """Count the points per value of a keyword payload field."""
-        request = qe.FacetRequest(key=key, limit=limit, exact=exact)
-        hits = self._shard(collection_name).facet(request).hits
+        self._asked.setdefault(collection_name, set()).add((key, limit, exact))
+        sealed = self._sealed(collection_name)
+        counted = (sealed or {}).get("facets", {}).get(_facet_key(key, limit, exact))
+        if counted is None:
+            request = qe.FacetRequest(key=key, limit=limit, exact=exact)
+            hits = self._shard(collection_name).facet(request).hits
+            counted = [(h.value, h.count) for h in hits]
         return records.FacetResponse(
-            hits=[records.FacetValueHit(value=h.value, count=h.count) for h in hits]
+            hits=[records.FacetValueHit(value=value, count=n) for value, n in counted]
         )
+
+    def _sealed(self, name: str) -> dict[str, Any] | None:
+        """The answers kept with a collection's seal, while its shard is not open (checked
+        quickly, once a lease: see `check_intact`); None when the shard is open or unsealed."""
+        if name in self._shards or name in self._indexing:
+            return None
+        if name not in self._answers:
+            self._check_open()
+            if not self.collection_exists(name):
+                raise ValueError(f"Collection {name} not found")
+            self._answers[name] = check_intact(self.path, name, quick=True)
+        return self._answers[name] or None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -703,6 +749,7 @@ class EdgeClient(TurnTakingEngine):
         if shard is None:
             if not self.collection_exists(name):
                 raise ValueError(f"Collection {name} not found")
+            self._answers.pop(name, None)
             check_intact(self.path, name)
             try:
                 shard = qe.EdgeShard.load(str(self.path / name / SHARD_DIR))
@@ -754,6 +801,11 @@ class EdgeClient(TurnTakingEngine):
         """Before a lease's first write to a shard, drop its checksums: written again once the
         shard is flushed and closed, they are never left stale by a process killed between."""
         if name not in self._unsealed:
+            # The facets its seal answered are counted again when it is sealed anew.
+            with contextlib.suppress(OSError, ValueError, TypeError):
+                facets = _read_seal(self.path / name)["answers"].get("facets", {})
+                asked = self._asked.setdefault(name, set())
+                asked.update(tuple(json.loads(key)) for key in facets)
             (self.path / name / CHECKSUM_FILE).unlink(missing_ok=True)
             self._unsealed.add(name)
 
@@ -804,58 +856,92 @@ def _parse_config(name: str, text: str) -> dict[str, Any]:
     return config
 
 
-def check_intact(root: Path, name: str) -> None:
+def check_intact(root: Path, name: str, quick: bool = False) -> dict[str, Any]:
     """Check, cheaply, what a collection's own files declare before Edge maps them: its
     settings file, its shard's folder and configuration, each segment's state file, its WAL's
     first index, and, if the shard was sealed when last closed, its segments' checksums.
-    Raise StoreDamaged naming the first thing wrong."""
+    Raise StoreDamaged naming the first thing wrong; return the seal's answers (see `seal`),
+    empty when the shard is not sealed.
+
+    `quick` (a listing that answers from the seal without mapping the shard): a file whose
+    size and time are those sealed is taken as sealed, others are read and compared. Opening
+    the shard checks every file, whatever its time says."""
     folder = root / name
     shard = folder / SHARD_DIR
     if not shard.is_dir():
         raise StoreDamaged(name, f"its shard folder {shard} is missing")
     declared = [shard / "edge_config.json", *sorted(shard.glob("segments/*/segment.json"))]
+    first = shard / "wal" / "first-index"
+    if first.exists():  # absent in a shard never written
+        declared.append(first)
     for path in declared:
         try:
             json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise StoreDamaged(name, f"{path.relative_to(root)} is missing") from None
         except (OSError, ValueError) as exc:
-            raise StoreDamaged(name, f"{path.relative_to(root)} cannot be read ({exc})") from None
-    first = shard / "wal" / "first-index"
-    if first.exists() and not first.read_bytes().strip():
-        raise StoreDamaged(name, f"{first.relative_to(root)} is empty")
+            problem = "is empty" if path == first and not path.read_bytes().strip() else None
+            raise StoreDamaged(
+                name, f"{path.relative_to(root)} {problem or f'cannot be read ({exc})'}"
+            ) from None
     try:
-        sealed = json.loads((folder / CHECKSUM_FILE).read_text(encoding="utf-8"))
+        sealed = _read_seal(folder)
     except FileNotFoundError:
-        return  # written since it was last closed, or by an earlier release: nothing to compare
+        return {}  # written since it was last closed, or by an earlier release: nothing to compare
     except (OSError, ValueError):
         raise StoreDamaged(name, f"{CHECKSUM_FILE} cannot be read") from None
-    if not isinstance(sealed, dict) or not all(
-        isinstance(v, list) and len(v) == 3 for v in sealed.values()
-    ):
-        raise StoreDamaged(name, f"{CHECKSUM_FILE} cannot be read")
-    for relative, (expected, _, _) in sealed.items():
+    for relative, (expected, size, mtime) in sealed["files"].items():
         path = shard / relative
         if not path.is_file():
             raise StoreDamaged(name, f"{path.relative_to(root)} is missing")
+        if quick:
+            stat = path.stat()
+            if (stat.st_size, stat.st_mtime_ns) == (size, mtime):
+                continue
         if _checksum(path) != expected:
             raise StoreDamaged(
                 name, f"{path.relative_to(root)} no longer holds what was written to it"
             )
+    return sealed["answers"]
 
 
-def seal(root: Path, name: str, only_changed: bool = False) -> None:
+def _read_seal(folder: Path) -> dict[str, Any]:
+    """A collection's seal: {"files": {relative path: [checksum, size, time]}, "answers": …}.
+    Raise FileNotFoundError without one, ValueError for one that cannot be read."""
+    sealed = json.loads((folder / CHECKSUM_FILE).read_text(encoding="utf-8"))
+    if isinstance(sealed, dict) and sealed.get("format") == SEAL_FORMAT:
+        files, answers = sealed.get("files"), sealed.get("answers")
+    else:  # the first format: the checksums alone
+        files, answers = sealed, {}
+    if (
+        not isinstance(files, dict)
+        or not isinstance(answers, dict)
+        or not all(isinstance(v, list) and len(v) == 3 for v in files.values())
+    ):
+        raise ValueError("not a seal")
+    return {"files": files, "answers": answers}
+
+
+def seal(
+    root: Path, name: str, only_changed: bool = False, answers: dict[str, Any] | None = None
+) -> None:
     """Record the checksums of a closed shard's segment files (vectors, payloads, the id
-    tracker), to be compared when it is next opened. With `only_changed` (a shard only read,
-    verified when opened), only files whose size or time changed are read again, and nothing
-    is written if none did or if the shard has no checksums to keep up to date."""
-    shard, target = root / name / SHARD_DIR, root / name / CHECKSUM_FILE
+    tracker), to be compared when it is next opened, and `answers`: what listings ask of the
+    shard (its counts, the facets asked), true for as long as the seal is, since the first
+    write to the shard removes it (`_unseal`). With `only_changed` (a shard only read,
+    verified when opened), only files whose size or time changed are read again, the
+    answers kept are added to, and nothing is written if nothing changed or if the shard has
+    no checksums to keep up to date."""
+    folder = root / name
+    shard, target = folder / SHARD_DIR, folder / CHECKSUM_FILE
     known: dict[str, list[int]] = {}
+    kept: dict[str, Any] = {}
     if only_changed:
         try:
-            known = json.loads(target.read_text(encoding="utf-8"))
+            before = _read_seal(folder)
         except (OSError, ValueError):
             return
+        known, kept = before["files"], before["answers"]
     sums, changed = {}, not only_changed
     for path in _sealed_files(shard):
         relative, info = path.relative_to(shard).as_posix(), path.stat()
@@ -865,8 +951,14 @@ def seal(root: Path, name: str, only_changed: bool = False) -> None:
         else:
             sums[relative] = [_checksum(path), info.st_size, info.st_mtime_ns]
             changed = True
-    if changed or sums.keys() != known.keys():
-        _write_atomic(target, json.dumps(sums, indent=0))
+    merged = {
+        **kept,
+        **(answers or {}),
+        "facets": {**kept.get("facets", {}), **(answers or {}).get("facets", {})},
+    }
+    if changed or sums.keys() != known.keys() or merged != kept:
+        text = json.dumps({"format": SEAL_FORMAT, "files": sums, "answers": merged}, indent=0)
+        _write_atomic(target, text)
 
 
 def _sealed_files(shard: Path) -> list[Path]:
@@ -887,7 +979,9 @@ def _checksum(path: Path) -> int:
     zeros are holes (Edge's files are sparse) or written out (after a copy). Holes are skipped
     without reading, so the cost is that of the data the file holds."""
     crc = 0
-    with path.open("rb") as file:
+    buffer = bytearray(_CHECKSUM_BLOCK)
+    view = memoryview(buffer)
+    with path.open("rb", buffering=0) as file:
         fd, size, offset = file.fileno(), os.fstat(file.fileno()).st_size, 0
         while offset < size:
             try:
@@ -900,13 +994,43 @@ def _checksum(path: Path) -> int:
             offset -= offset % _CHECKSUM_BLOCK
             file.seek(offset)
             while offset < end:
-                block = file.read(_CHECKSUM_BLOCK)
-                if not block:
+                read = file.readinto(buffer)
+                if not read:
                     break
-                if block.count(0) != len(block):
-                    crc = zlib.crc32(offset.to_bytes(8, "little") + block, crc)
-                offset += len(block)
+                block = view[:read]
+                # Compared with zeros (a memcmp), and checksummed in place: no copies.
+                if block != _ZEROS[:read]:
+                    crc = zlib.crc32(block, zlib.crc32(offset.to_bytes(8, "little"), crc))
+                offset += read
     return crc
+
+
+@dataclass(frozen=True)
+class _Counts:
+    """A shard's counts as a seal keeps them (the fields of Edge's `ShardInfo` read here)."""
+
+    points_count: int
+    indexed_vectors_count: int
+    segments_count: int
+
+
+def _facet_key(key: str, limit: int, exact: bool) -> str:
+    return json.dumps([key, limit, exact])
+
+
+def _answers(shard: qe.EdgeShard, asked: Iterable[tuple[str, int, bool]]) -> dict[str, Any]:
+    """What listings ask of an open shard, to keep with its seal: its counts, and the facets
+    asked of it under the lease (counted again: writes may have followed)."""
+    try:
+        info = shard.info()
+        facets = {}
+        for key, limit, exact in asked:
+            hits = shard.facet(qe.FacetRequest(key=key, limit=limit, exact=exact)).hits
+            facets[_facet_key(key, limit, exact)] = [[h.value, h.count] for h in hits]
+    except Exception:  # noqa: BLE001 - nothing kept: the next listing opens the shard
+        return {}
+    counts = [info.points_count, info.indexed_vectors_count, info.segments_count]
+    return {"counts": counts, "facets": facets}
 
 
 def _edge_reason(exc: Exception) -> str:

@@ -621,13 +621,7 @@ class KnowledgeStore:
         """Remove the versions older than a source's newest complete one (a run that stopped
         between storing a new version and removing the old one leaves both); return those
         sources. A newer, partly stored version is kept for the next run to finish."""
-        versions = self._versions().values()
-        newest = _newest(versions)
-        superseded: dict[str, list[str]] = {}
-        for v in versions:
-            kept = newest[v.source]
-            if kept.complete and v.ingested_at < kept.ingested_at:
-                superseded.setdefault(v.source, []).append(v.doc_hash)
+        superseded = self.superseded()
         for source, older in superseded.items():
             self.client.delete(
                 self.name,
@@ -637,6 +631,18 @@ class KnowledgeStore:
                 wait=True,
             )
         return sorted(superseded)
+
+    def superseded(self) -> dict[str, list[str]]:
+        """The versions older than a source's newest complete one, which `finish_replacements`
+        removes: their content hashes, by source."""
+        versions = self._versions().values()
+        newest = _newest(versions)
+        superseded: dict[str, list[str]] = {}
+        for v in versions:
+            kept = newest[v.source]
+            if kept.complete and v.ingested_at < kept.ingested_at:
+                superseded.setdefault(v.source, []).append(v.doc_hash)
+        return superseded
 
     def _versions(self) -> dict[tuple[str, str], SourceInfo]:
         """Every version the store holds chunks of, by (source, content hash)."""
