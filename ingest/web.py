@@ -17,29 +17,31 @@ can open.
 """
 
 import contextlib
-import email.utils
 import gzip
 import hashlib
 import importlib.util
 import io
 import json
 import logging
-import mimetypes
 import os
 import tempfile
 import time
-import urllib.robotparser
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urldefrag, urljoin, urlsplit, urlunsplit
 
 from archivist.ingest.discovery import Failure, SourceFile
 from archivist.ingest.loaders import LOADERS, MAX_FILE_BYTES
 from archivist.tools.errors import ArchivistError
 from archivist.tools.progress import Fetched, ProgressFn, ignore
+
+# The crawler's own libraries are imported where a site is crawled: commands that only name
+# a store's roots (`sources`, an unchanged `sync`) import this module too.
+if TYPE_CHECKING:
+    import urllib.robotparser
 
 INSTALL = "pip install 'archivist[web]'"
 MAX_PAGES = 200
@@ -440,6 +442,8 @@ class Crawler:
         """Read the site's robots.txt; return why nothing may be fetched, if so."""
         parts = urlsplit(start)
         url = urlunsplit((parts.scheme, parts.netloc, "/robots.txt", "", ""))
+        import urllib.robotparser
+
         rules = urllib.robotparser.RobotFileParser(url)
         try:
             answer = self._get(url, {}, 512 * 1024)
@@ -637,6 +641,8 @@ def _suffix_of(url: str, kind: str) -> str:
     its URL's."""
     if kind in ("", "application/octet-stream", "binary/octet-stream"):
         return PurePosixPath(urlsplit(url).path).suffix.lower()
+    import mimetypes
+
     return mimetypes.guess_extension(kind) or ""
 
 
@@ -648,6 +654,8 @@ def _retry_after(value: str | None, attempt: int) -> float:
         if value.isdigit():
             return float(value)
         with contextlib.suppress(TypeError, ValueError):
+            import email.utils
+
             when = email.utils.parsedate_to_datetime(value)
             return max(0.0, when.timestamp() - time.time())
     return float(2**attempt)

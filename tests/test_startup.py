@@ -1,6 +1,7 @@
 """Each command imports what it uses when it uses it: on the embedded store, `stores`,
-`sources` and `logs` load neither qdrant-client nor LangChain nor LangGraph, and `search`
-needs the store, its query's embedding and the ranking, nothing else. Imports belong to a
+`sources` and `logs` load neither qdrant-client nor LangChain nor LangGraph, `search`
+needs the store, its query's embedding and the ranking, nothing else, and an `ingest` or
+`sync` with nothing to do builds no graph. Imports belong to a
 process, so each command runs as one (`python -X importtime` lists what it loaded)."""
 
 import json
@@ -9,11 +10,15 @@ import subprocess
 import sys
 
 import pytest
+from conftest import SHOP
 
 # What these commands never need on the embedded store: the server client (its models are
-# built with pydantic at import, ~1 s of CPU), LangChain, LangGraph and the Ollama client.
+# built with pydantic at import, ~1 s of CPU), LangChain, LangGraph, the Ollama client,
+# pydantic itself (~0.3 s) and httpx (~0.2 s: it loads its own command line's libraries).
 HEAVY = {
     "qdrant_client",
+    "pydantic",
+    "httpx",
     "langchain",
     "langchain_core",
     "langchain_ollama",
@@ -49,8 +54,10 @@ def _run(args: list[str], ollama_url: str, home) -> tuple[subprocess.CompletedPr
         (["sources", "--store", "shop_docs"], "refund.md\t"),
         (["logs"], "No turns logged yet."),
         (["search", "How many days for a refund?", "--store", "shop_docs"], "[1] "),
+        (["ingest", str(SHOP), "--store", "shop_docs"], "0 chunks embedded"),
+        (["sync"], "0 files stored"),
     ],
-    ids=["stores", "sources", "logs", "search"],
+    ids=["stores", "sources", "logs", "search", "unchanged-ingest", "unchanged-sync"],
 )
 def test_a_command_on_the_embedded_store_imports_only_what_it_uses(
     args, shows, store, ollama, home
