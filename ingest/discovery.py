@@ -320,10 +320,12 @@ def _link_problem(path: Path, inside: Path) -> str | None:
 def _entry_problem(path: Path, inside: Path, found: list | None = None) -> str | None:
     """Why a file found in a folder is not read, or None if it is a regular file to read
     (then its size and modification time are added to `found`)."""
-    if path.is_symlink() and (reason := _link_problem(path, inside)):
-        return reason
     try:
-        info = path.stat()
+        info = os.lstat(path)  # one system call for a plain file, the commonest case by far
+        if stat.S_ISLNK(info.st_mode):
+            if reason := _link_problem(path, inside):
+                return reason
+            info = path.stat()
         mode = info.st_mode
     except OSError as exc:
         return f"cannot read: {exc.strerror or exc}"
