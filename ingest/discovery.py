@@ -3,6 +3,7 @@ dependency folders and what `.gitignore`/`.archivistignore` ignore are left out,
 and `--exclude` globs choose, and every file left out is reported with its reason."""
 
 import errno
+import functools
 import os
 import stat
 from collections.abc import Callable
@@ -57,7 +58,7 @@ class SourceFile:
     """The folder it was found in, which its include directives may read from (None: a file
     given directly, whose own folder they may read from)."""
 
-    @property
+    @functools.cached_property
     def has_records(self) -> bool:
         """Whether the file holds records, each of which may be its own source `file#id`."""
         return self.path.suffix.lower() in RECORD_FORMATS
