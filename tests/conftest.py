@@ -1,5 +1,6 @@
 """Fixtures: a fake Ollama on a loopback port, a temporary home, stores and the CLI."""
 
+import functools
 import os
 import shutil
 import subprocess
@@ -54,6 +55,32 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return SLOW_FILES.index(name) if name in SLOW_FILES else len(SLOW_FILES)
 
     items.sort(key=rank)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def one_tls_context() -> Iterator[None]:
+    """Let every HTTP client in the test process share one default TLS context.
+
+    LangChain's Ollama models each make an async httpx client, which loads the certificate
+    store again (0.1-0.2 s of CPU each, hundreds of times in a run) though no test speaks
+    TLS. A context is safe to share, as Archivist's own clients do (`models._tls_context`).
+    """
+    from httpx._transports import default
+
+    made = default.create_ssl_context
+
+    @functools.cache
+    def shared(cert_file: str | None, cert_dir: str | None):
+        return made()
+
+    def create_ssl_context(verify=True, cert=None, trust_env=True):
+        if verify is True and cert is None and trust_env:
+            return shared(os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+        return made(verify=verify, cert=cert, trust_env=trust_env)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(default, "create_ssl_context", create_ssl_context)
+        yield
 
 
 @pytest.fixture(autouse=True)
