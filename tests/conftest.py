@@ -32,18 +32,34 @@ def pytest_report_header(config: pytest.Config) -> str:
     return "Qdrant server leg: skipped, QDRANT_URL is not set (tests/test_congruence.py)"
 
 
-# Files whose tests run processes, kernels or the benchmark, longest first: under
-# `--dist loadfile` the short files then fill in around them instead of trailing after them.
+# The longest files (their tests' seconds added up, from `--durations=0`), longest first:
+# under `--dist loadfile` each worker takes the next file as it finishes one, so the short
+# files then fill in around the long ones instead of one long file trailing at the end.
 SLOW_FILES = (
-    "test_reliability_processes.py",
     "test_notebooks.py",
-    "test_benchmark.py",
-    "test_concurrency.py",
-    "test_reliability_secrets.py",
-    "test_chat_interrupts.py",
-    "test_chat_terminal.py",
     "test_reliability_ollama.py",
+    "test_benchmark.py",
+    "test_damaged_stores.py",
+    "test_eval.py",
+    "test_cli_conventions.py",
+    "test_small_models.py",
+    "test_mcp.py",
+    "test_grading.py",
+    "test_concurrency.py",
     "test_packaging.py",
+    "test_eval_embedders.py",
+    "test_sync.py",
+    "test_chat_terminal.py",
+    "test_reliability_processes.py",
+    "test_worker.py",
+    "test_web.py",
+    "test_edge.py",
+    "test_ingest_recovery.py",
+    "test_cli.py",
+    "test_langgraph_server.py",
+    "test_roots.py",
+    "test_chat_interrupts.py",
+    "test_retrieval.py",
 )
 
 
