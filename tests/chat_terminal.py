@@ -18,11 +18,14 @@ PROMPT_LINE = re.compile(r"\r\n(?:\x1b\[[0-9;?]*[A-Za-z])*" + re.escape(PROMPT))
 BANNER = re.compile(r"Archivist · [^\n]* · /help for commands")
 
 
-def start_chat(*args: str, ollama_url: str, home: Path) -> pexpect.spawn:
+def start_chat(
+    *args: str, ollama_url: str, home: Path, backoff: float | None = None
+) -> pexpect.spawn:
     """Start `archivist chat ARGS` in a pseudo-terminal.
 
     TERM=dumb keeps the output free of cursor movement and colour (what a dumb terminal
-    gets), and a wide fixed size keeps lines from wrapping.
+    gets), and a wide fixed size keeps lines from wrapping. `backoff`: the seconds before the
+    first retry of a refused chat request, in place of the second a user waits.
     """
     env = {
         **os.environ,
@@ -32,9 +35,13 @@ def start_chat(*args: str, ollama_url: str, home: Path) -> pexpect.spawn:
         "LANG": "C.UTF-8",
         "PYTHONIOENCODING": "utf-8",
     }
+    command = ["-m", "archivist"]
+    if backoff is not None:  # the entry point `python -m archivist` runs, after the setting
+        script = f"import archivist.models as m; m.CHAT_BACKOFF = {backoff}; "
+        command = ["-c", script + "from archivist.cli import main; main()"]
     return pexpect.spawn(
         sys.executable,
-        ["-m", "archivist", "chat", *args],
+        [*command, "chat", *args],
         env=env,
         cwd=str(ROOT),
         encoding="utf-8",
@@ -43,10 +50,12 @@ def start_chat(*args: str, ollama_url: str, home: Path) -> pexpect.spawn:
     )
 
 
-def spawn_chat(*args: str, ollama_url: str, home: Path) -> pexpect.spawn:
+def spawn_chat(
+    *args: str, ollama_url: str, home: Path, backoff: float | None = None
+) -> pexpect.spawn:
     """Start `archivist chat ARGS` in a pseudo-terminal and wait until its agent is built and
     the prompt under its banner takes keys: `before` then holds the notices after the banner."""
-    child = start_chat(*args, ollama_url=ollama_url, home=home)
+    child = start_chat(*args, ollama_url=ollama_url, home=home, backoff=backoff)
     child.expect(BANNER)
     ready(child)
     return child

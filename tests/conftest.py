@@ -1,5 +1,6 @@
 """Fixtures: a fake Ollama on a loopback port, a temporary home, stores and the CLI."""
 
+import functools
 import os
 import shutil
 import subprocess
@@ -31,18 +32,34 @@ def pytest_report_header(config: pytest.Config) -> str:
     return "Qdrant server leg: skipped, QDRANT_URL is not set (tests/test_congruence.py)"
 
 
-# Files whose tests run processes, kernels or the benchmark, longest first: under
-# `--dist loadfile` the short files then fill in around them instead of trailing after them.
+# The longest files (their tests' seconds added up, from `--durations=0`), longest first:
+# under `--dist loadfile` each worker takes the next file as it finishes one, so the short
+# files then fill in around the long ones instead of one long file trailing at the end.
 SLOW_FILES = (
-    "test_reliability_processes.py",
     "test_notebooks.py",
-    "test_benchmark.py",
-    "test_concurrency.py",
-    "test_reliability_secrets.py",
-    "test_chat_interrupts.py",
-    "test_chat_terminal.py",
     "test_reliability_ollama.py",
+    "test_benchmark.py",
+    "test_damaged_stores.py",
+    "test_eval.py",
+    "test_cli_conventions.py",
+    "test_small_models.py",
+    "test_mcp.py",
+    "test_grading.py",
+    "test_concurrency.py",
     "test_packaging.py",
+    "test_eval_embedders.py",
+    "test_sync.py",
+    "test_chat_terminal.py",
+    "test_reliability_processes.py",
+    "test_worker.py",
+    "test_web.py",
+    "test_edge.py",
+    "test_ingest_recovery.py",
+    "test_cli.py",
+    "test_langgraph_server.py",
+    "test_roots.py",
+    "test_chat_interrupts.py",
+    "test_retrieval.py",
 )
 
 
@@ -54,6 +71,32 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return SLOW_FILES.index(name) if name in SLOW_FILES else len(SLOW_FILES)
 
     items.sort(key=rank)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def one_tls_context() -> Iterator[None]:
+    """Let every HTTP client in the test process share one default TLS context.
+
+    LangChain's Ollama models each make an async httpx client, which loads the certificate
+    store again (0.1-0.2 s of CPU each, hundreds of times in a run) though no test speaks
+    TLS. A context is safe to share, as Archivist's own clients do (`models._tls_context`).
+    """
+    from httpx._transports import default
+
+    made = default.create_ssl_context
+
+    @functools.cache
+    def shared(cert_file: str | None, cert_dir: str | None):
+        return made()
+
+    def create_ssl_context(verify=True, cert=None, trust_env=True):
+        if verify is True and cert is None and trust_env:
+            return shared(os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+        return made(verify=verify, cert=cert, trust_env=trust_env)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(default, "create_ssl_context", create_ssl_context)
+        yield
 
 
 @pytest.fixture(autouse=True)

@@ -3,8 +3,11 @@
 from pathlib import Path
 
 
-def make_pdf(pages: list[list[str]], title: str | None = None) -> bytes:
-    """Write a real PDF (Helvetica text, one line per string) the way a PDF writer would."""
+def make_pdf(
+    pages: list[list[str]], title: str | None = None, size: tuple[int, int] = (612, 792)
+) -> bytes:
+    """Write a real PDF (Helvetica text, one line per string) the way a PDF writer would, its
+    pages `size` points wide and high (US Letter unless told)."""
 
     def escape(text: str) -> str:
         return text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
@@ -17,7 +20,7 @@ def make_pdf(pages: list[list[str]], title: str | None = None) -> bytes:
     objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
     for page_id, lines in zip(page_ids, pages, strict=True):
         objects.append(
-            f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
+            f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 {size[0]} {size[1]}] "
             f"/Resources << /Font << /F1 3 0 R >> >> /Contents {page_id + 1} 0 R >>".encode()
         )
         body = "BT /F1 11 Tf 14 TL 72 750 Td " + " ".join(

@@ -110,14 +110,12 @@ def test_doctor_reports_a_healthy_setup(ollama, home):
     assert "✓ embedding model 'nomic-embed-text' (768 dimensions)" in done.stdout
 
 
-def test_with_ollama_down_doctor_and_ask_exit_1_with_the_fix(home):
+def test_with_ollama_down_doctor_and_ask_exit_1_with_the_fix(store, home):
     url = free_port_url()
     doctor = run_cli("doctor", ollama_url=url, home=home)
     assert doctor.returncode == 1
     assert f"✗ Ollama is not reachable at {url}" in doctor.stdout
     assert "ollama serve" in doctor.stdout
-    with FakeOllama() as ollama:
-        run_cli("ingest", str(SHOP), "--store", "shop_docs", ollama_url=ollama.url, home=home)
     asked = run_cli("ask", REFUND_Q, "--store", "shop_docs", ollama_url=url, home=home)
     assert asked.returncode == 1
     assert f"Cannot reach Ollama at {url}" in asked.stderr and "ollama serve" in asked.stderr
@@ -143,8 +141,7 @@ def test_an_unknown_store_says_how_to_create_it(ollama, home):
     assert "archivist ingest PATH --store nope" in done.stderr
 
 
-def test_chat_with_piped_input_answers_and_exits(ollama, home):
-    run_cli("ingest", str(SHOP), "--store", "shop_docs", ollama_url=ollama.url, home=home)
+def test_chat_with_piped_input_answers_and_exits(ollama, home, store):
     done = run_cli(
         "chat",
         "--store",
@@ -175,13 +172,13 @@ def test_help_lists_the_commands(home):
         assert command in done.stdout
 
 
-def test_a_store_of_an_unknown_sparse_scheme_is_refused_with_the_fix_until_reindexed(ollama, home):
+def test_a_store_of_an_unknown_sparse_scheme_is_refused_with_the_fix_until_reindexed(
+    ollama, home, store
+):
     from archivist.app import Archivist
     from archivist.settings import Settings
     from archivist.tools import sparse
 
-    done = run_cli("ingest", str(SHOP), "--store", "shop_docs", ollama_url=ollama.url, home=home)
-    assert done.returncode == 0, done.stderr
     app = Archivist(Settings(ollama_host=ollama.url, home=home))
     store = app.store("shop_docs")
     info = store.info()

@@ -4,7 +4,6 @@
 import json
 import os
 import re
-import subprocess
 import sys
 
 import pexpect
@@ -133,27 +132,24 @@ def test_delete_in_a_terminal_asks_first_and_no_keeps_the_store(ollama, home, st
     assert stores_listed(ollama, home) == []
 
 
-def test_shell_completion_is_offered_and_completes_commands(ollama, home):
+def test_shell_completion_is_offered_and_completes_commands(ollama, home, monkeypatch):
     helped = cli("--help", ollama=ollama, home=home)
     assert "--install-completion" in helped.stdout and "--show-completion" in helped.stdout
     # Typer's own switch: take the shell from the command line instead of detecting it.
-    env = {**os.environ, "_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"}
-    shown = subprocess.run(
-        [sys.executable, "-m", "archivist", "--show-completion", "bash"],
-        capture_output=True, text=True, env=env, cwd=ROOT, timeout=90,
-    )  # fmt: skip
+    with monkeypatch.context() as env:
+        env.setenv("_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION", "1")
+        shown = run_cli("--show-completion", "bash", ollama_url=ollama.url, home=home)
     assert shown.returncode == 0, shown.stderr
     assert "_ARCHIVIST_COMPLETE=complete_bash" in shown.stdout
-    env = {
-        **os.environ,
-        "_ARCHIVIST_COMPLETE": "complete_bash",
-        "COMP_WORDS": "archivist del",
-        "COMP_CWORD": "1",
-    }
-    completed = subprocess.run(
-        [sys.executable, "-m", "archivist"],
-        capture_output=True, text=True, env=env, cwd=ROOT, timeout=90,
-    )  # fmt: skip
+    # What bash asks for as the user presses Tab after `archivist del`.
+    with monkeypatch.context() as env:
+        for name, value in (
+            ("_ARCHIVIST_COMPLETE", "complete_bash"),
+            ("COMP_WORDS", "archivist del"),
+            ("COMP_CWORD", "1"),
+        ):
+            env.setenv(name, value)
+        completed = run_cli(ollama_url=ollama.url, home=home)
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout.split() == ["delete"]
 

@@ -9,6 +9,7 @@ import threading
 
 import pytest
 from conftest import ROOT, SHOP
+from edge_samples import DOCS, dense_store, fill, grow, random_vectors, small_segments
 from fake_ollama import embed_text
 from qdrant_client import QdrantClient, models
 
@@ -17,46 +18,16 @@ from archivist.tools import points
 from archivist.tools.edge import CHECKSUM_FILE, COLLECTION_FILE, MIGRATING_FILE, EdgeClient
 from archivist.tools.errors import StoreLocked
 from archivist.tools.migrate import migrate_legacy, migrate_local
-from archivist.tools.sparse import document_vector, query_vector
+from archivist.tools.sparse import query_vector
 from archivist.tools.store import DENSE, SPARSE, Chunk, ChunkWrite, KnowledgeStore
 
 # qdrant-client's local mode warns that it ignores the payload index the stores create.
 pytestmark = pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning")
 FINGERPRINT = {"embed_model": "hash", "dimension": 64, "document_prefix": "", "query_prefix": ""}
-DOCS = [
-    ("refund.md", "refunds are paid within 30 days of delivery", 1),
-    ("refund.md", "keep the receipt to ask for a refund", 2),
-    ("boots.md", "boots NW-TX-2290 need wax-free spray", 3),
-    ("boots.md", "boots are resoled for free in the first year", 4),
-    ("tents.md", "tents are refunded only when unused", 5),
-    ("退货.md", "退货须在三十天内申请", 6),
-]
 
 
 def _fill(client) -> list[str]:
-    client.create_collection(
-        "docs",
-        vectors_config={DENSE: models.VectorParams(size=64, distance=models.Distance.COSINE)},
-        sparse_vectors_config={SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)},
-        metadata={"archivist": {"description": "d"}},
-    )
-    client.create_payload_index("docs", "source", models.PayloadSchemaType.KEYWORD)
-    ids = [Chunk(text, source, n).id for source, text, n in DOCS]
-    points = []
-    for point_id, (source, text, n) in zip(ids, DOCS, strict=True):
-        indices, values = document_vector(text)
-        points.append(
-            models.PointStruct(
-                id=point_id,
-                vector={
-                    DENSE: embed_text(text, 64),
-                    SPARSE: models.SparseVector(indices=indices, values=values),
-                },
-                payload={"source": source, "text": text, "n": n},
-            )
-        )
-    client.upsert("docs", points=points, wait=True)
-    return ids
+    return fill(client, models)
 
 
 @pytest.fixture
@@ -456,11 +427,11 @@ def test_writes_survive_a_process_that_dies_without_closing(tmp_path):
 import os, sys
 sys.path[:0] = ["tests", "."]
 from pathlib import Path
-from qdrant_client import models
-from test_edge import _fill
+from edge_samples import fill
+from archivist.tools import points as models
 from archivist.tools.edge import EdgeClient
 client = EdgeClient(Path({str(tmp_path / "edge")!r}))
-_fill(client)
+fill(client, models)
 below_3 = models.Filter(must=[models.FieldCondition(key="n", match=models.MatchAny(any=[1, 2]))])
 client.delete("docs", points_selector=below_3)
 os._exit(0)
@@ -481,66 +452,18 @@ def gate(tmp_path):
     path.touch()
 
 
-def _small_segments(monkeypatch, gate=None) -> None:
-    """Thresholds for 64-d vectors (256 bytes each): index every ~240 unindexed vectors; with
-    `gate`, the child indexing a segment waits until that file exists."""
-    from archivist.tools import edge
-
-    monkeypatch.setattr(edge, "INDEXING_THRESHOLD_KB", 60)
-    monkeypatch.setattr(edge, "SEGMENT_KB", 70)
-    monkeypatch.setattr(edge, "TAIL_INDEX_KB", 20)
-    monkeypatch.setattr(edge, "INDEX_CHECK_POINTS", 50)
-    if gate is not None:
-        wait = (
-            "import os, time\n"
-            "for _ in range(6000):  # a minute at most, even if the test fails before opening it\n"
-            f"    if os.path.exists({str(gate)!r}):\n"
-            "        break\n"
-            "    time.sleep(0.01)\n"
-        )
-        monkeypatch.setattr(edge, "INDEX_PROGRAM", wait + edge.INDEX_PROGRAM)
-
-
-def _grow(client, vectors, start: int, stop: int) -> None:
-    for first in range(start, stop, 50):
-        points = [
-            models.PointStruct(id=i, vector={DENSE: vectors[i].tolist()}, payload={"n": i})
-            for i in range(first, first + 50)
-        ]
-        client.upsert("docs", points)
-
-
-def _random_vectors(count: int):
-    import numpy as np
-
-    return np.random.default_rng(5).standard_normal((count, 64)).astype(np.float32)
-
-
-def _dense_store(path, aside: bool = True) -> EdgeClient:
-    """A store of 64-d points; `aside`: written as an ingest writes, its segments indexed by
-    a child process (for the client's life)."""
-    client = EdgeClient(path)
-    if aside:
-        client.aside_block = client.indexing_aside()  # kept: its end would undo it
-        client.aside_block.__enter__()
-    client.create_collection(
-        "docs", {DENSE: models.VectorParams(size=64, distance=models.Distance.COSINE)}
-    )
-    return client
-
-
 def test_a_growing_store_is_indexed_a_segment_at_a_time_by_a_child_while_writes_go_on(
     tmp_path, monkeypatch, gate, capfd
 ):
-    _small_segments(monkeypatch, gate)
-    vectors = _random_vectors(650)
-    client = _dense_store(tmp_path / "edge")
+    small_segments(monkeypatch, gate)
+    vectors = random_vectors(650)
+    client = dense_store(tmp_path / "edge", models)
 
     def indexed() -> tuple[int, int]:
         info = client.get_collection("docs")
         return info.indexed_vectors_count, info.segments_count
 
-    _grow(client, vectors, 0, 300)
+    grow(client, models, vectors, 0, 300)
     # The segment due at 250 points is with the child, which opened the shard (Edge lets one
     # process at a time: this one closed it) and waits at the gate; the next write waits here.
     build = client._indexing["docs"]
@@ -550,7 +473,7 @@ def test_a_growing_store_is_indexed_a_segment_at_a_time_by_a_child_while_writes_
     assert client.count("docs").count == 300  # waits for the child, then applies the write
     assert indexed()[0] >= 240  # indexed while it grew, before any close
     assert "Indexed 'docs' in" in capfd.readouterr().err
-    _grow(client, vectors, 300, 650)
+    grow(client, models, vectors, 300, 650)
     assert client.count("docs").count == 650
     during = indexed()
     assert 480 <= during[0] < 650 and during[1] >= 2  # several segments, a tail unindexed
@@ -569,21 +492,21 @@ def test_writes_kept_during_a_build_are_applied_in_their_order_a_slice_per_later
 ):
     from archivist.tools import edge
 
-    _small_segments(monkeypatch, gate)
+    small_segments(monkeypatch, gate)
     monkeypatch.setattr(edge, "BACKLOG_SLICE", 2)
-    vectors = _random_vectors(400)
-    client = _dense_store(tmp_path / "edge")
-    _grow(client, vectors, 0, 250)
+    vectors = random_vectors(400)
+    client = dense_store(tmp_path / "edge", models)
+    grow(client, models, vectors, 0, 250)
     assert client._indexing["docs"].running
     first_ten = models.Filter(
         must=[models.FieldCondition(key="n", match=models.MatchAny(any=list(range(10))))]
     )
     client.delete("docs", points_selector=first_ten)
     client.upsert("docs", [models.PointStruct(id=3, vector={DENSE: vectors[3].tolist()})])
-    _grow(client, vectors, 250, 300)
+    grow(client, models, vectors, 250, 300)
     gate.touch()
     client._indexing["docs"].process.wait()
-    _grow(client, vectors, 300, 350)  # applies two kept writes first, then waits its turn
+    grow(client, models, vectors, 300, 350)  # applies two kept writes first, then waits its turn
     assert len(client._backlog["docs"]) == 2
     assert client.count("docs").count == 350 - 9  # a read applies the rest, in order
     assert "docs" not in client._backlog
@@ -597,19 +520,19 @@ def test_writes_not_yet_applied_when_the_next_segment_is_due_wait_for_its_build(
 ):
     from archivist.tools import edge
 
-    _small_segments(monkeypatch, gate)
+    small_segments(monkeypatch, gate)
     monkeypatch.setattr(edge, "BACKLOG_SLICE", 1)  # one kept write applied per later write
     monkeypatch.setattr(edge, "INDEX_CHECK_POINTS", 10)
     monkeypatch.setattr(edge, "INDEXING_THRESHOLD_KB", 15)  # a segment: 60 points
-    vectors = _random_vectors(300)
-    client = _dense_store(tmp_path / "edge")
+    vectors = random_vectors(300)
+    client = dense_store(tmp_path / "edge", models)
 
     def one_at_a_time(start: int, stop: int) -> None:
         for i in range(start, stop):
             point = models.PointStruct(id=i, vector={DENSE: vectors[i].tolist()}, payload={"n": i})
             client.upsert("docs", [point])
 
-    _grow(client, vectors, 0, 100)  # the first segment goes to the child
+    grow(client, models, vectors, 0, 100)  # the first segment goes to the child
     one_at_a_time(100, 200)  # 100 writes kept
     gate.touch()
     client._indexing["docs"].process.wait()
@@ -628,15 +551,15 @@ def test_writes_not_yet_applied_when_the_next_segment_is_due_wait_for_its_build(
 def test_a_writer_faster_than_the_build_keeps_two_segments_at_most_then_waits_for_it(
     tmp_path, monkeypatch, gate
 ):
-    _small_segments(monkeypatch, gate)  # a segment: 240 points of 64 dimensions
-    vectors = _random_vectors(750)
-    client = _dense_store(tmp_path / "edge")
-    _grow(client, vectors, 0, 250)
+    small_segments(monkeypatch, gate)  # a segment: 240 points of 64 dimensions
+    vectors = random_vectors(750)
+    client = dense_store(tmp_path / "edge", models)
+    grow(client, models, vectors, 0, 250)
     build = client._indexing["docs"]
-    _grow(client, vectors, 250, 700)  # 450 points kept while the child waits at the gate
+    grow(client, models, vectors, 250, 700)  # 450 points kept while the child waits at the gate
     assert build.running and build.kept == 450
     threading.Timer(0.3, gate.touch).start()
-    _grow(client, vectors, 700, 750)  # 500 would be more than two: waits for the build
+    grow(client, models, vectors, 700, 750)  # 500 would be more than two: waits for the build
     assert "docs" not in client._indexing and not build.running
     assert client.count("docs").count == 750
     assert client.get_collection("docs").indexed_vectors_count >= 240
@@ -644,10 +567,10 @@ def test_a_writer_faster_than_the_build_keeps_two_segments_at_most_then_waits_fo
 
 
 def test_a_writer_that_only_writes_indexes_its_segments_itself(tmp_path, monkeypatch, capfd):
-    _small_segments(monkeypatch)
-    vectors = _random_vectors(300)
-    client = _dense_store(tmp_path / "edge", aside=False)  # a copy: nothing to keep going
-    _grow(client, vectors, 0, 300)
+    small_segments(monkeypatch)
+    vectors = random_vectors(300)
+    client = dense_store(tmp_path / "edge", models, aside=False)  # a copy: nothing to keep going
+    grow(client, models, vectors, 0, 300)
     assert not client._indexing and client.get_collection("docs").indexed_vectors_count >= 240
     assert "Indexed 'docs' in" in capfd.readouterr().err
     client.close()
@@ -672,13 +595,13 @@ def test_a_child_that_fails_to_index_loses_nothing_and_this_process_indexes_inst
 ):
     from archivist.tools import edge
 
-    _small_segments(monkeypatch)
+    small_segments(monkeypatch)
     monkeypatch.setattr(edge, "INDEX_PROGRAM", "raise SystemExit('no room for the index')")
-    vectors = _random_vectors(650)
-    client = _dense_store(tmp_path / "edge")
-    _grow(client, vectors, 0, 250)
+    vectors = random_vectors(650)
+    client = dense_store(tmp_path / "edge", models)
+    grow(client, models, vectors, 0, 250)
     client._indexing["docs"].process.wait()  # failed
-    _grow(client, vectors, 250, 650)
+    grow(client, models, vectors, 250, 650)
     assert client.count("docs").count == 650
     err = capfd.readouterr().err
     assert (
@@ -699,11 +622,11 @@ def test_where_no_child_can_start_the_segment_is_indexed_here(tmp_path, monkeypa
     def no_processes(*args, **kwargs):
         raise OSError(11, "Resource temporarily unavailable")
 
-    _small_segments(monkeypatch)
+    small_segments(monkeypatch)
     monkeypatch.setattr(edge.subprocess, "Popen", no_processes)
-    vectors = _random_vectors(300)
-    client = _dense_store(tmp_path / "edge")
-    _grow(client, vectors, 0, 300)
+    vectors = random_vectors(300)
+    client = dense_store(tmp_path / "edge", models)
+    grow(client, models, vectors, 0, 300)
     assert not client._indexing and client.count("docs").count == 300
     assert client.get_collection("docs").indexed_vectors_count >= 240
     assert capfd.readouterr().err.count("Indexing store 'docs' (250 chunks)") == 1
@@ -718,11 +641,12 @@ import os, sys
 sys.path[:0] = ["tests", "."]
 from pathlib import Path
 import pytest
-from test_edge import _dense_store, _grow, _random_vectors, _small_segments
+from edge_samples import dense_store, grow, random_vectors, small_segments
+from archivist.tools import points as models
 monkeypatch = pytest.MonkeyPatch()
-_small_segments(monkeypatch, Path({str(gate)!r}))
-client = _dense_store(Path({str(tmp_path / "edge")!r}))
-_grow(client, _random_vectors(300), 0, 300)
+small_segments(monkeypatch, Path({str(gate)!r}))
+client = dense_store(Path({str(tmp_path / "edge")!r}), models)
+grow(client, models, random_vectors(300), 0, 300)
 assert client._indexing["docs"].running
 os._exit(0)  # dies: the write kept for after the build is lost, the child goes on
 """

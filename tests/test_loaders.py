@@ -164,7 +164,8 @@ def test_damaged_and_textless_pdfs_are_refused(tmp_path):
     good = make_pdf([["Some text."]])
     (tmp_path / "cut.pdf").write_bytes(good[: len(good) // 3])
     (tmp_path / "noise.pdf").write_bytes(b"%PDF-1.4\n" + os.urandom(2000))
-    (tmp_path / "scan.pdf").write_bytes(make_pdf([[]]))
+    # A small page: OCR reads every pixel of it, and a blank one holds nothing wherever it is.
+    (tmp_path / "scan.pdf").write_bytes(make_pdf([[]], size=(200, 150)))
     for name in ("cut.pdf", "noise.pdf"):
         with pytest.raises(LoadError, match="damaged PDF|no text"):
             load(tmp_path / name)

@@ -97,10 +97,9 @@ def test_bad_calls_come_back_as_errors_the_model_can_act_on(archivist, store):
     assert "Unknown tool 'search_elsewhere'. Tools: search_shop_docs, list_stores" in str(refused)
 
 
-def test_only_the_stores_asked_for_are_served(archivist, tmp_path):
+def test_only_the_stores_asked_for_are_served(archivist, shop_store, tmp_path):
     (tmp_path / "kb").mkdir()
     (tmp_path / "kb" / "tents.md").write_text("Tents are waterproof to 3000 mm.", "utf-8")
-    archivist.ingest([str(SHOP)], "shop_docs")
     archivist.ingest([str(tmp_path / "kb")], "gear", description="tent specifications")
     archivist.close()
     client = Client(build_server(StoreTools(archivist.settings, ["gear"])))

@@ -9,8 +9,15 @@ import zipfile
 from pathlib import Path
 
 import nbformat
+import pytest
 from conftest import ROOT, SHOP, run_cli
 from nbclient import NotebookClient
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Archivist's wheel, built once for the tests that read or install it."""
+    return build_wheel(tmp_path_factory.mktemp("dist"))
 
 
 def build_wheel(folder: Path) -> Path:
@@ -35,8 +42,7 @@ def build_wheel(folder: Path) -> Path:
     return wheel
 
 
-def test_the_wheel_installs_only_the_archivist_package_and_the_console_script(tmp_path):
-    wheel = build_wheel(tmp_path)
+def test_the_wheel_installs_only_the_archivist_package_and_the_console_script(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     for module in (
         "archivist/__main__.py",
@@ -62,17 +68,19 @@ def test_the_wheel_installs_only_the_archivist_package_and_the_console_script(tm
     assert "Classifier: Programming Language :: Python :: 3.11" in metadata.decode()
 
 
-def test_the_wheel_in_a_fresh_venv_chats_on_its_packaged_sample(tmp_path, ollama):
+def test_the_wheel_in_a_fresh_venv_chats_on_its_packaged_sample(wheel, tmp_path, ollama):
     """A pip-installed Archivist, run outside the repository, starts as a checkout does."""
-    wheel = build_wheel(tmp_path / "dist")
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    # No pip of its own (installing one costs more than the rest of the test): this
+    # environment's pip installs into it.
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     # The dependencies come from this test's environment (offline, and fast); Archivist
     # itself only from the wheel: the editable install's import hook lives in a .pth file
     # of that folder, which a path listed in a .pth file does not run.
     site = next((venv / "lib").glob("python3*/site-packages"))
     (site / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps"]
+    pip = [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python")]
+    pip += ["install", "-q", "--no-deps"]
     subprocess.run([*pip, str(wheel)], check=True, capture_output=True)
     home = tmp_path / "fresh-home"
     elsewhere = tmp_path / "elsewhere"

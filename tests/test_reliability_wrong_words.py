@@ -65,14 +65,16 @@ def test_a_home_under_proc_is_refused_with_the_fix(ollama):
 def test_the_home_and_its_files_are_private_whatever_the_umask(ollama, tmp_path):
     home = tmp_path / "home"
     docs = write_files(tmp_path / "docs", {"a.md": "# A\n\nTents keep the rain out."})
-    env = {**os.environ, "ARCHIVIST_HOME": str(home), "OLLAMA_HOST": ollama.url}
-    script = "import os, sys; os.umask(0o022); from archivist.cli import main; main()"
-    for args in (("ingest", str(docs), "--store", "kb"), ("ask", "tents?", "--store", "kb")):
-        done = subprocess.run(
-            [sys.executable, "-c", script, *args], env=env, capture_output=True, text=True,
-            timeout=120,
-        )  # fmt: skip
-        assert done.returncode == 0, done.stderr
+    # Each command starts under a permissive umask, as from a shell (the entry point sets
+    # its own for the rest of the process: this one's is put back after).
+    before = os.umask(0o022)
+    try:
+        for args in (("ingest", str(docs), "--store", "kb"), ("ask", "tents?", "--store", "kb")):
+            os.umask(0o022)
+            done = run_cli(*args, ollama_url=ollama.url, home=home)
+            assert done.returncode == 0, done.stderr
+    finally:
+        os.umask(before)
     assert stat.S_IMODE(home.stat().st_mode) == 0o700
     loose = [
         (path, oct(stat.S_IMODE(path.stat().st_mode)))
