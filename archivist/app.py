@@ -174,6 +174,8 @@ class Archivist:
             raise TypeError("ingest(request) takes its options from the request")
         if request.urls and request.web.cache is None:
             request = replace(request, web=replace(request.web, cache=str(self.settings.web_cache)))
+        if request.load_timeout is None and self.settings.load_timeout is not None:
+            request = replace(request, load_timeout=self.settings.load_timeout)
         with self.released_on_failure():
             context = models.embed_context(self.settings, allow_chat=request.allow_chat_embedder)
         # One writer at a time; searches get through between its writes.

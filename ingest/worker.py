@@ -28,6 +28,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
+from pathlib import Path
 from typing import Any
 
 from archivist.ingest.splitter import SplitterSettings, TextChunk, split_text
@@ -247,28 +248,62 @@ def _split(texts: list[str], settings: SplitterSettings) -> list[list[TextChunk]
     return [split_text(text, settings) for text in texts]
 
 
+def _load(report: Callable[[Any], None], path: Path, options: Any) -> Any:
+    """Load a file, its progress events (OCR's pages) reported ahead of the answer; a file
+    that cannot be ingested answers its LoadError, which the ingest raises as its own."""
+    from archivist.ingest.loaders import LoadError, load
+    from archivist.ingest.loaders.base import reporting
+
+    with reporting(report):
+        try:
+            return load(path, options)
+        except LoadError as exc:
+            return exc
+
+
 TASKS: dict[str, Callable[..., Any]] = {"vectors": sparse.document_vectors, "split": _split}
+REPORTING: dict[str, Callable[..., Any]] = {"load": _load}
+"""Tasks given, before their arguments, a callable that sends an event ahead of the answer."""
+READY = "ready"
+"""Sent, as an event, by a child started with `--loads` once it has imported the loaders."""
 
 
 def serve(requests, answers) -> None:
-    """Answer pickled `(task, args)` requests, in order, until EOF."""
+    """Answer pickled `(task, args)` requests, in order, until EOF: each answer `(ok, value)`,
+    after the events a reporting task sends, each `(None, event)`."""
+
+    def send(ok: bool | None, value: Any) -> None:
+        pickle.dump((ok, value), answers, protocol=pickle.HIGHEST_PROTOCOL)
+        answers.flush()
+
+    def report(event: Any) -> None:
+        send(None, event)
+
     while True:
         try:
             task, args = pickle.load(requests)
         except EOFError:
             return
         try:
-            answer = (True, TASKS[task](*args))
+            if task in REPORTING:
+                answer = (True, REPORTING[task](report, *args))
+            else:
+                answer = (True, TASKS[task](*args))
         except Exception as exc:  # the ingest process does this work itself, and fails alike
             answer = (False, repr(exc))
-        pickle.dump(answer, answers, protocol=pickle.HIGHEST_PROTOCOL)
-        answers.flush()
+        send(*answer)
 
 
 if __name__ == "__main__":
     channel = sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing printed by accident can corrupt the answers
     try:
+        if sys.argv[1:] == ["--loads"]:
+            # Imported before saying so: a load's time budget is for the load alone.
+            import archivist.ingest.loaders  # noqa: F401
+
+            pickle.dump((None, READY), channel, protocol=pickle.HIGHEST_PROTOCOL)
+            channel.flush()
         serve(sys.stdin.buffer, channel)
     except (BrokenPipeError, KeyboardInterrupt):
         os._exit(0)
