@@ -69,6 +69,8 @@ class _Child:
         )
         self.inbox: queue.SimpleQueue = queue.SimpleQueue()
         self.ready = False
+        self.busy = False
+        """Whether a request is in hand (a run interrupted while waiting for a load)."""
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
@@ -85,6 +87,7 @@ class _Child:
         """Send one request (raises OSError if the child is gone)."""
         pickle.dump(request, self.process.stdin, protocol=pickle.HIGHEST_PROTOCOL)
         self.process.stdin.flush()
+        self.busy = True
 
     def ended(self) -> str:
         """How the child ended, once it has: an exit status or the signal that stopped it."""
@@ -101,7 +104,10 @@ class _Child:
         self._reap()
 
     def close(self) -> None:
-        """Let the child finish (its stdin closes, it exits), or stop it if it does not."""
+        """Let an idle child finish (its stdin closes, it exits); stop a busy one at once."""
+        if self.busy:
+            self.kill()
+            return
         with contextlib.suppress(OSError):
             self.process.stdin.close()
         try:
@@ -197,6 +203,7 @@ class Loads:
                     deadline += seconds * (OCR_FACTOR - 1)
                 report(value)
                 continue
+            child.busy = False
             if not ok:  # what the child's answer could not carry
                 raise LoadError(f"unreadable file ({value})")
             if isinstance(value, LoadError):
@@ -222,14 +229,15 @@ class Loads:
 
 def _overran(seconds: float, ocr: bool) -> str:
     """The reason a load that overran its budget fails with: the limit, and how to raise it."""
+    more = seconds * 2
+    raise_it = f"--load-timeout {more:g} or {SETTING}={more:g} (0: no limit)"
     if ocr:
         return (
             f"OCR took longer than the {seconds * OCR_FACTOR:g} s limit of a file read by OCR "
-            f"({OCR_FACTOR} × {SETTING}={seconds:g}): split the PDF, or raise the limit with "
-            f"{SETTING}={seconds * 2:g} (0: no limit)"
+            f"({OCR_FACTOR} × the {seconds:g} s per file): split the PDF, or raise the limit "
+            f"with {raise_it}"
         )
     return (
-        f"loading took longer than the {seconds:g} s limit per file: a file that makes its "
-        f"loader misbehave? If it is an honest file, raise the limit with "
-        f"{SETTING}={seconds * 2:g} (0: no limit)"
+        f"loading took longer than the {seconds:g} s limit per file (a file that makes its "
+        f"loader loop?); if it is an honest file, raise the limit with {raise_it}"
     )

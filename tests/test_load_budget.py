@@ -49,7 +49,7 @@ def test_a_load_past_the_budget_fails_its_file_alone_and_keeps_what_was_stored(a
     assert failed["source"] == "stuck.slow"
     reason = failed["reason"]
     assert "longer than the 2 s limit per file" in reason
-    assert f"{SETTING}=4" in reason and "0: no limit" in reason
+    assert f"--load-timeout 4 or {SETTING}=4 (0: no limit)" in reason
     assert Failed("stuck.slow", reason) in events
     # Its earlier version stays whole in the store, even with --prune.
     sources = archivist.store("kb").sources()
@@ -72,12 +72,14 @@ def test_the_cli_reports_the_file_past_the_budget_and_exits_1(ollama, home, tmp_
     assert "1.5 s limit per file" in report["failed"][0]["reason"]
     assert f"{SETTING}=3 " in report["failed"][0]["reason"]
 
+    # The flag overrides the setting; the summary lists the file with its reason.
     plain = run_cli(
-        "ingest", str(root), "--store", "kb", "--loader", ENDLESS,
+        "ingest", str(root), "--store", "kb", "--loader", ENDLESS, "--load-timeout", "1",
         ollama_url=ollama.url, home=home,
     )  # fmt: skip
     assert plain.returncode == 1
-    assert "failed: stuck.slow: loading took longer than the 1.5 s limit" in plain.stdout
+    assert "failed: stuck.slow: loading took longer than the 1 s limit per file" in plain.stdout
+    assert "--load-timeout 2 or ARCHIVIST_LOAD_TIMEOUT=2" in plain.stdout
 
 
 def test_a_load_reading_pages_by_ocr_gets_the_ocr_budget(archivist, tmp_path):
