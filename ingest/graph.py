@@ -189,11 +189,22 @@ class IngestSteps:
 
     def prepare(self, state: IngestState) -> dict[str, Any]:
         """Create or check the store, discover the files, and note what the store holds."""
+        run = uuid.uuid4().hex
+        try:
+            return self._prepare(state, run)
+        except BaseException:
+            self.close_queue({**state, "run": run})
+            raise
+
+    def _prepare(self, state: IngestState, run: str) -> dict[str, Any]:
         request = state["request"]
         store = self.store
         if store.exists():
             dimension = store.fingerprint.get("dimension")
         else:
+            # A new store: every file is loaded, so the loading process starts now, its own
+            # start overlapping the store's creation and the files' discovery.
+            self._loads(self.resources(run), request).start()
             probe = embed_with_retry(self.embeddings, [DIMENSION_PROBE], request.embed, self.notify)
             dimension = len(probe[0])
         store.ensure(
@@ -207,7 +218,6 @@ class IngestSteps:
         store.finish_replacements()
         held = store.sources()
         known = {s: info.doc_hash for s, info in held.items() if info.complete}
-        run = uuid.uuid4().hex
         removed: list[str] = []
         kept: list[str] = []
         sites = rooting.url_roots(resolution)
@@ -611,8 +621,12 @@ class IngestSteps:
 
     def record(self, state: IngestState) -> dict[str, Any]:
         """Record in the store what this run read of its roots: each file's size,
-        modification time and hash, the files that failed and why, the sources removed."""
-        rooting.record_run(self.store, state)
+        modification time and hash, the files that failed and why, the sources removed; then
+        release what the run still holds (its loading process, when nothing was embedded)."""
+        try:
+            rooting.record_run(self.store, state)
+        finally:
+            self.close_queue(state)
         return {}
 
     def after_load(self, state: IngestState) -> str:
@@ -631,7 +645,7 @@ class IngestSteps:
 
     def close_queue(self, state: IngestState) -> None:
         """Release the run's resources: its requests in flight, its record file being read,
-        its helper process and what the store held when it began."""
+        its helper and loading processes and what the store held when it began."""
         run = self.runs.pop(state.get("run", ""), None)
         if run is not None:
             run.close()
