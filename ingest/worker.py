@@ -14,6 +14,10 @@ ingest process, and it ends when its stdin closes, which happens whenever the in
 ends, however it ends. Anything going wrong with it (it cannot start, it dies, it fails a
 request) turns into `None` for the requests concerned, and the caller does that work in its
 own process: the same chunks and vectors, only slower.
+
+Started with `--loads`, the same program loads files for the ingest's time budget per file
+(`archivist.ingest.loading`): it imports the loaders first, says it is ready, and sends each
+load's progress events ahead of its answer.
 """
 
 import atexit

@@ -13,6 +13,8 @@ from conftest import run_cli, write_files
 
 from archivist.ingest.loading import OCR_FACTOR, SETTING
 from archivist.ingest.request import IngestRequest
+from archivist.settings import load_settings
+from archivist.tools.errors import ArchivistError
 from archivist.tools.progress import Failed, Recognised
 
 TESTS = Path(__file__).parent
@@ -122,3 +124,14 @@ def test_with_the_budget_off_files_load_in_the_ingest_process(archivist, tmp_pat
     root = write_files(tmp_path / "kb", GOOD)
     report = archivist.ingest(IngestRequest.build([str(root)], "kb", load_timeout=0))
     assert {s["source"] for s in report.stored} == set(GOOD) and not report.failed
+
+
+def test_the_budget_is_read_from_the_setting_and_refuses_what_is_not_a_time():
+    assert load_settings({}).load_timeout is None  # the write path's default, 120 s
+    assert load_settings({SETTING: "30"}).load_timeout == 30
+    assert load_settings({SETTING: "0"}).load_timeout == 0
+    for wrong in ("-1", "soon", "nan"):
+        with pytest.raises(ArchivistError, match=SETTING):
+            load_settings({SETTING: wrong})
+    with pytest.raises(ArchivistError, match="or 0 for no limit"):
+        IngestRequest.build([], "kb", load_timeout=-5)
