@@ -33,10 +33,11 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from archivist.ingest.splitter import SplitterSettings, TextChunk, split_text
-from archivist.tools import sparse
+if TYPE_CHECKING:
+    # Imported where they are used: the program started with `--loads` needs neither.
+    from archivist.ingest.splitter import SplitterSettings, TextChunk
 
 SparseVector = tuple[list[int], list[float]]
 DocKey = tuple[str, str]
@@ -84,7 +85,7 @@ class Worker:
         return self._submit("vectors", texts, self.scheme)
 
     def split(
-        self, texts: list[str], settings: SplitterSettings
+        self, texts: list[str], settings: "SplitterSettings"
     ) -> "Future[list[list[TextChunk]] | None]":
         """Ask for `split_text` of each of `texts`; the future gives None if the helper fails."""
         return self._submit("split", texts, settings)
@@ -210,7 +211,9 @@ class WorkerRun:
         """Whether the helper is running, so loaded texts are worth sending to it to split."""
         return self.worker is not None and not self.worker.broken
 
-    def split(self, texts: list[str], settings: SplitterSettings) -> list[list[TextChunk]] | None:
+    def split(
+        self, texts: list[str], settings: "SplitterSettings"
+    ) -> "list[list[TextChunk]] | None":
         """`split_text` of each of `texts`, made by the helper (None: make them here)."""
         if self.worker is None:
             return None
@@ -248,8 +251,16 @@ class WorkerRun:
             self.worker.close()
 
 
-def _split(texts: list[str], settings: SplitterSettings) -> list[list[TextChunk]]:
+def _split(texts: list[str], settings: "SplitterSettings") -> "list[list[TextChunk]]":
+    from archivist.ingest.splitter import split_text
+
     return [split_text(text, settings) for text in texts]
+
+
+def _vectors(texts: list[str], scheme: str) -> list[SparseVector]:
+    from archivist.tools import sparse
+
+    return sparse.document_vectors(texts, scheme)
 
 
 def _load(report: Callable[[Any], None], path: Path, options: Any) -> Any:
@@ -265,7 +276,7 @@ def _load(report: Callable[[Any], None], path: Path, options: Any) -> Any:
             return exc
 
 
-TASKS: dict[str, Callable[..., Any]] = {"vectors": sparse.document_vectors, "split": _split}
+TASKS: dict[str, Callable[..., Any]] = {"vectors": _vectors, "split": _split}
 REPORTING: dict[str, Callable[..., Any]] = {"load": _load}
 """Tasks given, before their arguments, a callable that sends an event ahead of the answer."""
 READY = "ready"

@@ -1,7 +1,5 @@
 """E-mail: a saved message (.eml) with its headers as metadata."""
 
-import email
-import email.policy
 import re
 from pathlib import Path
 
@@ -12,6 +10,11 @@ from archivist.ingest.loaders.text import html_to_markdown
 def load_eml(path: Path, options: LoaderOptions) -> list[Section]:
     """Load a message: the subject as the heading, the plain body (else the HTML one as
     Markdown); sender, recipients, date and attachment names become metadata."""
+    # Imported here: the e-mail package is a sizeable share of what the loading process
+    # imports before it is ready, and most ingests read no mail.
+    import email
+    import email.policy
+
     with path.open("rb") as handle:
         message = email.message_from_binary_file(handle, policy=email.policy.default)
     if not any(message.get(h) for h in ("From", "To", "Subject", "Date", "Message-ID")):
