@@ -152,15 +152,21 @@ class Loads:
         child = self._ready()
         if child is None:
             return load_sections(file, options)
+        # The child ends itself a little after the longest this process would wait.
+        request = ("load", (file.path, options_for(file, options), self._longest() + 10))
         try:
-            child.send(("load", (file.path, options_for(file, options))))
+            child.send(request)
         except OSError:  # the child ended between two files: a new one takes this file
             self._drop(child)
             child = self._ready()
             if child is None:
                 return load_sections(file, options)
-            child.send(("load", (file.path, options_for(file, options))))
+            child.send(request)
         return self._answer(child)
+
+    def _longest(self) -> float:
+        """The most a load may take: the budget of one reading pages by OCR."""
+        return self.seconds * OCR_FACTOR
 
     def _ready(self) -> _Child | None:
         """The child, started if need be and ready for a request (None: load here)."""

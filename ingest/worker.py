@@ -25,6 +25,7 @@ import contextlib
 import os
 import pickle
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -263,17 +264,25 @@ def _vectors(texts: list[str], scheme: str) -> list[SparseVector]:
     return sparse.document_vectors(texts, scheme)
 
 
-def _load(report: Callable[[Any], None], path: Path, options: Any) -> Any:
+def _load(report: Callable[[Any], None], path: Path, options: Any, seconds: float) -> Any:
     """Load a file, its progress events (OCR's pages) reported ahead of the answer; a file
-    that cannot be ingested answers its LoadError, which the ingest raises as its own."""
+    that cannot be ingested answers its LoadError, which the ingest raises as its own.
+
+    Past `seconds` this process ends, whatever it is doing: the ingest kills it sooner, so
+    this is for when the ingest itself is gone (killed with SIGKILL) during an endless load.
+    SIGALRM's default action is the kernel's, needing no Python, which a regex may hold."""
     from archivist.ingest.loaders import LoadError, load
     from archivist.ingest.loaders.base import reporting
 
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
     with reporting(report):
         try:
             return load(path, options)
         except LoadError as exc:
             return exc
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
 
 
 TASKS: dict[str, Callable[..., Any]] = {"vectors": _vectors, "split": _split}

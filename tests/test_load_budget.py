@@ -6,11 +6,17 @@ for a minute, so an ingest without the budget would store them after that and fa
 tests rather than hang them."""
 
 import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from conftest import run_cli, write_files
 
+from archivist.ingest.loaders import LoaderOptions
 from archivist.ingest.loading import OCR_FACTOR, SETTING
 from archivist.ingest.request import IngestRequest
 from archivist.settings import load_settings
@@ -112,6 +118,26 @@ def test_a_loading_process_that_dies_fails_its_file_and_the_next_files_load(arch
     [failed] = report.failed
     assert failed["source"] == "crash.slow"
     assert failed["reason"].startswith("reading it stopped the loading process (SIGKILL)")
+
+
+def test_a_loading_process_left_alone_in_an_endless_load_ends_itself(tmp_path):
+    path = write_files(tmp_path, {"stuck.slow": "Never read."}) / "stuck.slow"
+    options = LoaderOptions(extra_loaders=(("*.slow", ENDLESS.split("=")[1]),))
+    child = subprocess.Popen(
+        [sys.executable, "-m", "archivist.ingest.worker", "--loads"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(TESTS)},
+    )
+    try:
+        assert pickle.load(child.stdout) == (None, "ready")
+        pickle.dump(("load", (path, options, 1.0)), child.stdin)
+        child.stdin.flush()
+        # Nobody kills it, as when the ingest itself was killed: it ends on its own.
+        assert child.wait(timeout=30) == -signal.SIGALRM
+    finally:
+        child.kill()
+        child.wait()
 
 
 def test_with_the_budget_off_files_load_in_the_ingest_process(archivist, tmp_path, monkeypatch):
