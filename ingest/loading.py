@@ -10,12 +10,15 @@ started; its file fails with the limit and the setting that raises it, the next 
 new child, and the run goes on. A child that dies while reading (a crash in a parser, the
 kernel's out-of-memory killer) fails that file alone, the same way.
 
-The child is started once per run, ahead of the run's first load (`start`), so that its own
-start (Python and the loaders' imports, about 0.2 s of CPU) overlaps what the ingest does
-meanwhile (opening the store, finding and hashing the files) rather than adding to it; it
-serves every load after that. A load's time counts from the moment the child has its
-request, never including the child's start. With the budget off (`seconds` 0 or None), or if
-no child can start, loads are made in this process, as they were before there was a budget.
+There is no fast path around the child for small or simple-looking files: a few KB were
+enough for the patterns that used to backtrack, so neither size nor format tells a safe file
+from a hostile one. Small ingests stay cheap another way: one child serves the whole run, and
+a run into a new store (where every file is loaded) starts it as the run begins (`start`), so
+its own start (Python and the loaders' imports, about 0.2 s of CPU) runs on another core
+while the ingest creates the store and finds the files; other runs start it at their first
+load, and a run with nothing to load never does. A load's time counts from the moment the
+child has its request, never including the child's start. With the budget off (`seconds` 0
+or None), or if no child can start, loads are made in this process, as before the budget.
 
 OCR is slow by nature (seconds a page): a load that turns to OCR (its first page's progress
 event) is given OCR_FACTOR times the budget.
