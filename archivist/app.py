@@ -172,6 +172,8 @@ class Archivist:
             raise TypeError("ingest(request) takes its options from the request")
         if request.urls and request.web.cache is None:
             request = replace(request, web=replace(request.web, cache=str(self.settings.web_cache)))
+        if request.load_timeout is None and self.settings.load_timeout is not None:
+            request = replace(request, load_timeout=self.settings.load_timeout)
         unchanged = self._unchanged(request, on_progress)
         if unchanged is not None:
             if release:

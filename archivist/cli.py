@@ -371,6 +371,14 @@ def ingest(
             metavar="N", help="Links followed at most from each URL (no sitemap). Default: 10."
         ),
     ] = None,
+    load_timeout: Annotated[
+        float | None,
+        typer.Option(
+            metavar="SECONDS",
+            help="Seconds one file's load may take before the file fails and the rest go on "
+            "(0: no limit). Default: ARCHIVIST_LOAD_TIMEOUT, else 120.",
+        ),
+    ] = None,
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="List every skipped file with its reason.")
     ] = False,
@@ -404,6 +412,7 @@ def ingest(
         allow_chat_embedder=allow_chat_embedder,
         max_pages=max_pages,
         max_depth=max_depth,
+        load_timeout=load_timeout,
     )
     archivist = _app(embed_model=embed_model, store_wait=wait)
     progress = IngestProgress(enabled=not as_json, live=sys.stderr.isatty())

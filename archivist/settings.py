@@ -68,6 +68,9 @@ class Settings:
     """Copies of each shard on a cluster (unset: the server's default, 1)."""
     qdrant_write_consistency_factor: int | None = None
     """Replicas that must confirm a write (unset: the server's default, 1)."""
+    load_timeout: float | None = None
+    """Seconds one file's load may take in an ingest before the file fails and the folder goes
+    on (0: no limit; unset: the write path's default, 120)."""
     store_wait: float | None = None
     """Seconds to wait for another process using the embedded store (unset: as long as it
     takes, saying for whom); 0 fails at once unless its holder is idle."""
@@ -209,6 +212,7 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         qdrant_replication_factor=_count(env, "ARCHIVIST_QDRANT_REPLICATION_FACTOR"),
         qdrant_write_consistency_factor=_count(env, "ARCHIVIST_QDRANT_WRITE_CONSISTENCY_FACTOR"),
         timeout=_number(env, "ARCHIVIST_TIMEOUT", 300.0, 0.1),
+        load_timeout=_number(env, "ARCHIVIST_LOAD_TIMEOUT", None, 0),
         num_ctx=_count(env, "ARCHIVIST_NUM_CTX") or 8192,
         k=int(_number(env, "ARCHIVIST_K", 5, 1, 50)),
         search_mode=_choice(env, "ARCHIVIST_SEARCH_MODE", SEARCH_MODES),

@@ -814,7 +814,7 @@ INGEST_IMPORTS = (
 
 def _cpu_seconds(who: int = resource.RUSAGE_SELF) -> float:
     """CPU seconds of this process (every thread), or of its children that ended and were
-    waited for (RUSAGE_CHILDREN: the ingest's helper processes)."""
+    waited for (RUSAGE_CHILDREN: the ingest's helper processes, splitting and loading)."""
     usage = resource.getrusage(who)
     return usage.ru_utime + usage.ru_stime
 

@@ -27,10 +27,10 @@ from typing import Annotated, Any, TypedDict
 
 from langgraph.graph import END, START, StateGraph
 
+from archivist.ingest import loading, web, worker
 from archivist.ingest import roots as rooting
-from archivist.ingest import web, worker
 from archivist.ingest.embedder import EmbedQueue, EmbedSettings, embed_with_retry
-from archivist.ingest.loaders import LoadError, NotADocument, Section
+from archivist.ingest.loaders import LoadError, NotADocument, Section, streamed
 from archivist.ingest.loaders.base import reporting
 from archivist.ingest.report import IngestOutcome
 from archivist.ingest.request import IngestRequest
@@ -41,8 +41,6 @@ from archivist.ingest.sync import (
     content_hash,
     file_document,
     iter_documents,
-    load_sections,
-    make_documents,
 )
 from archivist.tools.embedding import PrefixedEmbeddings
 from archivist.tools.progress import (
@@ -145,6 +143,8 @@ class RunResources:
     """The record file being read in slices: (source, its documents not yet taken)."""
     helper: worker.WorkerRun | None = None
     """The helper process (splitting, sparse vectors)."""
+    loads: loading.Loads | None = None
+    """Where files are loaded: a child process within the run's time budget per file."""
     folder: tempfile.TemporaryDirectory | None = None
     """The run's own folder for the web pages it fetched, when there is no web cache."""
 
@@ -155,13 +155,15 @@ class RunResources:
         return Path(self.folder.name)
 
     def close(self) -> None:
-        """Stop the requests in flight and the helper process; forget the rest."""
-        queue, helper, folder = self.queue, self.helper, self.folder
-        self.queue = self.helper = self.reader = self.held = self.folder = None
+        """Stop the requests in flight and the helper processes; forget the rest."""
+        queue, helper, loads, folder = self.queue, self.helper, self.loads, self.folder
+        self.queue = self.helper = self.loads = self.reader = self.held = self.folder = None
         if queue is not None:
             queue.close()
         if helper is not None:
             helper.close()
+        if loads is not None:
+            loads.close()
         if folder is not None:
             folder.cleanup()
 
@@ -188,11 +190,22 @@ class IngestSteps:
 
     def prepare(self, state: IngestState) -> dict[str, Any]:
         """Create or check the store, discover the files, and note what the store holds."""
+        run = uuid.uuid4().hex
+        try:
+            return self._prepare(state, run)
+        except BaseException:
+            self.close_queue({**state, "run": run})
+            raise
+
+    def _prepare(self, state: IngestState, run: str) -> dict[str, Any]:
         request = state["request"]
         store = self.store
         if store.exists():
             dimension = store.fingerprint.get("dimension")
         else:
+            # A new store: every file is loaded, so the loading process starts now, its own
+            # start overlapping the store's creation and the files' discovery.
+            self._loads(self.resources(run), request).start()
             probe = embed_with_retry(self.embeddings, [DIMENSION_PROBE], request.embed, self.notify)
             dimension = len(probe[0])
         store.ensure(
@@ -206,7 +219,6 @@ class IngestSteps:
         store.finish_replacements()
         held = store.sources()
         known = {s: info.doc_hash for s, info in held.items() if info.complete}
-        run = uuid.uuid4().hex
         removed: list[str] = []
         kept: list[str] = []
         sites = rooting.url_roots(resolution)
@@ -352,13 +364,13 @@ class IngestSteps:
         try:
             if file.has_records:
                 documents, done = self._take(run, request, file, file_hash, offset)
-            elif loaded_files is not None and file_hash is not None:
+            else:  # a file without records is read from its start: its hash is known
                 # Loading refuses a file without text, so what is loaded has some to split.
-                sections = load_sections(file, request.loader)
-                loaded_files.append(_Loaded(file, file_hash, sections))
-                return True, 0
-            else:
-                documents = make_documents(file, request.splitter, request.loader, file_hash)
+                sections = self._loads(run, request).load(file, request.loader)
+                if loaded_files is not None:
+                    loaded_files.append(_Loaded(file, file_hash, sections))
+                    return True, 0
+                documents = [file_document(file, sections, request.splitter, file_hash)]
         except (LoadError, OSError) as exc:
             # A record file failing in a later slice keeps the records already taken.
             self._failed(file, exc, read, run)
@@ -423,6 +435,12 @@ class IngestSteps:
                 )
             )
 
+    def _loads(self, run: RunResources, request: IngestRequest) -> loading.Loads:
+        if run.loads is None:
+            budget = request.load_timeout
+            run.loads = loading.Loads(loading.DEFAULT_SECONDS if budget is None else budget)
+        return run.loads
+
     def _helper(self, run: RunResources) -> worker.WorkerRun:
         if run.helper is None:
             run.helper = worker.WorkerRun(
@@ -442,7 +460,10 @@ class IngestSteps:
         last (a run resumed in another process opens the file again and skips `offset`)."""
         reader = run.reader
         if reader is None or reader[0] != file.source:
-            documents = iter_documents(file, request.splitter, request.loader, file_hash)
+            sections = None
+            if not streamed(file.path, request.loader):
+                sections = self._loads(run, request).load(file, request.loader)
+            documents = iter_documents(file, request.splitter, request.loader, file_hash, sections)
             for _ in itertools.islice(documents, offset):
                 pass
             reader = run.reader = (file.source, documents)
@@ -601,8 +622,12 @@ class IngestSteps:
 
     def record(self, state: IngestState) -> dict[str, Any]:
         """Record in the store what this run read of its roots: each file's size,
-        modification time and hash, the files that failed and why, the sources removed."""
-        rooting.record_run(self.store, state)
+        modification time and hash, the files that failed and why, the sources removed; then
+        release what the run still holds (its loading process, when nothing was embedded)."""
+        try:
+            rooting.record_run(self.store, state)
+        finally:
+            self.close_queue(state)
         return {}
 
     def after_load(self, state: IngestState) -> str:
@@ -621,7 +646,7 @@ class IngestSteps:
 
     def close_queue(self, state: IngestState) -> None:
         """Release the run's resources: its requests in flight, its record file being read,
-        its helper process and what the store held when it began."""
+        its helper and loading processes and what the store held when it began."""
         run = self.runs.pop(state.get("run", ""), None)
         if run is not None:
             run.close()

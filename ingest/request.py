@@ -48,6 +48,9 @@ class IngestRequest:
     """Embed with a model Ollama does not list as an embedding model."""
     web: WebOptions = field(default_factory=WebOptions)
     """How the URLs among `paths` are crawled (`--max-pages`, `--max-depth`)."""
+    load_timeout: float | None = None
+    """Seconds one file's load may take before the file fails and the run goes on (0: no
+    limit; None: the settings', which the facade fills in, else `loading.DEFAULT_SECONDS`)."""
 
     @property
     def urls(self) -> tuple[str, ...]:
@@ -83,13 +86,15 @@ class IngestRequest:
         allow_chat_embedder: bool = False,
         max_pages: int | None = None,
         max_depth: int | None = None,
+        load_timeout: float | None = None,
     ) -> "IngestRequest":
         """Check an ingest run's options and gather them; refuse combinations that cannot work.
 
         `shard` is `i/N`; `text_extensions` are read as plain text (`.py`); `loaders` name
         LangChain document loaders for file patterns (`*.xml=module:Class`);
         `include`/`exclude` are globs on paths inside the folders (gitignore syntax);
-        `max_pages` and `max_depth` bound the crawl of each URL among `paths`.
+        `max_pages` and `max_depth` bound the crawl of each URL among `paths`;
+        `load_timeout` is the seconds one file's load may take (0: no limit).
         """
         paths = tuple(check_url(p) if is_url(p) else str(p) for p in paths)
         if any(is_url(p) for p in paths) and not available():
@@ -119,6 +124,11 @@ class IngestRequest:
             raise ArchivistError(
                 f"Nothing to ingest: {'; '.join(f'{p} is {_special(p)}' for p in special)}.",
                 "Give files or folders; the store was not created.",
+            )
+        if load_timeout is not None and not load_timeout >= 0:
+            raise ArchivistError(
+                f"A load timeout of {load_timeout} s is not a time.",
+                "Give the seconds one file's load may take, or 0 for no limit.",
             )
         if isinstance(shard, str):
             shard = Shard.parse(shard)
@@ -154,6 +164,7 @@ class IngestRequest:
             folder_rules=FolderRules(include=tuple(include), exclude=tuple(exclude)),
             allow_chat_embedder=allow_chat_embedder,
             web=web_options,
+            load_timeout=load_timeout,
         )
 
     def fitted(self, context: int, model: str) -> "IngestRequest":

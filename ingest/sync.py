@@ -6,7 +6,7 @@ import functools
 import hashlib
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -166,11 +166,12 @@ def _line_counter(section: Section) -> Callable[[int], int] | None:
 def load_sections(file: SourceFile, options: LoaderOptions | None = None) -> list[Section]:
     """Load a file that holds no records: its sections, ready to split (raise LoadError if it
     cannot be ingested)."""
-    return list(iter_load(file.path, _with_root(file, options or LoaderOptions())))
+    return list(iter_load(file.path, options_for(file, options or LoaderOptions())))
 
 
-def _with_root(file: SourceFile, options: LoaderOptions) -> LoaderOptions:
-    """The options with the folder `file`'s include directives may read from."""
+def options_for(file: SourceFile, options: LoaderOptions) -> LoaderOptions:
+    """The options a file is loaded with: these, with the folder its include directives may
+    read from."""
     return replace(options, include_root=file.folder) if file.folder else options
 
 
@@ -205,13 +206,17 @@ def iter_documents(
     splitter: SplitterSettings,
     options: LoaderOptions | None = None,
     file_hash: str | None = None,
+    sections: Iterable[Section] | None = None,
 ) -> Iterator[Document]:
     """As `make_documents`, a document at a time: a record with an id as soon as it is read
-    (JSON Lines are read line by line), the file's records without an id last, together."""
+    (JSON Lines are read line by line), the file's records without an id last, together.
+    `sections`: the file's, when it was loaded elsewhere."""
     options = options or LoaderOptions()
     rest: list[Section] = []
     found = False
-    for section in iter_load(file.path, _with_root(file, options)):
+    if sections is None:
+        sections = iter_load(file.path, options_for(file, options))
+    for section in sections:
         if section.key is None:
             rest.append(section)
             continue

@@ -14,6 +14,10 @@ ingest process, and it ends when its stdin closes, which happens whenever the in
 ends, however it ends. Anything going wrong with it (it cannot start, it dies, it fails a
 request) turns into `None` for the requests concerned, and the caller does that work in its
 own process: the same chunks and vectors, only slower.
+
+Started with `--loads`, the same program loads files for the ingest's time budget per file
+(`archivist.ingest.loading`): it imports the loaders first, says it is ready, and sends each
+load's progress events ahead of its answer.
 """
 
 import atexit
@@ -21,6 +25,7 @@ import contextlib
 import os
 import pickle
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -28,10 +33,12 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from archivist.ingest.splitter import SplitterSettings, TextChunk, split_text
-from archivist.tools import sparse
+if TYPE_CHECKING:
+    # Imported where they are used: the program started with `--loads` needs neither.
+    from archivist.ingest.splitter import SplitterSettings, TextChunk
 
 SparseVector = tuple[list[int], list[float]]
 DocKey = tuple[str, str]
@@ -79,7 +86,7 @@ class Worker:
         return self._submit("vectors", texts, self.scheme)
 
     def split(
-        self, texts: list[str], settings: SplitterSettings
+        self, texts: list[str], settings: "SplitterSettings"
     ) -> "Future[list[list[TextChunk]] | None]":
         """Ask for `split_text` of each of `texts`; the future gives None if the helper fails."""
         return self._submit("split", texts, settings)
@@ -205,7 +212,9 @@ class WorkerRun:
         """Whether the helper is running, so loaded texts are worth sending to it to split."""
         return self.worker is not None and not self.worker.broken
 
-    def split(self, texts: list[str], settings: SplitterSettings) -> list[list[TextChunk]] | None:
+    def split(
+        self, texts: list[str], settings: "SplitterSettings"
+    ) -> "list[list[TextChunk]] | None":
         """`split_text` of each of `texts`, made by the helper (None: make them here)."""
         if self.worker is None:
             return None
@@ -243,32 +252,82 @@ class WorkerRun:
             self.worker.close()
 
 
-def _split(texts: list[str], settings: SplitterSettings) -> list[list[TextChunk]]:
+def _split(texts: list[str], settings: "SplitterSettings") -> "list[list[TextChunk]]":
+    from archivist.ingest.splitter import split_text
+
     return [split_text(text, settings) for text in texts]
 
 
-TASKS: dict[str, Callable[..., Any]] = {"vectors": sparse.document_vectors, "split": _split}
+def _vectors(texts: list[str], scheme: str) -> list[SparseVector]:
+    from archivist.tools import sparse
+
+    return sparse.document_vectors(texts, scheme)
+
+
+def _load(report: Callable[[Any], None], path: Path, options: Any, seconds: float) -> Any:
+    """Load a file, its progress events (OCR's pages) reported ahead of the answer; a file
+    that cannot be ingested answers its LoadError, which the ingest raises as its own.
+
+    Past `seconds` this process ends, whatever it is doing: the ingest kills it sooner, so
+    this is for when the ingest itself is gone (killed with SIGKILL) during an endless load.
+    SIGALRM's default action is the kernel's, needing no Python, which a regex may hold."""
+    from archivist.ingest.loaders import LoadError, load
+    from archivist.ingest.loaders.base import reporting
+
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    with reporting(report):
+        try:
+            return load(path, options)
+        except LoadError as exc:
+            return exc
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+TASKS: dict[str, Callable[..., Any]] = {"vectors": _vectors, "split": _split}
+REPORTING: dict[str, Callable[..., Any]] = {"load": _load}
+"""Tasks given, before their arguments, a callable that sends an event ahead of the answer."""
+READY = "ready"
+"""Sent, as an event, by a child started with `--loads` once it has imported the loaders."""
 
 
 def serve(requests, answers) -> None:
-    """Answer pickled `(task, args)` requests, in order, until EOF."""
+    """Answer pickled `(task, args)` requests, in order, until EOF: each answer `(ok, value)`,
+    after the events a reporting task sends, each `(None, event)`."""
+
+    def send(ok: bool | None, value: Any) -> None:
+        pickle.dump((ok, value), answers, protocol=pickle.HIGHEST_PROTOCOL)
+        answers.flush()
+
+    def report(event: Any) -> None:
+        send(None, event)
+
     while True:
         try:
             task, args = pickle.load(requests)
         except EOFError:
             return
         try:
-            answer = (True, TASKS[task](*args))
+            if task in REPORTING:
+                answer = (True, REPORTING[task](report, *args))
+            else:
+                answer = (True, TASKS[task](*args))
         except Exception as exc:  # the ingest process does this work itself, and fails alike
             answer = (False, repr(exc))
-        pickle.dump(answer, answers, protocol=pickle.HIGHEST_PROTOCOL)
-        answers.flush()
+        send(*answer)
 
 
 if __name__ == "__main__":
     channel = sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing printed by accident can corrupt the answers
     try:
+        if sys.argv[1:] == ["--loads"]:
+            # Imported before saying so: a load's time budget is for the load alone.
+            import archivist.ingest.loaders  # noqa: F401
+
+            pickle.dump((None, READY), channel, protocol=pickle.HIGHEST_PROTOCOL)
+            channel.flush()
         serve(sys.stdin.buffer, channel)
     except (BrokenPipeError, KeyboardInterrupt):
         os._exit(0)

@@ -73,11 +73,13 @@ def test_every_measurement_runs_on_a_tiny_corpus(tmp_path):
     assert mixed["instant"]["chunks"] == mixed["ingest"]["chunks"] > 6
     assert mixed["instant"]["cpu_s"] > 0 and mixed["instant"]["cpu_ms_per_chunk"] > 0
     assert 0 < mixed["instant"]["upsert_ms_per_chunk"] < mixed["instant"]["cpu_ms_per_chunk"]
-    assert mixed["instant"]["helper_cpu_s"] == 0  # too small a run to start a helper
-    assert mixed["instant"]["total_cpu_ms_per_chunk"] == mixed["instant"]["cpu_ms_per_chunk"]
+    # Too small a run to start the splitting helper: the children's CPU is the loading
+    # process's alone (its start, about 0.2 s, and the loads).
+    assert 0 < mixed["instant"]["helper_cpu_s"] < 3
+    assert mixed["instant"]["total_cpu_ms_per_chunk"] > mixed["instant"]["cpu_ms_per_chunk"]
     assert mixed["import_cpu_s"] > 0
     assert mixed["instant_no_helper"]["chunks"] == mixed["instant"]["chunks"]
-    assert mixed["instant_no_helper"]["helper_cpu_s"] == 0
+    assert 0 < mixed["instant_no_helper"]["helper_cpu_s"] < 3  # the loading process
     assert results["memory"]["longest_embed_gap_s"] >= 0
     assert mixed["reingest"]["unchanged"] == 6 and mixed["reingest"]["embed_requests"] == 0
     assert mixed["ingest"]["longest_embed_gap_s"] >= 0

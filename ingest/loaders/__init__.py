@@ -72,6 +72,7 @@ __all__ = [
     "looks_binary",
     "read_text",
     "skip_reason",
+    "streamed",
     "strip_repeated_lines",
     "supported",
 ]
@@ -118,6 +119,11 @@ def _loader(path: Path, options: LoaderOptions) -> Loader | None:
 def supported(path: Path, options: LoaderOptions | None = None) -> bool:
     """Whether a file has a loader: by its extension, --text-ext, or a named loader."""
     return _loader(path, options or LoaderOptions()) is not None
+
+
+def streamed(path: Path, options: LoaderOptions | None = None) -> bool:
+    """Whether a file is read a record at a time (JSON Lines), never whole."""
+    return _loader(path, options or LoaderOptions()) is load_jsonl
 
 
 def skip_reason(path: Path) -> str:

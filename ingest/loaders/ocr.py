@@ -9,7 +9,6 @@ installs it.
 import functools
 import importlib.util
 import logging
-import time
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +24,9 @@ from archivist.tools.progress import Recognised
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".tif", ".tiff", ".bmp")
 INSTALL = "pip install 'archivist[ocr]'"
 MAX_OCR_PAGES = 100
-"""Pages of one PDF read by OCR at most: a longer scan fails with this limit as its reason."""
-MAX_OCR_SECONDS = 600
-"""Seconds of OCR one file may take; past it the file fails, and the folder goes on."""
+"""Pages of one PDF read by OCR at most: a longer scan fails with this limit as its reason.
+Its time is bounded as every load's is, by the ingest's budget per file, which a load
+reading pages by OCR gets several times over (`archivist.ingest.loading.OCR_FACTOR`)."""
 RENDER_SCALE = 2.0
 """PDF pages are rendered at 144 dpi (72 × 2): small print stays legible to the recogniser."""
 UNREADABLE_IMAGE = "an image that cannot be read (damaged, or not an image)"
@@ -115,7 +114,6 @@ def read_scanned_pages(path: Path, numbers: list[int]) -> dict[int, str]:
         )
     import pypdfium2
 
-    started = time.monotonic()
     texts: dict[int, str] = {}
     try:
         document = pypdfium2.PdfDocument(str(path))
@@ -123,11 +121,6 @@ def read_scanned_pages(path: Path, numbers: list[int]) -> dict[int, str]:
         raise LoadError(f"damaged PDF: {exc}") from None
     try:
         for done, number in enumerate(numbers, start=1):
-            if time.monotonic() - started > MAX_OCR_SECONDS:
-                raise LoadError(
-                    f"OCR stopped after {MAX_OCR_SECONDS} s at page {number} of the scan "
-                    "(split the PDF)"
-                )
             page = document[number - 1]
             try:
                 picture = page.render(scale=RENDER_SCALE).to_pil()
