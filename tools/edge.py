@@ -957,7 +957,10 @@ def seal(
         "facets": {**kept.get("facets", {}), **(answers or {}).get("facets", {})},
     }
     if changed or sums.keys() != known.keys() or merged != kept:
-        text = json.dumps({"format": SEAL_FORMAT, "files": sums, "answers": merged}, indent=0)
+        # Compact: an indented dump goes through json's pure-Python encoder, ~0.1 s here for
+        # the 2,000 versions of a 2,000-file store.
+        sealed = {"format": SEAL_FORMAT, "files": sums, "answers": merged}
+        text = json.dumps(sealed, separators=(",", ":"), ensure_ascii=False)
         _write_atomic(target, text)
 
 

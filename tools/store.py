@@ -663,8 +663,10 @@ class KnowledgeStore:
         indexed = self.client.get_collection(self.name).payload_schema or {}
         counted = self._facet("version") if "version" in indexed else {}
         if counted and sum(counted.values()) == self.count():
-            for key, chunks in counted.items():
-                yield (*json.loads(key), chunks)
+            # Each value is a JSON list; read as one document, not one call a version.
+            values = json.loads("[" + ",".join(counted) + "]")
+            for value, chunks in zip(values, counted.values(), strict=True):
+                yield (*value, chunks)
         else:
             for p in self._payloads(None):
                 yield p["source"], p["doc_hash"], p["doc_chunks"], p["ingested_at"], 1
