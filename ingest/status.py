@@ -6,6 +6,7 @@ date without being opened; one that moved is hashed, with the settings its root 
 and compared with the stored version (a file only touched is still up to date)."""
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -144,8 +145,6 @@ def _compare(path: Path, splitter: SplitterSettings, stored: SourceInfo) -> tupl
 def _row(
     name: str, source: SourceInfo | None, root: Root | None, status: str, reason: str | None
 ) -> dict[str, Any]:
-    from datetime import UTC, datetime
-
     row: dict[str, Any] = {
         "source": name,
         "chunks": source.chunks if source is not None else 0,

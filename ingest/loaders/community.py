@@ -51,6 +51,8 @@ def _metadata(values: dict[str, Any]) -> dict[str, Any]:
 def loader_for(options: LoaderOptions, path: Path) -> str | None:
     """The loader spec the options name for a file (its pattern matched on the file's name,
     or on its whole path when the pattern has a `/`)."""
+    if not options.extra_loaders:  # the commonest case, asked for every file of a folder
+        return None
     from fnmatch import fnmatch
 
     for pattern, spec in options.extra_loaders:
