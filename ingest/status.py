@@ -72,6 +72,9 @@ def store_status(store: KnowledgeStore) -> list[RootStatus]:
                 stored += records.get(file.source, [])
             entry = root.files.get(file.relative)
             moved = not entry or entry[:2] != [file.size, file.mtime_ns]
+            not_document = root.skipped.get(file.relative)
+            if not stored and not_document and not_document[:2] == [file.size, file.mtime_ns]:
+                continue  # read last time and found not to be a document: no source, nothing new
             failure = root.failed.get(file.relative)
             if failure and failure[:2] == [file.size, file.mtime_ns]:
                 state, reason = "failed", failure[2]

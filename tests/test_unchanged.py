@@ -68,6 +68,9 @@ def test_an_unchanged_ingest_is_reported_as_the_graph_reports_it(
     assert sorted(told["unchanged"]) == ["guide/tents.md", "guide/退货.md", "refund.md"]
     assert told["stored"] == [] and told["points"] == first["points"]
     assert told["skipped"] and told["skipped"][0]["source"] == "logo.png"
+    # Read once and found not to be a document, it is no source, and nothing new to sync.
+    rows = json.loads(cli(home, "sources", "--store", "s", "--json").stdout)
+    assert {r["source"]: r["status"] for r in rows} == dict.fromkeys(told["unchanged"], "ok")
     # A sync with nothing to do, and a part of the root named again, are told too.
     assert "3 unchanged" in cli(home, "sync").stdout
     assert sorted(report(home, str(kb / "guide"), "--store", "s")["unchanged"]) == [
