@@ -264,7 +264,7 @@ class EdgeClient(TurnTakingEngine):
             answers = {
                 name: _answers(shard, self._asked.get(name, ()))
                 for name, shard in self._shards.items()
-            }  # noqa: E501
+            }
             for name, shard in self._shards.items():
                 if name in self._unsealed:
                     shard.flush()  # a shard only read has nothing of its own to flush
@@ -300,12 +300,7 @@ class EdgeClient(TurnTakingEngine):
         if build and build.running:
             info = build.info
         else:
-            sealed = self._sealed(collection_name)
-            info = (
-                _Counts(*sealed["counts"])
-                if sealed and "counts" in sealed
-                else self._open(collection_name).info()
-            )
+            info = self._sealed_counts(collection_name) or self._open(collection_name).info()
         return records.CollectionInfo(
             indexed_vectors_count=info.indexed_vectors_count,
             points_count=info.points_count,
@@ -451,10 +446,9 @@ class EdgeClient(TurnTakingEngine):
         count_filter: models.Filter | None = None,
         exact: bool = True,
     ) -> records.CountResult:
-        if count_filter is None:
-            sealed = self._sealed(collection_name)
-            if sealed and "counts" in sealed:
-                return records.CountResult(count=_Counts(*sealed["counts"]).points_count)
+        counts = self._sealed_counts(collection_name) if count_filter is None else None
+        if counts is not None:
+            return records.CountResult(count=counts.points_count)
         request = qe.CountRequest(exact=exact, filter=_filter(count_filter))
         return records.CountResult(count=self._shard(collection_name).count(request))
 
@@ -664,6 +658,11 @@ class EdgeClient(TurnTakingEngine):
         return records.FacetResponse(
             hits=[records.FacetValueHit(value=value, count=n) for value, n in counted]
         )
+
+    def _sealed_counts(self, name: str) -> _Counts | None:
+        """The shard's counts as its seal keeps them (None: ask the shard)."""
+        sealed = self._sealed(name)
+        return _Counts(*sealed["counts"]) if sealed and "counts" in sealed else None
 
     def _sealed(self, name: str) -> dict[str, Any] | None:
         """The answers kept with a collection's seal, while its shard is not open (checked
