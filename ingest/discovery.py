@@ -3,14 +3,19 @@ dependency folders and what `.gitignore`/`.archivistignore` ignore are left out,
 and `--exclude` globs choose, and every file left out is reported with its reason."""
 
 import errno
-import functools
 import os
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from archivist.ingest.loaders import RECORD_FORMATS, LoaderOptions, skip_reason, supported
+from archivist.ingest.loaders import (
+    RECORD_FORMATS,
+    LoaderOptions,
+    skip_reason,
+    suffix_of,
+    supported,
+)
 
 IGNORE_FILES = (".gitignore", ".archivistignore")
 DEPENDENCY_FOLDERS = frozenset(
@@ -58,10 +63,10 @@ class SourceFile:
     """The folder it was found in, which its include directives may read from (None: a file
     given directly, whose own folder they may read from)."""
 
-    @functools.cached_property
+    @property
     def has_records(self) -> bool:
         """Whether the file holds records, each of which may be its own source `file#id`."""
-        return self.path.suffix.lower() in RECORD_FORMATS
+        return suffix_of(self.path) in RECORD_FORMATS
 
     def owns(self, source: str) -> bool:
         """Whether a stored source came from this file (the file itself or one of its records)."""
@@ -170,9 +175,10 @@ def _walk(
     chosen = _Globs(rules.include) if rules.include else None
     excluded = _Globs(rules.exclude) if rules.exclude else None
     ignores: dict[str, list[tuple[str, object, str]]] = {}
-    for folder, dirnames, filenames in os.walk(root):
+    top = os.fspath(root)
+    for folder, dirnames, filenames in os.walk(top):
         here = Path(folder)
-        rel_folder = here.relative_to(root).as_posix()
+        rel_folder = os.path.relpath(folder, top).replace(os.sep, "/")
         rel_folder = "" if rel_folder == "." else rel_folder
         active = list(ignores.get(rel_folder, []))
         if rules.ignore_files:
@@ -209,7 +215,7 @@ def _walk(
             rel = prefix(name)
             relative = source_name(f"{sub}/{rel}" if sub else rel)
             source = naming(relative)
-            path = here / name
+            full = f"{folder}/{name}"
             reason = None
             if name.startswith("."):
                 reason = "hidden file"
@@ -221,15 +227,15 @@ def _walk(
                 reason = f"ignored by {found}"
             if reason:
                 skipped.append(Failure(source, reason))
-            elif problem := _entry_problem(path, inside, stats := []):
+            elif problem := _entry_problem(full, inside, stats := []):
                 failed.append(Failure(source, problem))
-            elif supported(path, options):
+            elif supported(full, options):
                 size, mtime = stats[0] if stats else (-1, -1)
                 files.setdefault(
-                    source, SourceFile(path, source, root_id, relative, size, mtime, root)
+                    source, SourceFile(here / name, source, root_id, relative, size, mtime, root)
                 )
             else:
-                skipped.append(Failure(source, skip_reason(path)))
+                skipped.append(Failure(source, skip_reason(here / name)))
 
 
 def _spec(lines: "list[str] | tuple[str, ...]"):
@@ -318,15 +324,15 @@ def _link_problem(path: Path, inside: Path) -> str | None:
     return None
 
 
-def _entry_problem(path: Path, inside: Path, found: list | None = None) -> str | None:
+def _entry_problem(path: str, inside: Path, found: list | None = None) -> str | None:
     """Why a file found in a folder is not read, or None if it is a regular file to read
     (then its size and modification time are added to `found`)."""
     try:
         info = os.lstat(path)  # one system call for a plain file, the commonest case by far
         if stat.S_ISLNK(info.st_mode):
-            if reason := _link_problem(path, inside):
+            if reason := _link_problem(Path(path), inside):
                 return reason
-            info = path.stat()
+            info = os.stat(path)
         mode = info.st_mode
     except OSError as exc:
         return f"cannot read: {exc.strerror or exc}"

@@ -7,13 +7,18 @@ own modules; `LOADERS` maps extensions to them, and `LoaderOptions` adds plain-t
 LangChain loaders named for file patterns.
 """
 
+import importlib
+import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from archivist.ingest.loaders.base import (
+    IMAGE_SUFFIXES,
     MAX_FILE_BYTES,
     MAX_UNPACKED_BYTES,
     SNIFF_BYTES,
+    SPREADSHEETS,
     Loader,
     LoaderOptions,
     LoadError,
@@ -22,34 +27,6 @@ from archivist.ingest.loaders.base import (
     decode_text,
     looks_binary,
     read_text,
-)
-from archivist.ingest.loaders.community import load_with, loader_for
-from archivist.ingest.loaders.mail import load_eml
-from archivist.ingest.loaders.ocr import IMAGE_SUFFIXES, load_image
-from archivist.ingest.loaders.office import (
-    SPREADSHEETS,
-    load_docx,
-    load_epub,
-    load_odt,
-    load_pptx,
-    load_rtf,
-    load_spreadsheet,
-)
-from archivist.ingest.loaders.pdf import load_pdf, strip_repeated_lines
-from archivist.ingest.loaders.records import (
-    AUTO_TEXT_FIELDS,
-    iter_jsonl,
-    load_csv,
-    load_json,
-    load_jsonl,
-)
-from archivist.ingest.loaders.text import (
-    load_html,
-    load_markdown,
-    load_mdx,
-    load_notebook,
-    load_plain,
-    load_rst,
 )
 
 __all__ = [
@@ -74,56 +51,100 @@ __all__ = [
     "skip_reason",
     "streamed",
     "strip_repeated_lines",
+    "suffix_of",
     "supported",
 ]
 
-LOADERS: dict[str, Loader] = {
-    ".md": load_markdown,
-    ".markdown": load_markdown,
-    ".mdx": load_mdx,
-    ".rst": load_rst,
-    ".txt": load_plain,
-    ".text": load_plain,
-    ".html": load_html,
-    ".htm": load_html,
-    ".xhtml": load_html,
-    ".ipynb": load_notebook,
-    ".pdf": load_pdf,
-    ".docx": load_docx,
-    ".pptx": load_pptx,
-    **dict.fromkeys(SPREADSHEETS, load_spreadsheet),
-    ".odt": load_odt,
-    ".epub": load_epub,
-    ".rtf": load_rtf,
-    ".eml": load_eml,
-    ".json": load_json,
-    ".jsonl": load_jsonl,
-    ".ndjson": load_jsonl,
-    ".csv": load_csv,
-    **dict.fromkeys(IMAGE_SUFFIXES, load_image),
+LOADERS: dict[str, tuple[str, str]] = {
+    ".md": ("text", "load_markdown"),
+    ".markdown": ("text", "load_markdown"),
+    ".mdx": ("text", "load_mdx"),
+    ".rst": ("text", "load_rst"),
+    ".txt": ("text", "load_plain"),
+    ".text": ("text", "load_plain"),
+    ".html": ("text", "load_html"),
+    ".htm": ("text", "load_html"),
+    ".xhtml": ("text", "load_html"),
+    ".ipynb": ("text", "load_notebook"),
+    ".pdf": ("pdf", "load_pdf"),
+    ".docx": ("office", "load_docx"),
+    ".pptx": ("office", "load_pptx"),
+    **dict.fromkeys(SPREADSHEETS, ("office", "load_spreadsheet")),
+    ".odt": ("office", "load_odt"),
+    ".epub": ("office", "load_epub"),
+    ".rtf": ("office", "load_rtf"),
+    ".eml": ("mail", "load_eml"),
+    ".json": ("records", "load_json"),
+    ".jsonl": ("records", "load_jsonl"),
+    ".ndjson": ("records", "load_jsonl"),
+    ".csv": ("records", "load_csv"),
+    **dict.fromkeys(IMAGE_SUFFIXES, ("ocr", "load_image")),
 }
+"""The loader of each extension, as (module of this package, function): a module is imported
+when a file of its format is first read, so finding files (and `archivist sources`) imports
+none of them."""
 RECORD_FORMATS = {".json", ".jsonl", ".ndjson", ".csv"}
+_PLAIN = ("text", "load_plain")
+_STREAMED = ("records", "load_jsonl")
+"""JSON Lines, read a record at a time (`iter_jsonl`), never whole."""
+_EXPORTS = {
+    "AUTO_TEXT_FIELDS": "records",
+    "iter_jsonl": "records",
+    "strip_repeated_lines": "pdf",
+    "load_with": "community",
+    "loader_for": "community",
+}
+"""Names this package gives from its modules, imported when first asked for."""
 
 
-def _loader(path: Path, options: LoaderOptions) -> Loader | None:
-    if spec := loader_for(options, path):
-        return lambda p, o: load_with(spec, p)
-    suffix = path.suffix.lower()
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
+
+def suffix_of(path: "Path | str") -> str:
+    """A file's extension, lower-cased, as `Path.suffix` tells it ('' for `.bashrc` or
+    `name.`), from the string: a folder of thousands of files asks it of each."""
+    name = os.path.basename(os.fspath(path))
+    dot = name.rfind(".")
+    return name[dot:].lower() if 0 < dot < len(name) - 1 else ""
+
+
+def _loader_name(path: "Path | str", options: LoaderOptions) -> tuple[str, str] | str | None:
+    """Where a file's loader is: a (module, function) of this package, the spec of a named
+    LangChain loader, or None when the file has none."""
+    if options.extra_loaders:
+        from archivist.ingest.loaders.community import loader_for
+
+        if spec := loader_for(options, Path(path)):
+            return spec
+    suffix = suffix_of(path)
     if suffix in LOADERS:
         return LOADERS[suffix]
     if suffix in options.text_extensions:
-        return load_plain
+        return _PLAIN
     return None
 
 
-def supported(path: Path, options: LoaderOptions | None = None) -> bool:
+def _resolve(found: tuple[str, str] | str) -> Loader:
+    if isinstance(found, str):
+        from archivist.ingest.loaders.community import load_with
+
+        return lambda p, o: load_with(found, p)
+    module, function = found
+    return getattr(importlib.import_module(f"{__name__}.{module}"), function)
+
+
+def supported(path: "Path | str", options: LoaderOptions | None = None) -> bool:
     """Whether a file has a loader: by its extension, --text-ext, or a named loader."""
-    return _loader(path, options or LoaderOptions()) is not None
+    return _loader_name(path, options or LoaderOptions()) is not None
 
 
 def streamed(path: Path, options: LoaderOptions | None = None) -> bool:
     """Whether a file is read a record at a time (JSON Lines), never whole."""
-    return _loader(path, options or LoaderOptions()) is load_jsonl
+    return _loader_name(path, options or LoaderOptions()) == _STREAMED
 
 
 def skip_reason(path: Path) -> str:
@@ -165,13 +186,15 @@ def iter_load(path: Path, options: LoaderOptions | None = None) -> Iterator[Sect
     Raises as `load` does, possibly after some sections were yielded (a bad line in the
     middle of a JSON Lines file)."""
     options = options or LoaderOptions()
-    loader = _loader(path, options)
-    if loader is None:
+    found = _loader_name(path, options)
+    if found is None:
         raise NotADocument(skip_reason(path))
     check_size(path)
     with_text = False
     try:
-        sections = iter_jsonl(path, options) if loader is load_jsonl else loader(path, options)
+        if found == _STREAMED:
+            found = ("records", "iter_jsonl")
+        sections = _resolve(found)(path, options)
         for section in sections:
             with_text = with_text or bool(section.text.strip())
             yield section

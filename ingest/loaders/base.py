@@ -23,6 +23,10 @@ MAX_STREAMED_BYTES = 256 * 1024 * 1024
 not a tree in memory, so the limit is time (about 20 MB a second), not memory; a sheet that
 declares all 1,048,576 rows, each empty and styled, is about 40 MB of XML."""
 SNIFF_BYTES = 8192
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".tif", ".tiff", ".bmp")
+"""Pictures, read by OCR (`archivist.ingest.loaders.ocr`)."""
+SPREADSHEETS = {".xlsx": "XLSX", ".xlsm": "XLSM", ".xlsb": "XLSB", ".xls": "XLS", ".ods": "ODS"}
+"""Workbooks, read by calamine (`archivist.ingest.loaders.office`), with their kinds' names."""
 _BOMS = (
     (codecs.BOM_UTF32_LE, "utf-32"),
     (codecs.BOM_UTF32_BE, "utf-32"),

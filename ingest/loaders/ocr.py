@@ -21,7 +21,6 @@ from archivist.ingest.loaders.base import (
 )
 from archivist.tools.progress import Recognised
 
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".tif", ".tiff", ".bmp")
 INSTALL = "pip install 'archivist[ocr]'"
 MAX_OCR_PAGES = 100
 """Pages of one PDF read by OCR at most: a longer scan fails with this limit as its reason.

@@ -13,6 +13,7 @@ from typing import Any
 
 from archivist.ingest.loaders.base import (
     MAX_STREAMED_BYTES,
+    SPREADSHEETS,
     LoaderOptions,
     LoadError,
     Section,
@@ -186,7 +187,6 @@ def _shape_text(shape) -> list[str]:
 
 
 # Spreadsheet formats python-calamine reads; the zip-based ones are size-checked first.
-SPREADSHEETS = {".xlsx": "XLSX", ".xlsm": "XLSM", ".xlsb": "XLSB", ".xls": "XLS", ".ods": "ODS"}
 _OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 _CORE = {"dc": "http://purl.org/dc/elements/1.1/"}
 
