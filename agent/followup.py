@@ -14,6 +14,7 @@ particles (如何, 什么, 吗, 呢 …) are taken out, and they are compared th
 BM25 tokenizer (archivist.tools.sparse), as a search would compare them.
 """
 
+import functools
 import re
 from collections.abc import Sequence
 
@@ -25,7 +26,7 @@ from archivist.agent import prompts
 from archivist.agent.context import turn_start
 from archivist.agent.grading import STRUCTURED_TAG, ask_structured
 from archivist.agent.records import ModelCall
-from archivist.tools.sparse import CJK, STOP_WORDS, tokenize
+from archivist.tools.sparse import CJK, STOP_WORDS, cjk_runs, tokenize
 
 EARLIER_QUESTIONS = 3
 """How many earlier questions the condensing request and the fallback look at."""
@@ -33,8 +34,13 @@ SUBJECT_TERMS = 6
 """At most this many of the earlier questions' terms are added to a follow-up."""
 MAX_QUERY_CHARS = 300
 
-_WORD = re.compile(rf"[^\W{CJK}]+(?:[-.][^\W{CJK}]+)*")
-_CJK_RUN = re.compile(f"[{CJK}]+")
+
+@functools.cache
+def _words() -> re.Pattern[str]:
+    """Words and dotted or hyphenated names (compiled when first used: see `cjk_runs`)."""
+    return re.compile(rf"[^\W{CJK}]+(?:[-.][^\W{CJK}]+)*")
+
+
 _TRAILING = re.compile(r"[\s?!.,;:？！。，；：]+$")
 _OPENER = re.compile(
     r"^\W*(?:and|but|also|so|or|then|plus|what about|how about|and what|what if)\b", re.I
@@ -60,23 +66,23 @@ def subject_terms(text: str) -> list[str]:
     function words or pointers ("it", "that"), and its CJK text without question words."""
     terms = [
         word
-        for word in (w.lower() for w in _WORD.findall(text))
+        for word in (w.lower() for w in _words().findall(text))
         if word not in STOP_WORDS and word not in _POINTER
     ]
-    for run in _CJK_RUN.findall(text):
+    for run in cjk_runs().findall(text):
         terms += [part for part in _CJK_FUNCTION.split(run) if part]
     return list(dict.fromkeys(terms))
 
 
 def _weight(terms: Sequence[str]) -> int:
     """About how many words the terms hold: a CJK run counts a word per two characters."""
-    return sum(max(len(t) // 2, 1) if _CJK_RUN.fullmatch(t) else 1 for t in terms)
+    return sum(max(len(t) // 2, 1) if cjk_runs().fullmatch(t) else 1 for t in terms)
 
 
 def is_followup(question: str) -> bool:
     """Whether a question leans on what came before: it opens with a connective ("and",
     "what about", "那"), points back ("it", "those", "它", "…呢?"), or names one thing at most."""
-    words = {w.lower() for w in _WORD.findall(question)}
+    words = {w.lower() for w in _words().findall(question)}
     return bool(
         _OPENER.match(question)
         or words & _POINTER

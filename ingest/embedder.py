@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +12,8 @@ from archivist.tools.progress import ProgressFn, Retried
 # httpx and tenacity are imported where a request is made: the ingest request's settings
 # (`EmbedSettings`) are read by commands that send none (`sources`, an unchanged `sync`).
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     from langchain_core.embeddings import Embeddings
     from tenacity import RetryCallState
 
@@ -99,6 +100,8 @@ class EmbedQueue:
     def __init__(
         self, embeddings: Embeddings, settings: EmbedSettings, on_retry: ProgressFn | None = None
     ) -> None:
+        from concurrent.futures import ThreadPoolExecutor  # an ingest's, not a listing's
+
         self.embeddings, self.settings, self.on_retry = embeddings, settings, on_retry
         self._pool = ThreadPoolExecutor(
             max_workers=max(1, settings.concurrency), thread_name_prefix="embed"

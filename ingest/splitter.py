@@ -9,7 +9,7 @@ the extracted text back to exactly the chunk.
 import re
 from dataclasses import asdict, dataclass, replace
 
-from archivist.tools.sparse import CJK
+from archivist.tools.sparse import cjk_runs
 
 # One way to match a line (the title starts at its first non-space character); the closing
 # `#`s and spaces are stripped after, not by a lazy pattern (which costs the square of a long
@@ -22,7 +22,6 @@ _FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
 # An attribute list ending a heading (`## Install { #install }`, MkDocs' attr_list): an anchor
 # for links, not part of the title.
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|(?<=[。！？；])")
-_CJK_RUN = re.compile(f"[{CJK}]+")
 # `\s` matches exactly the characters `str.isspace` accepts; runs make few matches to count.
 _SPACE_RUN = re.compile(r"\s+")
 # Conservative characters per token for embedding tokenizers: English prose averages about
@@ -117,7 +116,7 @@ def is_cjk(text: str, threshold: float = 0.3) -> bool:
     """Whether CJK characters make up a large share of the text's non-space characters."""
     sample = text[:4000]
     letters = len(sample) - sum(map(len, _SPACE_RUN.findall(sample)))
-    cjk = sum(map(len, _CJK_RUN.findall(sample)))
+    cjk = sum(map(len, cjk_runs().findall(sample)))
     return letters > 0 and cjk / letters >= threshold
 
 

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
 import errno
 import functools
 import json
@@ -38,7 +37,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 import zlib
@@ -491,6 +489,8 @@ class EdgeClient(TurnTakingEngine):
         shard.close()
         del self._shards[name]
         self._flushed[name] = time.monotonic()
+        import tempfile
+
         errors = tempfile.TemporaryFile()  # noqa: SIM115 - closed once the build is settled
         try:
             process = subprocess.Popen(
@@ -1089,6 +1089,8 @@ def _return_freed_memory() -> None:
     """
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):
+            import ctypes
+
             ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 

@@ -4,7 +4,8 @@ They have the names and fields of the `qdrant_client.models` the stores use, so 
 path builds either (`engine.records(client)` picks): a Qdrant server's client takes
 qdrant-client's pydantic models, and Qdrant Edge (tools/edge.py) takes these, and reads
 qdrant-client's as well. Building qdrant-client's models costs about a second of CPU at import;
-these are plain dataclasses, so a command on the embedded store starts without it.
+these are plain dataclasses, so a command on the embedded store starts without it. Each has
+a docstring, if only to spare `dataclass` building one from its signature at import.
 """
 
 from dataclasses import dataclass, field, fields, replace
@@ -58,23 +59,31 @@ def _dumped(value: Any, mode: str) -> Any:
 
 @dataclass
 class VectorParams(_Record):
+    """A dense vector's size and distance."""
+
     size: int
     distance: Distance | str
 
 
 @dataclass
 class SparseVectorParams(_Record):
+    """A sparse vector's modifier (IDF for BM25)."""
+
     modifier: Modifier | str | None = None
 
 
 @dataclass
 class SparseVector(_Record):
+    """A sparse vector: its indices and their values."""
+
     indices: list[int]
     values: list[float]
 
 
 @dataclass
 class PointStruct(_Record):
+    """A point to write: its id, vectors and payload."""
+
     id: int | str
     vector: Any
     payload: dict[str, Any] | None = None
@@ -82,22 +91,30 @@ class PointStruct(_Record):
 
 @dataclass
 class MatchValue(_Record):
+    """A condition's one value."""
+
     value: Any
 
 
 @dataclass
 class MatchAny(_Record):
+    """A condition's values, any of which matches."""
+
     any: list[Any]
 
 
 @dataclass
 class FieldCondition(_Record):
+    """A payload field and what it must match."""
+
     key: str
     match: MatchValue | MatchAny | None = None
 
 
 @dataclass
 class Filter(_Record):
+    """Conditions that must, must not or should hold."""
+
     must: list[Any] | Any | None = None
     must_not: list[Any] | Any | None = None
     should: list[Any] | Any | None = None
@@ -106,6 +123,8 @@ class Filter(_Record):
 
 @dataclass
 class QueryRequest(_Record):
+    """One query of a batch: the query, the vector it uses, the limit and filter."""
+
     query: Any
     using: str | None = None
     limit: int | None = None
@@ -119,34 +138,46 @@ class QueryRequest(_Record):
 
 @dataclass
 class CollectionDescription(_Record):
+    """A collection's name, as listed."""
+
     name: str
 
 
 @dataclass
 class CollectionsResponse(_Record):
+    """The collections listed."""
+
     collections: list[CollectionDescription]
 
 
 @dataclass
 class PayloadIndexInfo(_Record):
+    """A payload index: its type and the points it holds."""
+
     data_type: str
     points: int = 0
 
 
 @dataclass
 class CollectionParams(_Record):
+    """A collection's dense and sparse vector settings."""
+
     vectors: dict[str, VectorParams]
     sparse_vectors: dict[str, SparseVectorParams]
 
 
 @dataclass
 class CollectionConfig(_Record):
+    """A collection's settings and its metadata."""
+
     params: CollectionParams
     metadata: dict[str, Any] | None = None
 
 
 @dataclass
 class CollectionInfo(_Record):
+    """A collection's counts, payload indexes and settings."""
+
     points_count: int
     indexed_vectors_count: int
     segments_count: int
@@ -157,17 +188,23 @@ class CollectionInfo(_Record):
 
 @dataclass
 class CountResult(_Record):
+    """How many points there are."""
+
     count: int
 
 
 @dataclass
 class UpdateResult(_Record):
+    """A write's outcome."""
+
     status: UpdateStatus = UpdateStatus.COMPLETED
     operation_id: int | None = None
 
 
 @dataclass
 class Record(_Record):
+    """A point as read back: its id, payload and vectors."""
+
     id: int | str
     payload: dict[str, Any] | None = None
     vector: Any = None
@@ -175,6 +212,8 @@ class Record(_Record):
 
 @dataclass
 class ScoredPoint(_Record):
+    """A point found by a query, with its score."""
+
     id: int | str
     version: int
     score: float
@@ -184,15 +223,21 @@ class ScoredPoint(_Record):
 
 @dataclass
 class QueryResponse(_Record):
+    """The points a query found."""
+
     points: list[ScoredPoint] = field(default_factory=list)
 
 
 @dataclass
 class FacetValueHit(_Record):
+    """A payload value and how many points hold it."""
+
     value: Any
     count: int
 
 
 @dataclass
 class FacetResponse(_Record):
+    """A facet's values and their counts."""
+
     hits: list[FacetValueHit]

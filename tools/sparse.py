@@ -32,8 +32,21 @@ AVG_DOC_TOKENS = 256.0
 # Kana, CJK ideographs (extension A, unified, compatibility) and Hangul: indexed as character
 # bigrams here, and given smaller chunks by the splitter, which imports this one definition.
 CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
-_CJK_RUN = re.compile(f"[{CJK}]+")
-_WORD = re.compile(f"[^\\W_{CJK}]+")
+
+
+@functools.cache
+def cjk_runs() -> re.Pattern[str]:
+    """Runs of CJK characters. Compiled when first used, as `_words` is: a class of these
+    ranges takes ~8 ms to compile, which a command that never splits or tokenizes text (a
+    listing, a search of a store under the default scheme) need not pay."""
+    return re.compile(f"[{CJK}]+")
+
+
+@functools.cache
+def _words() -> re.Pattern[str]:
+    return re.compile(f"[^\\W_{CJK}]+")
+
+
 # Product codes and identifiers ("NW-TX-2290", "v1.2.3") also count as one token each.
 # A code starts where a word does and never gives back characters (possessive), so finding
 # them takes one pass instead of backtracking through every long word or CJK run.
@@ -78,10 +91,11 @@ def _terms(words: list[str]) -> list[str]:
 def tokenize(text: str) -> list[str]:
     """Split text into lowercase word stems, whole codes, and CJK character bigrams."""
     lowered = text.lower()
-    tokens = _terms(_WORD.findall(lowered))
+    tokens = _terms(_words().findall(lowered))
+    cjk = cjk_runs()
     if _CODE_MARK.search(lowered):
-        tokens.extend(code for code in _CODE.findall(lowered) if not _CJK_RUN.search(code))
-    for run in _CJK_RUN.findall(lowered):
+        tokens.extend(code for code in _CODE.findall(lowered) if not cjk.search(code))
+    for run in cjk.findall(lowered):
         if len(run) == 1:
             tokens.append(run)
         else:
