@@ -12,10 +12,9 @@ from dataclasses import dataclass, field, replace
 
 from archivist.ingest.embedder import EmbedSettings
 from archivist.ingest.loaders import LoaderOptions, LoadError
-from archivist.ingest.loaders.community import loader_class_for
 from archivist.ingest.splitter import SplitterSettings
 from archivist.ingest.sync import FolderRules, Shard
-from archivist.ingest.web import INSTALL, WebOptions, available, check_url, is_url
+from archivist.ingest.urls import INSTALL, WebOptions, available, check_url, is_url
 from archivist.tools.errors import ArchivistError
 
 
@@ -207,6 +206,8 @@ def _named_loaders(values: Sequence[str]) -> tuple[tuple[str, str], ...]:
                 "Write --loader 'PATTERN=module:Class', e.g. "
                 "--loader '*.xml=langchain_community.document_loaders:UnstructuredXMLLoader'.",
             )
+        from archivist.ingest.loaders.community import loader_class_for
+
         try:
             loader_class_for(spec.strip())
         except LoadError as exc:

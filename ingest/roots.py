@@ -18,6 +18,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import urlsplit
 
+from archivist.ingest.urls import prefix_of
+
 ROOTS_KEY = "roots"
 """The store metadata key holding the roots (a list of `Root.to_dict()`)."""
 RENAMING_KEY = "renaming"
@@ -94,7 +96,7 @@ class Root:
         itself; None if it is not inside). A site's pages are inside it when they are under
         its prefix (the URL's folder, which its crawl keeps to)."""
         if self.kind == "url":
-            base = _prefix(self.location)
+            base = prefix_of(self.location)
             return location[len(base) :] if location.startswith(base) else None
         if location == self.location:
             return Path(location).name if self.kind == "file" else ""
@@ -173,7 +175,7 @@ class RootSet:
         """The source name of a path inside `root`: unique in the store (a web page's is its
         URL, unique in any store, and a citation that opens)."""
         if root.kind == "url":
-            return _prefix(root.location) + relative
+            return prefix_of(root.location) + relative
         if root.kind == "file":
             return root.label if self.several else relative
         return f"{root.label}/{relative}" if self.several else relative
@@ -487,7 +489,7 @@ def page_files(sites: Sequence[Root], files: Iterable[Any]) -> list[Any]:
     for file in files:
         owner = max(
             (r for r in sites if r.inside(file.source) is not None),
-            key=lambda r: len(_prefix(r.location)),
+            key=lambda r: len(prefix_of(r.location)),
             default=None,
         )
         if owner is None:
@@ -641,10 +643,3 @@ def _rename(store: Any, renames: dict[str, str]) -> None:
         for old in layer:
             del left[old]
         store.annotate(**{RENAMING_KEY: left})
-
-
-def _prefix(url: str) -> str:
-    """The folder of a site's crawl (the crawler's module is imported for sites only)."""
-    from archivist.ingest.web import prefix_of
-
-    return prefix_of(url)

@@ -12,14 +12,15 @@ from pathlib import Path
 
 from archivist.ingest.discovery import Failure, FolderRules, SourceFile, discover
 from archivist.ingest.loaders import (
+    INCLUDING_SUFFIXES,
     LoaderOptions,
     LoadError,
     Section,
     check_size,
     decode_text,
     iter_load,
+    suffix_of,
 )
-from archivist.ingest.loaders.includes import INCLUDING_SUFFIXES, included_files
 from archivist.ingest.splitter import SplitterSettings, TextChunk, split_text
 from archivist.tools.errors import ArchivistError
 from archivist.tools.store import Chunk
@@ -106,7 +107,9 @@ def content_hash(
     with path.open("rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
-    if path.suffix.lower() in INCLUDING_SUFFIXES:
+    if suffix_of(path) in INCLUDING_SUFFIXES:
+        from archivist.ingest.loaders.includes import included_files
+
         try:
             text = decode_text(path.read_bytes())
         except LoadError:

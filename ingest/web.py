@@ -19,7 +19,6 @@ can open.
 import contextlib
 import gzip
 import hashlib
-import importlib.util
 import io
 import json
 import logging
@@ -31,23 +30,25 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urldefrag, urljoin, urlsplit, urlunsplit
+from urllib.parse import urljoin, urlsplit, urlunsplit
 
 from archivist.ingest.discovery import Failure, SourceFile
 from archivist.ingest.loaders import LOADERS, MAX_FILE_BYTES
+from archivist.ingest.urls import (
+    INSTALL,
+    WebOptions,
+    check_url,
+    is_url,
+    normalise,
+    prefix_of,
+)
 from archivist.tools.errors import ArchivistError
 from archivist.tools.progress import Fetched, ProgressFn, ignore
 
-# The crawler's own libraries are imported where a site is crawled: commands that only name
-# a store's roots (`sources`, an unchanged `sync`) import this module too.
+# The crawler's own libraries are imported where a site is crawled.
 if TYPE_CHECKING:
     import urllib.robotparser
 
-INSTALL = "pip install 'archivist[web]'"
-MAX_PAGES = 200
-MAX_DEPTH = 10
-MAX_PAGE_BYTES = 10 * 1024 * 1024
-"""The most an HTML page may weigh; another document may weigh as much as a file may."""
 MAX_REDIRECTS = 5
 MAX_RETRIES = 3
 """Times a page answered 429 or 503 is asked for again before it fails."""
@@ -59,7 +60,6 @@ MAX_SITEMAPS = 20
 """Sitemap files read at most (a sitemap index names others)."""
 MAX_SITEMAP_BYTES = 50 * 1024 * 1024
 """A sitemap's size at most, unpacked (the sitemap protocol's own limit)."""
-TIMEOUT = 20.0
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 # Content types whose documents a loader reads, with the extension the file is kept under.
 CONTENT_TYPES = {
@@ -90,30 +90,6 @@ def pause(seconds: float) -> None:
     time.sleep(seconds)
 
 
-def is_url(text: str) -> bool:
-    """Whether an ingest path is a URL (`scheme://…`) rather than a file or folder."""
-    scheme, sep, _ = str(text).partition("://")
-    return bool(sep) and scheme.isascii() and scheme.replace("+", "").isalpha()
-
-
-def check_url(text: str) -> str:
-    """The URL, normalised, or an error naming what can be ingested."""
-    parts = urlsplit(text.strip())
-    if parts.scheme.lower() not in ("http", "https"):
-        raise ArchivistError(
-            f"Cannot ingest {text}: only http:// and https:// URLs are read.",
-            "Give a web page's address, or the path of a file or folder.",
-        )
-    if not parts.hostname:
-        raise ArchivistError(f"{text} names no host.", "Write it as https://example.com/docs/.")
-    return normalise(text)
-
-
-def available() -> bool:
-    """Whether the web extra (trafilatura, which extracts a page's main content) is installed."""
-    return importlib.util.find_spec("trafilatura") is not None
-
-
 def user_agent() -> str:
     """Archivist's User-Agent: its name and version, and where to read about it."""
     from importlib.metadata import PackageNotFoundError, metadata
@@ -125,44 +101,6 @@ def user_agent() -> str:
     urls = [u.split(",", 1)[-1].strip() for u in meta.get_all("Project-URL") or []]
     about = f"+{urls[0]}" if urls else "local-first RAG; obeys robots.txt"
     return f"archivist/{meta['Version']} ({about})"
-
-
-def normalise(url: str) -> str:
-    """A URL as a source name: without its fragment, scheme and host in lower case, without
-    the default port, and `/` for an empty path."""
-    url, _ = urldefrag(url.strip())
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    host = (parts.hostname or "").lower()
-    if parts.port and (scheme, parts.port) not in (("http", 80), ("https", 443)):
-        host = f"{host}:{parts.port}"
-    if parts.username:
-        host = f"{parts.username}@{host}"
-    return urlunsplit((scheme, host, parts.path or "/", parts.query, ""))
-
-
-def prefix_of(url: str) -> str:
-    """The folder a crawl stays in: the URL up to the last `/` of its path."""
-    parts = urlsplit(url)
-    folder = parts.path[: parts.path.rfind("/") + 1] or "/"
-    return urlunsplit((parts.scheme, parts.netloc, folder, "", ""))
-
-
-@dataclass(frozen=True)
-class WebOptions:
-    """How a site is crawled."""
-
-    max_pages: int = MAX_PAGES
-    """Pages asked for at most (each request of a page counts, whatever its answer)."""
-    max_depth: int = MAX_DEPTH
-    """Links followed at most from the starting page."""
-    cache: str | None = None
-    """The folder of the HTTP cache (None: a temporary one for the run, so nothing is
-    asked for conditionally)."""
-    delay: float = 0.0
-    """Seconds at least between two requests (robots.txt's `Crawl-delay` may ask for more)."""
-    timeout: float = TIMEOUT
-    max_page_bytes: int = MAX_PAGE_BYTES
 
 
 @dataclass

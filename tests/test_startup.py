@@ -29,7 +29,8 @@ HEAVY = {
 
 
 def _run(args: list[str], ollama_url: str, home) -> tuple[subprocess.CompletedProcess, set[str]]:
-    """Run `archivist ARGS` as a process; return it and the top-level modules it imported."""
+    """Run `archivist ARGS` as a process; return it and the modules it imported, each with its
+    packages (`archivist.ingest.web` adds `archivist`, `archivist.ingest` and itself)."""
     env = {**os.environ, "OLLAMA_HOST": ollama_url, "ARCHIVIST_HOME": str(home)}
     done = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "archivist", *args],
@@ -39,11 +40,11 @@ def _run(args: list[str], ollama_url: str, home) -> tuple[subprocess.CompletedPr
         timeout=120,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    imported = {
-        line.rsplit("|", 1)[1].strip().split(".")[0]
-        for line in done.stderr.splitlines()
-        if line.startswith("import time:") and "|" in line
-    }
+    imported = set()
+    for line in done.stderr.splitlines():
+        if line.startswith("import time:") and "|" in line:
+            parts = line.rsplit("|", 1)[1].strip().split(".")
+            imported.update(".".join(parts[: n + 1]) for n in range(len(parts)))
     return done, imported
 
 
@@ -66,6 +67,10 @@ def test_a_command_on_the_embedded_store_imports_only_what_it_uses(
     assert shows in done.stdout
     assert imported & HEAVY == set()
     assert "qdrant_edge" in imported or args == ["logs"]
+    # No file is read, no page fetched: no format's loader, no crawler.
+    readers = {m for m in imported if m.startswith("archivist.ingest.loaders.")}
+    assert readers <= {"archivist.ingest.loaders.base"}
+    assert "archivist.ingest.web" not in imported
 
 
 def test_search_sends_the_query_as_the_model_factory_does(store, ollama, home):

@@ -15,6 +15,7 @@ from typing import Any
 
 from archivist.ingest.loaders.base import (
     IMAGE_SUFFIXES,
+    INCLUDING_SUFFIXES,
     MAX_FILE_BYTES,
     MAX_UNPACKED_BYTES,
     SNIFF_BYTES,
@@ -31,6 +32,7 @@ from archivist.ingest.loaders.base import (
 
 __all__ = [
     "AUTO_TEXT_FIELDS",
+    "INCLUDING_SUFFIXES",
     "LOADERS",
     "MAX_FILE_BYTES",
     "MAX_UNPACKED_BYTES",

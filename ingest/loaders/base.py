@@ -27,6 +27,8 @@ IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".tif", ".tiff", ".bmp")
 """Pictures, read by OCR (`archivist.ingest.loaders.ocr`)."""
 SPREADSHEETS = {".xlsx": "XLSX", ".xlsm": "XLSM", ".xlsb": "XLSB", ".xls": "XLS", ".ods": "ODS"}
 """Workbooks, read by calamine (`archivist.ingest.loaders.office`), with their kinds' names."""
+INCLUDING_SUFFIXES = frozenset({".md", ".markdown", ".mdx", ".rst"})
+"""The formats whose include directives are read (`archivist.ingest.loaders.includes`)."""
 _BOMS = (
     (codecs.BOM_UTF32_LE, "utf-32"),
     (codecs.BOM_UTF32_BE, "utf-32"),

@@ -16,7 +16,7 @@ MAX_DEPTH deep, a file never included inside itself, and never a path outside th
 import re
 from pathlib import Path
 
-from archivist.ingest.loaders.base import LoadError, decode_text
+from archivist.ingest.loaders.base import INCLUDING_SUFFIXES, LoadError, decode_text
 
 MAX_INCLUDE_BYTES = 256 * 1024
 MAX_INCLUDES = 100
@@ -71,7 +71,6 @@ _LANGUAGES = {
     ".dockerfile": "dockerfile",
 }
 # The formats whose loaders read include directives (in included files too).
-INCLUDING_SUFFIXES = frozenset({".md", ".markdown", ".mdx", ".rst"})
 
 
 class _Includer:
