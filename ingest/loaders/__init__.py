@@ -10,7 +10,7 @@ LangChain loaders named for file patterns.
 import importlib
 import os
 from collections.abc import Iterator
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 from archivist.ingest.loaders.base import (
@@ -109,7 +109,7 @@ def __getattr__(name: str) -> Any:
 def suffix_of(path: "Path | str") -> str:
     """A file's extension, lower-cased, as `Path.suffix` tells it ('' for `.bashrc` or
     `name.`), from the string: a folder of thousands of files asks it of each."""
-    name = os.path.basename(os.fspath(path))
+    name = path.name if isinstance(path, PurePath) else os.path.basename(path)
     dot = name.rfind(".")
     return name[dot:].lower() if 0 < dot < len(name) - 1 else ""
 
