@@ -1,3 +1,3 @@
-from archivist.cli import main
+from archivist.cli import run
 
-main()
+run()

@@ -1,7 +1,11 @@
 """The command line: parse, call the application, render. Heavy imports happen per command."""
 
+import atexit
+import copy
 import json
+import os
 import sys
+import threading
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -1507,6 +1511,27 @@ def name_metavars(command: Any) -> Any:
     return command
 
 
+def app_for(args: list[str]) -> typer.Typer:
+    """`app` with just the command `args` name, else `app` itself (no command, an option first,
+    a name that is no command, shell completion). Typer builds the options of every command
+    it holds as it starts, ~20 ms for all of Archivist's; a command needs only its own, and
+    its help, usage and errors are the same either way."""
+    if not args or args[0].startswith("-") or "_ARCHIVIST_COMPLETE" in os.environ:
+        return app
+    wanted = GENERATE if args[:2] == GENERATE.split() else args[0]
+    commands = [
+        c
+        for c in app.registered_commands
+        if (c.name or c.callback.__name__.lower().replace("_", "-")) == wanted
+    ]
+    groups = [g for g in app.registered_groups if g.name == wanted]
+    if len(commands) + len(groups) != 1:
+        return app
+    alone = copy.copy(app)
+    alone.registered_commands, alone.registered_groups = commands, groups
+    return alone
+
+
 def main() -> None:
     """Run the CLI; expected failures print their fix and exit 1, without a traceback."""
     invocation = None
@@ -1514,7 +1539,8 @@ def main() -> None:
     try:
         invocation = Invocation(load_settings())
         # `python -m archivist` too: help, errors and shell completion say `archivist`.
-        name_metavars(typer.main.get_command(app))(prog_name="archivist", obj=invocation)
+        command = typer.main.get_command(app_for(sys.argv[1:]))
+        name_metavars(command)(prog_name="archivist", obj=invocation)
     except ArchivistError as exc:
         _notice(f"Error: {exc}")
         sys.exit(1)
@@ -1529,3 +1555,29 @@ def main() -> None:
             raise
         _notice(f"Error: {explained}")
         sys.exit(1)
+
+
+def run() -> None:
+    """The `archivist` program (and `python -m archivist`): `main`, then an exit that skips
+    the interpreter's own teardown, freeing every module and object one by one (~30 ms of
+    CPU after a listing of 2,000 sources), once what an exit must do is done: the
+    command's resources closed (as it returns), the exit handlers run, the output flushed.
+    With another thread still running, or an exit that is not a status, Python exits as
+    usual."""
+    try:
+        main()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code
+    if not (code is None or isinstance(code, int)) or any(
+        t.is_alive() and not t.daemon and t is not threading.main_thread()
+        for t in threading.enumerate()
+    ):
+        sys.exit(code)
+    atexit._run_exitfuncs()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):  # a closed pipe: Python's own exit says what it says
+        sys.exit(code)
+    os._exit(code or 0)

@@ -60,7 +60,7 @@ def test_the_wheel_installs_only_the_archivist_package_and_the_console_script(wh
     assert {n for n in top if not n.endswith(".dist-info")} == {"archivist"}
     assert not top & {"agent", "tools", "ingest", "tests", "examples"}
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
-    assert "archivist = archivist.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "archivist = archivist.cli:run" in zipfile.ZipFile(wheel).read(entry_points).decode()
     shipped = {n.removeprefix("archivist/samples/shop/") for n in names if "/samples/shop/" in n}
     assert shipped == {p.name for p in SHOP.glob("*.md")}
     metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("METADATA")))

@@ -91,3 +91,40 @@ def test_a_command_that_answers_loads_the_agent(store, ollama, home):
     # The check can fail: `ask` runs the agent graph, which needs LangGraph and the chat model.
     _, imported = _run(["ask", "How many days for a refund?"], ollama.url, home)
     assert {"langgraph", "langchain_ollama"} <= imported
+
+
+# The program's exit skips the interpreter's teardown; what an exit must do still happens.
+_EXIT_SCRIPT = """
+import atexit, sys, threading, time
+mark = sys.argv[1]
+atexit.register(lambda: open(mark, "w").write("handlers ran"))
+if sys.argv[2] == "thread":
+    def later():
+        time.sleep(0.3)
+        open(mark + ".thread", "w").write("thread ended")
+    threading.Thread(target=later).start()
+sys.argv = ["archivist", *sys.argv[3:]]
+from archivist.cli import run
+run()
+"""
+
+
+@pytest.mark.parametrize("thread", ["none", "thread"])
+def test_the_program_exits_with_its_status_output_and_exit_handlers(thread, store, home, tmp_path):
+    mark = tmp_path / "mark"
+    env = {**os.environ, "ARCHIVIST_HOME": str(home)}
+    ok = subprocess.run(
+        [sys.executable, "-c", _EXIT_SCRIPT, str(mark), thread, "sources", "--store", store, "--json"],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert ok.returncode == 0, ok.stderr
+    assert {row["source"] for row in json.loads(ok.stdout)} >= {"refund.md"}  # all of it, flushed
+    assert mark.read_text() == "handlers ran"
+    # A thread still running is waited for, as Python's own exit does.
+    assert (tmp_path / "mark.thread").exists() == (thread == "thread")
+    failed = subprocess.run(
+        [sys.executable, "-c", _EXIT_SCRIPT, str(mark), thread, "sources", "--store", "nope"],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert failed.returncode == 1
+    assert "There is no store named 'nope'." in failed.stderr
