@@ -8,7 +8,6 @@ are decided, so the query engine never talks to Ollama.
 
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from archivist.tools.passage import Passage
@@ -56,6 +55,8 @@ class Reranker:
         started = time.perf_counter()
         texts = [p["text"] for p in passages]
         workers = max(1, min(self.parallel, len(texts)))
+        from concurrent.futures import ThreadPoolExecutor  # a reranking's, not every search's
+
         with ThreadPoolExecutor(workers, thread_name_prefix="rerank") as pool:
             scores = list(pool.map(lambda text: self.score(query, text), texts))
         order = sorted(range(len(passages)), key=lambda i: (-scores[i], i))[:k]

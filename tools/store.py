@@ -862,7 +862,12 @@ class KnowledgeStore:
         # Chunks from before the version field cannot be told apart: nothing is left out.
         if sum(counted.values()) != total:
             return []
-        return [key for key, chunks in counted.items() if chunks < json.loads(key)[2]]
+        values = json.loads("[" + ",".join(counted) + "]")  # one document, not one a version
+        return [
+            key
+            for (key, chunks), value in zip(counted.items(), values, strict=True)
+            if chunks < value[2]
+        ]
 
     def _search(
         self,
