@@ -6,7 +6,7 @@ import errno
 import os
 import stat
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from archivist.ingest.loaders import (
@@ -63,10 +63,11 @@ class SourceFile:
     """The folder it was found in, which its include directives may read from (None: a file
     given directly, whose own folder they may read from)."""
 
-    @property
-    def has_records(self) -> bool:
-        """Whether the file holds records, each of which may be its own source `file#id`."""
-        return suffix_of(self.path) in RECORD_FORMATS
+    has_records: bool = field(init=False, repr=False, compare=False)
+    """Whether the file holds records, each of which may be its own source `file#id`."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "has_records", suffix_of(self.path) in RECORD_FORMATS)
 
     def owns(self, source: str) -> bool:
         """Whether a stored source came from this file (the file itself or one of its records)."""

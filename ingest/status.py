@@ -5,6 +5,7 @@ A file whose size and modification time are those recorded when it was last read
 date without being opened; one that moved is hashed, with the settings its root was read with,
 and compared with the stored version (a file only touched is still up to date)."""
 
+import functools
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -157,9 +158,11 @@ def _row(
     if reason:
         row["reason"] = reason
     row["complete"] = source is not None and source.complete
-    row["ingested_at"] = (
-        None
-        if source is None
-        else datetime.fromtimestamp(source.ingested_at, UTC).isoformat(timespec="seconds")
-    )
+    row["ingested_at"] = None if source is None else _when(int(source.ingested_at))
     return row
+
+
+@functools.lru_cache(maxsize=4096)
+def _when(timestamp: int) -> str:
+    """A time as ISO 8601 in UTC (an ingest stores many sources in the same second)."""
+    return datetime.fromtimestamp(timestamp, UTC).isoformat(timespec="seconds")
