@@ -16,9 +16,12 @@ from a hostile one. Small ingests stay cheap another way: one child serves the w
 a run into a new store (where every file is loaded) starts it as the run begins (`start`), so
 its own start (Python and the loaders' imports, about 0.2 s of CPU) runs on another core
 while the ingest creates the store and finds the files; other runs start it at their first
-load, and a run with nothing to load never does. A load's time counts from the moment the
-child has its request, never including the child's start. With the budget off (`seconds` 0
-or None), or if no child can start, loads are made in this process, as before the budget.
+load, and a run with nothing to load never does. When a run ends with its child idle, the
+child is kept for the process's next run (one spare at most, stopped at exit): a watch's
+batches, a notebook's ingests one after another, each start no new Python. A load's time
+counts from the moment the child has its request, never including the child's start. With
+the budget off (`seconds` 0 or None), or if no child can start, loads are made in this
+process, as before the budget.
 
 OCR is slow by nature (seconds a page): a load that turns to OCR (its first page's progress
 event) is given OCR_FACTOR times the budget.
@@ -55,6 +58,9 @@ START_S = 60.0
 """How long a child may take to start before loads are made in this process instead."""
 
 _ENDED = object()
+_spare: "_Child | None" = None
+"""An idle child a finished run left for the next one (see `Loads.close`)."""
+_spare_lock = threading.Lock()
 
 
 class _Child:
@@ -63,6 +69,9 @@ class _Child:
     command: Sequence[str] = (sys.executable, "-m", "archivist.ingest.worker", "--loads")
 
     def __init__(self) -> None:
+        self.started_in = (os.getcwd(), dict(os.environ))
+        """The folder and environment it started in: a spare serves only runs in the same
+        (a loader named with `--loader` is imported from them)."""
         self.process = subprocess.Popen(
             self.command,
             stdin=subprocess.PIPE,
@@ -137,14 +146,17 @@ class Loads:
         """Whether loads are made in this process."""
 
     def start(self) -> None:
-        """Start the child now, ahead of the first load, if there is a budget."""
+        """Start the child now, ahead of the first load, if there is a budget (or take the
+        one an earlier run left)."""
         if self._here or self._child is not None:
             return
-        try:
-            self._child = _Child()
-        except OSError:
-            self._here = True
-            return
+        self._child = _take_spare()
+        if self._child is None:
+            try:
+                self._child = _Child()
+            except OSError:
+                self._here = True
+                return
         # However the run ends (even interrupted between two of its steps), the child is
         # waited for before this process exits.
         atexit.register(self.close)
@@ -229,11 +241,46 @@ class Loads:
             self._child = None
 
     def close(self) -> None:
-        """Stop the child: it exits once its stdin closes."""
+        """Leave an idle child for the next run, or stop it (it exits once its stdin closes)."""
         child, self._child = self._child, None
         atexit.unregister(self.close)
         if child is not None:
-            child.close()
+            _keep_spare(child)
+
+
+def _take_spare() -> _Child | None:
+    """The child an earlier run left, if it is still there and this process is still in the
+    folder and environment it started in."""
+    global _spare
+    with _spare_lock:
+        child, _spare = _spare, None
+    if child is not None and (
+        child.process.poll() is not None or child.started_in != (os.getcwd(), dict(os.environ))
+    ):
+        child.close()
+        return None
+    return child
+
+
+def _keep_spare(child: _Child) -> None:
+    """Keep an idle, ready child for the next run (the one kept before is stopped); stop a
+    busy one, or one that never got ready."""
+    global _spare
+    if child.busy or not child.ready or child.process.poll() is not None:
+        child.close()
+        return
+    with _spare_lock:
+        child, _spare = _spare, child
+    if child is not None:
+        child.close()
+    atexit.unregister(_stop_spare)  # registered once, however many runs leave a child
+    atexit.register(_stop_spare)
+
+
+def _stop_spare() -> None:
+    child = _take_spare()
+    if child is not None:
+        child.close()
 
 
 def _overran(seconds: float, ocr: bool) -> str:

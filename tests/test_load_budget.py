@@ -161,3 +161,34 @@ def test_the_budget_is_read_from_the_setting_and_refuses_what_is_not_a_time():
             load_settings({SETTING: wrong})
     with pytest.raises(ArchivistError, match="or 0 for no limit"):
         IngestRequest.build([], "kb", load_timeout=-5)
+
+
+def test_a_run_leaves_its_idle_loading_process_to_the_next_run_in_the_same_environment(
+    archivist, tmp_path, monkeypatch
+):
+    from archivist.ingest import loading
+
+    loading._stop_spare()  # one an earlier test left
+    started = []
+
+    class Counted(loading._Child):
+        def __init__(self) -> None:
+            super().__init__()
+            started.append(self.process.pid)
+
+    monkeypatch.setattr(loading, "_Child", Counted)
+    root = write_files(tmp_path / "kb", GOOD)
+
+    def change_and_ingest(tag: str) -> None:
+        for name in GOOD:
+            (root / name).write_text(f"{GOOD[name]}\n\n{tag}.", encoding="utf-8")
+        report = archivist.ingest([str(root)], "kb")
+        assert {s["source"] for s in report.stored} == set(GOOD) and not report.failed
+
+    change_and_ingest("First")
+    change_and_ingest("Second")
+    assert len(started) == 1  # the second run's loads went to the first run's process
+    monkeypatch.setenv("ARCHIVIST_TEST_MARK", "changed")
+    change_and_ingest("Third")
+    assert len(started) == 2  # another environment: a process of its own
+    loading._stop_spare()
