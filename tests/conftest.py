@@ -24,6 +24,14 @@ SHOP = ROOT / "examples" / "shop"
 SHOP_DESCRIPTION = "policies of an outdoor shop"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "loading_child: an in-process ingest loads its files in the loading child by default, "
+        "as the app does (see `loads_in_this_process`)",
+    )
+
+
 def pytest_report_header(config: pytest.Config) -> str:
     """Say whether the congruence suite also runs against a Qdrant server."""
     url = os.environ.get("QDRANT_URL")
@@ -111,6 +119,21 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         for name in group:
             monkeypatch.delenv(name, raising=False)
     return path
+
+
+@pytest.fixture(autouse=True)
+def loads_in_this_process(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ingests in the test process load their files in it, without the per-file loading child
+    (`archivist.ingest.loading`): starting that child (Python and the loaders' imports) on every
+    ingest of a run took a large share of the suite's CPU. The default budget becomes "none",
+    as `ARCHIVIST_LOAD_TIMEOUT=0` makes it; a budget set explicitly (`load_timeout=`, the
+    setting, `--load-timeout`) still loads in the child, and so does every ingest run as a
+    process. Tests of the budget itself, or that count the child, mark themselves
+    `loading_child` and get the real default."""
+    if request.node.get_closest_marker("loading_child") is None:
+        from archivist.ingest import loading
+
+        monkeypatch.setattr(loading, "DEFAULT_SECONDS", 0.0)
 
 
 @pytest.fixture
