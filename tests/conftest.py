@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import typer.main
 from fake_models import FakeModels, install
 from fake_ollama import FakeOllama
 from typer.testing import CliRunner
@@ -241,6 +242,7 @@ def _run_in_process(
         warnings.catch_warnings(),
     ):
         patch.setattr(sys, "argv", ["archivist", *args])
+        patch.setattr(typer.main, "get_command", _command)
         _warn_as_python_does()
         os.chdir(cwd)
         try:
@@ -260,6 +262,24 @@ def _run_in_process(
         stdout = out.getvalue().decode()
         stderr = err.getvalue().decode("utf-8", "backslashreplace")
     return subprocess.CompletedProcess(["archivist", *args], status, stdout, stderr)
+
+
+_get_command = typer.main.get_command
+
+
+def _command(app: typer.Typer):
+    """The Click command that `main()` builds from the Typer app, built once for the test
+    process: building it reads every command's signature and options (~40 ms), which a process
+    does once and the in-process runs would do on each of their hundreds of runs. Click commands
+    are made to be invoked again (as Click's own CliRunner does). The build reads Typer's own
+    variables (the completion options'), so a run that sets one gets a command of its own."""
+    typers = tuple(sorted((k, v) for k, v in os.environ.items() if "TYPER" in k))
+    return _built_command(app, typers)
+
+
+@functools.cache
+def _built_command(app: typer.Typer, typers: tuple[tuple[str, str], ...]):
+    return _get_command(app)
 
 
 def _warn_as_python_does() -> None:
