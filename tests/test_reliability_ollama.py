@@ -84,6 +84,7 @@ def test_a_hung_ollama_gives_a_timeout_message_not_a_hang(ollama, home, tmp_path
 
 def test_ask_and_chat_retry_a_busy_ollama_visibly(ollama, store, home, monkeypatch):
     monkeypatch.setattr("archivist.models.CHAT_BACKOFF", 0.01)
+    monkeypatch.setattr("archivist.query_embedding.BACKOFF", 0.01)  # the search's own retries
     question = "How many days for a refund?"
     # Every third chat request fails, as a busy Ollama's do: each ask still answers.
     for _ in range(4):
@@ -267,6 +268,7 @@ def test_a_model_that_changed_size_under_a_store_gets_the_stores_message(ollama,
 
 def test_a_port_that_resets_connections_is_retried_then_named(ollama, store, home, monkeypatch):
     monkeypatch.setattr("archivist.models.CHAT_BACKOFF", 0.01)
+    monkeypatch.setattr("archivist.query_embedding.BACKOFF", 0.01)  # the search's own retries
     question = "How many days for a refund?"
     ollama.misbehave("/api/embed", "reset", times=1)
     ollama.misbehave("/api/chat", "reset", times=1)
@@ -291,6 +293,7 @@ def test_intermittent_server_errors_retry_the_query_embedding_as_the_chat(
     ollama, store, home, monkeypatch
 ):
     monkeypatch.setattr("archivist.models.CHAT_BACKOFF", 0.01)
+    monkeypatch.setattr("archivist.query_embedding.BACKOFF", 0.01)  # the search's own retries
     question = "How many days for a refund?"
     # A model swapped in and out of memory: every other embedding request fails.
     for _ in range(3):
