@@ -197,9 +197,13 @@ def copy_home(source: Path, target: Path) -> Path:
     A store's files are mostly holes (Qdrant Edge makes its WAL segments and page files 32 MB
     long before anything is in them): a plain copy writes them out as ~190 MB of zeros a store,
     which cost every test that copied a prepared home a quarter of a second and the disk its
-    write. The copy reads the same bytes; only the holes stay holes."""
+    write. The copy reads the same bytes; holes stay holes, and so do blocks of zeros written
+    out in full (a store extracted from an archive)."""
     shutil.copytree(source, target, copy_function=_copy_sparse, dirs_exist_ok=True)
     return target
+
+
+_ZEROS = bytes(2**16)
 
 
 def _copy_sparse(source: str, target: str) -> None:
@@ -216,8 +220,11 @@ def _copy_sparse(source: str, target: str) -> None:
             dst.seek(start)
             left = end - start
             while left:
-                chunk = src.read(min(left, 2**20))
-                dst.write(chunk)
+                chunk = src.read(min(left, len(_ZEROS)))
+                if chunk == _ZEROS[: len(chunk)]:
+                    dst.seek(len(chunk), os.SEEK_CUR)
+                else:
+                    dst.write(chunk)
                 left -= len(chunk)
             offset = end
         dst.truncate(size)
