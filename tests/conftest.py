@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import typer.main
 from fake_models import FakeModels, install
 from fake_ollama import FakeOllama
 from typer.testing import CliRunner
@@ -22,6 +23,14 @@ from archivist.settings import TRACING_VARIABLES, Settings, mask_url
 ROOT = Path(__file__).resolve().parents[1]
 SHOP = ROOT / "examples" / "shop"
 SHOP_DESCRIPTION = "policies of an outdoor shop"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "loading_child: an in-process ingest loads its files in the loading child by default, "
+        "as the app does (see `loads_in_this_process`)",
+    )
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -37,29 +46,29 @@ def pytest_report_header(config: pytest.Config) -> str:
 # files then fill in around the long ones instead of one long file trailing at the end.
 SLOW_FILES = (
     "test_notebooks.py",
-    "test_reliability_ollama.py",
     "test_benchmark.py",
-    "test_damaged_stores.py",
-    "test_eval.py",
-    "test_cli_conventions.py",
-    "test_small_models.py",
-    "test_mcp.py",
-    "test_grading.py",
+    "test_reliability_ollama.py",
+    "test_ocr.py",
     "test_concurrency.py",
     "test_packaging.py",
-    "test_eval_embedders.py",
-    "test_sync.py",
-    "test_chat_terminal.py",
+    "test_cli_conventions.py",
     "test_reliability_processes.py",
-    "test_worker.py",
+    "test_load_budget.py",
     "test_web.py",
+    "test_sync.py",
+    "test_small_models.py",
+    "test_chat_terminal.py",
     "test_edge.py",
-    "test_ingest_recovery.py",
-    "test_cli.py",
-    "test_langgraph_server.py",
-    "test_roots.py",
     "test_chat_interrupts.py",
-    "test_retrieval.py",
+    "test_worker.py",
+    "test_release_store.py",
+    "test_mcp.py",
+    "test_eval.py",
+    "test_eval_embedders.py",
+    "test_congruence.py",
+    "test_store.py",
+    "test_chat_start.py",
+    "test_ingest_recovery.py",
 )
 
 
@@ -113,6 +122,21 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
+@pytest.fixture(autouse=True)
+def loads_in_this_process(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ingests in the test process load their files in it, without the per-file loading child
+    (`archivist.ingest.loading`): starting that child (Python and the loaders' imports) on every
+    ingest of a run took a large share of the suite's CPU. The default budget becomes "none",
+    as `ARCHIVIST_LOAD_TIMEOUT=0` makes it; a budget set explicitly (`load_timeout=`, the
+    setting, `--load-timeout`) still loads in the child, and so does every ingest run as a
+    process. Tests of the budget itself, or that count the child, mark themselves
+    `loading_child` and get the real default."""
+    if request.node.get_closest_marker("loading_child") is None:
+        from archivist.ingest import loading
+
+        monkeypatch.setattr(loading, "DEFAULT_SECONDS", 0.0)
+
+
 @pytest.fixture
 def ollama() -> Iterator[FakeOllama]:
     """A fake Ollama speaking the real HTTP API."""
@@ -163,8 +187,48 @@ def sample_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def shop_store(archivist: Archivist, sample_home: Path, home: Path) -> str:
     """The sample knowledge base in `shop_docs`: a copy of the session's ingested home."""
     archivist.close()  # the copy goes in before the store is first opened
-    shutil.copytree(sample_home, home, dirs_exist_ok=True)
+    copy_home(sample_home, home)
     return "shop_docs"
+
+
+def copy_home(source: Path, target: Path) -> Path:
+    """Copy a home (its stores, threads, logs) to `target`, holes and all.
+
+    A store's files are mostly holes (Qdrant Edge makes its WAL segments and page files 32 MB
+    long before anything is in them): a plain copy writes them out as ~190 MB of zeros a store,
+    which cost every test that copied a prepared home a quarter of a second and the disk its
+    write. The copy reads the same bytes; holes stay holes, and so do blocks of zeros written
+    out in full (a store extracted from an archive)."""
+    shutil.copytree(source, target, copy_function=_copy_sparse, dirs_exist_ok=True)
+    return target
+
+
+_ZEROS = bytes(2**16)
+
+
+def _copy_sparse(source: str, target: str) -> None:
+    with open(source, "rb") as src, open(target, "wb") as dst:
+        size = os.fstat(src.fileno()).st_size
+        offset = 0
+        while offset < size:
+            try:
+                start = os.lseek(src.fileno(), offset, os.SEEK_DATA)
+            except OSError:  # ENXIO: nothing but a hole up to the end
+                break
+            end = os.lseek(src.fileno(), start, os.SEEK_HOLE)
+            src.seek(start)
+            dst.seek(start)
+            left = end - start
+            while left:
+                chunk = src.read(min(left, len(_ZEROS)))
+                if chunk == _ZEROS[: len(chunk)]:
+                    dst.seek(len(chunk), os.SEEK_CUR)
+                else:
+                    dst.write(chunk)
+                left -= len(chunk)
+            offset = end
+        dst.truncate(size)
+    shutil.copystat(source, target)
 
 
 def write_files(root: Path, files: dict[str, str | bytes]) -> Path:
@@ -218,6 +282,7 @@ def _run_in_process(
         warnings.catch_warnings(),
     ):
         patch.setattr(sys, "argv", ["archivist", *args])
+        patch.setattr(typer.main, "get_command", _command)
         _warn_as_python_does()
         os.chdir(cwd)
         try:
@@ -237,6 +302,24 @@ def _run_in_process(
         stdout = out.getvalue().decode()
         stderr = err.getvalue().decode("utf-8", "backslashreplace")
     return subprocess.CompletedProcess(["archivist", *args], status, stdout, stderr)
+
+
+_get_command = typer.main.get_command
+
+
+def _command(app: typer.Typer):
+    """The Click command that `main()` builds from the Typer app, built once for the test
+    process: building it reads every command's signature and options (~40 ms), which a process
+    does once and the in-process runs would do on each of their hundreds of runs. Click commands
+    are made to be invoked again (as Click's own CliRunner does). The build reads Typer's own
+    variables (the completion options'), so a run that sets one gets a command of its own."""
+    typers = tuple(sorted((k, v) for k, v in os.environ.items() if "TYPER" in k))
+    return _built_command(app, typers)
+
+
+@functools.cache
+def _built_command(app: typer.Typer, typers: tuple[tuple[str, str], ...]):
+    return _get_command(app)
 
 
 def _warn_as_python_does() -> None:

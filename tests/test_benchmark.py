@@ -9,6 +9,9 @@ from conftest import ROOT
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import perf  # noqa: E402
 
+# The default budget as the app has it: the loading child (tests/conftest.py).
+pytestmark = pytest.mark.loading_child
+
 
 def test_the_corpus_is_deterministic_and_mixes_english_and_chinese(tmp_path):
     first = perf.make_corpus(tmp_path / "a", files=8, chars=1500)

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import run_cli, write_files
+from conftest import copy_home, run_cli, write_files
 from fake_ollama import FakeOllama
 
 
@@ -65,7 +65,7 @@ def test_a_damaged_store_is_named_with_its_repair_and_never_takes_others_down(
     two_stores, home, ollama, kind
 ):
     prepared, docs = two_stores
-    shutil.copytree(prepared, home)
+    copy_home(prepared, home)
     DAMAGE[kind](home)
 
     def cli(*args: str):
@@ -107,7 +107,7 @@ def test_a_damaged_store_is_named_with_its_repair_and_never_takes_others_down(
 
 def test_a_store_read_and_closed_stays_sealed_and_a_writer_reseals_it(two_stores, home, ollama):
     prepared, docs = two_stores
-    shutil.copytree(prepared, home)
+    copy_home(prepared, home)
     sums = home / "edge" / "kb" / "checksums.json"
 
     def vectors() -> dict[str, int]:
@@ -136,7 +136,7 @@ def test_a_shard_that_cannot_be_mapped_writable_is_not_called_damaged(
     import qdrant_edge
 
     prepared, _ = two_stores
-    shutil.copytree(prepared, home)
+    copy_home(prepared, home)
 
     def refuse(path: str):
         raise Exception(

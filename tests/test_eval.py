@@ -13,7 +13,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, SHOP, run_cli
+from conftest import ROOT, SHOP, copy_home, run_cli
 from fake_ollama import (
     GREETING_REPLY,
     UNKNOWN_REPLY,
@@ -105,7 +105,7 @@ def _first_rank(results: list[dict], expected: list[str]) -> int | None:
 @pytest.fixture
 def home_copy(stocked: dict, tmp_path: Path) -> Path:
     """A private copy of the stocked home, so a test cannot disturb another's stores."""
-    return Path(shutil.copytree(stocked["home"], tmp_path / "stocked-home"))
+    return copy_home(stocked["home"], tmp_path / "stocked-home")
 
 
 def write_dataset(path: Path, cases: list[dict]) -> Path:

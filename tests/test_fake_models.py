@@ -1,9 +1,7 @@
 """The in-process model doubles answer as the fake Ollama does, so either builds the same store."""
 
-import shutil
-
 import pytest
-from conftest import SHOP, SHOP_DESCRIPTION
+from conftest import SHOP, SHOP_DESCRIPTION, copy_home
 from fake_models import FakeModels, install
 from fake_ollama import GREETING_REPLY
 from test_sample_home import contents
@@ -21,7 +19,7 @@ def test_an_ingest_with_the_in_process_models_stores_what_the_fake_ollama_stored
     archivist.ingest([str(SHOP)], "shop_docs", description=SHOP_DESCRIPTION)
     built = contents(archivist, "shop_docs")
     copy = tmp_path / "copy"
-    shutil.copytree(sample_home, copy)
+    copy_home(sample_home, copy)
     over_http = Archivist(Settings(ollama_host="http://127.0.0.1:9", home=copy))
     try:
         assert contents(over_http, "shop_docs") == built

@@ -23,6 +23,9 @@ from archivist.settings import load_settings
 from archivist.tools.errors import ArchivistError
 from archivist.tools.progress import Failed, Recognised
 
+# The default budget as the app has it: the loading child (tests/conftest.py).
+pytestmark = pytest.mark.loading_child
+
 TESTS = Path(__file__).parent
 ENDLESS = "*.slow=misbehaving_loaders:EndlessLoader"
 GOOD = {

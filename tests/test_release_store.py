@@ -5,11 +5,14 @@ tests/data/release-0.1.0-home.tar.xz is the ARCHIVIST_HOME that release made, at
 of an outdoor shop"` against tests/fake_ollama.py (the same deterministic embeddings as here).
 """
 
+import functools
 import json
 import tarfile
+import tempfile
+from pathlib import Path
 
 import pytest
-from conftest import ROOT, run_cli, stored_sparse_vectors, write_files
+from conftest import ROOT, copy_home, run_cli, stored_sparse_vectors, write_files
 
 from archivist.app import Archivist
 from archivist.settings import Settings
@@ -39,10 +42,23 @@ RELEASED_RESULTS = {
 
 
 def released_home(home):
-    home.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(ARCHIVE) as archive:
-        archive.extractall(home, filter="data")
-    return home
+    """The released home, in `home` (a copy of the archive's contents, extracted once)."""
+    return copy_home(_extracted(), home)
+
+
+@functools.cache
+def _extracted() -> Path:
+    # Extracted once for the test process: the archive holds ~190 MB of store files, zeros
+    # for the most part, which the copy keeps as holes.
+    kept = tempfile.TemporaryDirectory(prefix="release-0.1.0-")  # removed as Python exits
+    _KEPT.append(kept)
+    with tempfile.TemporaryDirectory() as unpacked:
+        with tarfile.open(ARCHIVE) as archive:
+            archive.extractall(unpacked, filter="data")
+        return copy_home(Path(unpacked), Path(kept.name))
+
+
+_KEPT: list[tempfile.TemporaryDirectory] = []
 
 
 QUESTION = "How many days do I have to ask for a refund?"

@@ -23,7 +23,8 @@ from archivist import models
 def test_ollama_killed_mid_ingest_then_restarted_a_rerun_matches_a_clean_ingest(tmp_path):
     root = corpus(tmp_path / "kb")
     fake = FakeOllamaProcess("--embed-delay-per-text", "0.02").start()
-    ingest = start_ingest(root, "kb", fake.url, tmp_path / "home")
+    # Its retries of the dead Ollama wait 0.05 s, 0.1 s, 0.1 s in place of 1 s, 2 s, 4 s.
+    ingest = start_ingest(root, "kb", fake.url, tmp_path / "home", backoff=0.05)
     try:
         # Progress lines reach stderr as sources are stored: kill Ollama after the first.
         first = ingest.stderr.readline()
@@ -84,6 +85,7 @@ def test_a_hung_ollama_gives_a_timeout_message_not_a_hang(ollama, home, tmp_path
 
 def test_ask_and_chat_retry_a_busy_ollama_visibly(ollama, store, home, monkeypatch):
     monkeypatch.setattr("archivist.models.CHAT_BACKOFF", 0.01)
+    monkeypatch.setattr("archivist.query_embedding.BACKOFF", 0.01)  # the search's own retries
     question = "How many days for a refund?"
     # Every third chat request fails, as a busy Ollama's do: each ask still answers.
     for _ in range(4):
@@ -143,10 +145,10 @@ def test_an_ollama_dripping_a_byte_at_a_time_is_cut_at_the_timeout(
     ollama, home, tmp_path, monkeypatch
 ):
     root = _ingested(ollama, home, tmp_path)
-    monkeypatch.setenv("ARCHIVIST_TIMEOUT", "1")
+    monkeypatch.setenv("ARCHIVIST_TIMEOUT", "0.5")
     # A byte every 0.05 s: each read is quick, so httpx's own timeouts never trip, but the
     # answers take minutes (an embedding's is ~15 KB, headers included).
-    timeout = f"Ollama at {ollama.url} did not answer within 1 s."
+    timeout = f"Ollama at {ollama.url} did not answer within 0.5 s."
     (root / "new.md").write_text("A new lantern manual.\n")
     commands = {
         "/api/embed": [
@@ -165,7 +167,7 @@ def test_an_ollama_dripping_a_byte_at_a_time_is_cut_at_the_timeout(
             done = run_cli(*args, ollama_url=ollama.url, home=home)
             elapsed = time.monotonic() - started
             if args == ["doctor"]:
-                assert "did not answer within 1 s" in done.stdout, done.stdout
+                assert "did not answer within 0.5 s" in done.stdout, done.stdout
                 assert "ollama pull" not in done.stdout
             else:
                 _refused(done, timeout, "raise ARCHIVIST_TIMEOUT")
@@ -267,6 +269,7 @@ def test_a_model_that_changed_size_under_a_store_gets_the_stores_message(ollama,
 
 def test_a_port_that_resets_connections_is_retried_then_named(ollama, store, home, monkeypatch):
     monkeypatch.setattr("archivist.models.CHAT_BACKOFF", 0.01)
+    monkeypatch.setattr("archivist.query_embedding.BACKOFF", 0.01)  # the search's own retries
     question = "How many days for a refund?"
     ollama.misbehave("/api/embed", "reset", times=1)
     ollama.misbehave("/api/chat", "reset", times=1)
@@ -291,6 +294,7 @@ def test_intermittent_server_errors_retry_the_query_embedding_as_the_chat(
     ollama, store, home, monkeypatch
 ):
     monkeypatch.setattr("archivist.models.CHAT_BACKOFF", 0.01)
+    monkeypatch.setattr("archivist.query_embedding.BACKOFF", 0.01)  # the search's own retries
     question = "How many days for a refund?"
     # A model swapped in and out of memory: every other embedding request fails.
     for _ in range(3):

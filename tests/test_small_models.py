@@ -8,12 +8,11 @@ wrongly; Archivist must run the same search and give the same answer as for the 
 
 import json
 import re
-import shutil
 from pathlib import Path
 
 import pytest
 from chat_terminal import ask, leave, spawn_chat
-from conftest import SHOP, run_cli, write_files
+from conftest import SHOP, copy_home, run_cli, write_files
 from fake_ollama import (
     ECHO_MODEL,
     GREETING_REPLY,
@@ -55,7 +54,7 @@ def stocked(fake: FakeOllama, tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 @pytest.fixture
 def app(fake: FakeOllama, stocked: dict, tmp_path: Path):
-    home = Path(shutil.copytree(stocked["home"], tmp_path / "home"))
+    home = copy_home(stocked["home"], tmp_path / "home")
     archivist = Archivist(Settings(ollama_host=fake.url, home=home))
     yield archivist
     archivist.close()
@@ -163,7 +162,7 @@ def test_thinking_written_into_the_answer_is_separated(fake, stocked, app):
 def test_ask_json_records_a_model_that_never_searches_and_retrieve_first_fixes_it(
     fake, stocked, tmp_path
 ):
-    home = Path(shutil.copytree(stocked["home"], tmp_path / "home"))
+    home = copy_home(stocked["home"], tmp_path / "home")
     args = ("ask", REFUND_Q, "--store", "shop_docs", "--model", "qwen2.5:0.5b")
     done = run_cli(*args, "--json", ollama_url=fake.url, home=home)
     assert done.returncode == 0, done.stderr
@@ -190,7 +189,7 @@ def test_ask_json_records_a_model_that_never_searches_and_retrieve_first_fixes_i
 
 
 def test_ask_prints_no_call_text_for_a_model_writing_calls(fake, stocked, tmp_path):
-    home = Path(shutil.copytree(stocked["home"], tmp_path / "home"))
+    home = copy_home(stocked["home"], tmp_path / "home")
     done = run_cli(
         "ask", REFUND_Q, "--store", "shop_docs", "--model", "small-tagged:1b",
         ollama_url=fake.url, home=home,
@@ -203,7 +202,7 @@ def test_ask_prints_no_call_text_for_a_model_writing_calls(fake, stocked, tmp_pa
 
 
 def test_chat_streams_no_call_text_and_says_when_a_model_did_not_search(fake, stocked, tmp_path):
-    home = Path(shutil.copytree(stocked["home"], tmp_path / "home"))
+    home = copy_home(stocked["home"], tmp_path / "home")
     child = spawn_chat("--store", "shop_docs", ollama_url=fake.url, home=home)
     answer = stocked["good"]["answer"]
     tool_line = re.compile(
@@ -250,7 +249,7 @@ def test_chat_streams_no_call_text_and_says_when_a_model_did_not_search(fake, st
 
 
 def test_eval_counts_calls_written_as_text_and_wrong_names_exactly(fake, stocked, tmp_path):
-    home = Path(shutil.copytree(stocked["home"], tmp_path / "home"))
+    home = copy_home(stocked["home"], tmp_path / "home")
     cases = [
         {"id": "refund", "question": REFUND_Q, "expect_tool": "search_shop_docs",
          "expect_sources": ["refund.md"]},

@@ -208,18 +208,24 @@ def test_a_search_waits_for_nobody_idle_and_names_a_busy_holder(tmp_path):
         ctx = multiprocessing.get_context("spawn")
         with ctx.Pool(1) as pool:
             # `first` is idle: it gives the store up when asked.
-            assert pool.apply(_search_elsewhere, (str(tmp_path / "q"),)) == "a.md"
+            assert pool.apply(_search_elsewhere, (str(tmp_path / "q"), 1.0)) == "a.md"
             with first.hold():  # now busy: one that cannot wait is told who holds it
-                message = pool.apply(_search_elsewhere, (str(tmp_path / "q"),))
+                message = pool.apply(_search_elsewhere, (str(tmp_path / "q"), 1.0))
     finally:
         first.close()
     assert "in use by process" in message and "test" in message
     assert "QDRANT_URL" in message
 
 
-def _search_elsewhere(path: str) -> str:
+def _search_elsewhere(path: str, yield_wait: float) -> str:
+    """Search the store from another process that cannot wait; it still waits `yield_wait`
+    seconds for an idle holder to give the store up (1 s here in place of 5: a store of one
+    chunk closes in milliseconds), and as long for a busy one before it is refused."""
     from pathlib import Path
 
+    from archivist.tools import lease
+
+    lease.YIELD_WAIT = yield_wait
     try:
         client = connect(Path(path), wait=0)
         try:

@@ -75,7 +75,9 @@ class Site:
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        # Polled every 0.05 s for the shutdown, as the fake Ollama is (the default 0.5 s
+        # kept each test waiting up to half a second as it closed its site).
+        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
 
     def paths(self) -> list[str]:
         return [path for path, _ in self.log]
