@@ -2,6 +2,7 @@
 
 import atexit
 import copy
+import functools
 import json
 import os
 import sys
@@ -1518,15 +1519,20 @@ def app_for(args: list[str]) -> typer.Typer:
     its help, usage and errors are the same either way."""
     if not args or args[0].startswith("-") or "_ARCHIVIST_COMPLETE" in os.environ:
         return app
-    wanted = GENERATE if args[:2] == GENERATE.split() else args[0]
+    return _alone(GENERATE if args[:2] == GENERATE.split() else args[0]) or app
+
+
+@functools.cache
+def _alone(name: str) -> typer.Typer | None:
+    """`app` with the one command or group called `name` (None if there is none)."""
     commands = [
         c
         for c in app.registered_commands
-        if (c.name or c.callback.__name__.lower().replace("_", "-")) == wanted
+        if (c.name or c.callback.__name__.lower().replace("_", "-")) == name
     ]
-    groups = [g for g in app.registered_groups if g.name == wanted]
+    groups = [g for g in app.registered_groups if g.name == name]
     if len(commands) + len(groups) != 1:
-        return app
+        return None
     alone = copy.copy(app)
     alone.registered_commands, alone.registered_groups = commands, groups
     return alone

@@ -6,8 +6,11 @@ one more. These send them as every client to Ollama is made (archivist.deadline)
 exchange over within ARCHIVIST_TIMEOUT, first byte to last, however slowly a server drips.
 """
 
+import contextlib
 import http.client
 import re
+import socket
+import threading
 import time
 from urllib.parse import urljoin, urlsplit
 
@@ -23,7 +26,9 @@ OLLAMA_DEFAULT_NUM_CTX = 2048
 def post(url: str, body: bytes, headers: dict[str, str], seconds: float) -> tuple[int, bytes]:
     """POST `body` to `url` and return the answer's status and body, the whole exchange
     (redirects followed) over within `seconds`: each socket operation is given only what
-    is left of it, so a server dripping a byte at a time is cut too."""
+    is left of it, and a timer shuts the socket at the deadline, so a server dripping a byte
+    at a time is cut too, in its headers (which http.client reads without us) as in its
+    body."""
     deadline = time.monotonic() + seconds
 
     def left() -> float:
@@ -48,6 +53,10 @@ def post(url: str, body: bytes, headers: dict[str, str], seconds: float) -> tupl
                 raise ConnectionError(f"Failed to connect to Ollama at {origin}.") from None
             path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
             sock = connection.sock  # the answer is read from it after the connection lets go
+            expired = threading.Event()
+            timer = threading.Timer(left(), _shut, (sock, expired))
+            timer.daemon = True
+            timer.start()
             try:
                 sock.settimeout(left())
                 connection.request("POST", path, body, headers)
@@ -61,10 +70,20 @@ def post(url: str, body: bytes, headers: dict[str, str], seconds: float) -> tupl
                     if not chunk:
                         break
                     chunks.append(chunk)
-            except (http.client.IncompleteRead, http.client.RemoteDisconnected) as exc:
-                raise Cut(f"Ollama stopped before the answer was complete ({exc!r})") from None
-            except ConnectionError as exc:  # reset, broken pipe
-                raise Cut(str(exc) or type(exc).__name__) from None
+                if expired.is_set():  # shut as the last bytes came: not a whole answer
+                    left()
+            except (http.client.HTTPException, OSError) as exc:
+                if expired.is_set():
+                    raise TimeoutError(
+                        f"no whole answer from {origin} within {seconds:g} s"
+                    ) from None
+                if isinstance(exc, http.client.IncompleteRead | http.client.RemoteDisconnected):
+                    raise Cut(f"Ollama stopped before the answer was complete ({exc!r})") from None
+                if isinstance(exc, ConnectionError):  # reset, broken pipe
+                    raise Cut(str(exc) or type(exc).__name__) from None
+                raise
+            finally:
+                timer.cancel()
         finally:
             connection.close()
         if response.status in (307, 308) and location:
@@ -72,6 +91,13 @@ def post(url: str, body: bytes, headers: dict[str, str], seconds: float) -> tupl
             continue
         return response.status, b"".join(chunks)
     raise ConnectionError(f"Ollama at {origin} redirected more than {REDIRECTS} times.")
+
+
+def _shut(sock: socket.socket, expired: threading.Event) -> None:
+    """At the deadline: shut the socket, which ends a read waiting on it at once."""
+    expired.set()
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
 
 
 class Cut(Exception):

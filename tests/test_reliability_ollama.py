@@ -171,8 +171,9 @@ def test_an_ollama_dripping_a_byte_at_a_time_is_cut_at_the_timeout(
                 assert "ollama pull" not in done.stdout
             else:
                 _refused(done, timeout, "raise ARCHIVIST_TIMEOUT")
-            # Recorded, not asserted on timing alone: the request was cut, not answered.
-            assert elapsed < 30, (args, elapsed)
+            # Cut at the timeout, headers and body alike (its retries and the process's
+            # start-up besides), not after the minutes the drip would take.
+            assert elapsed < 4, (args, elapsed)
     ollama.behave()
     assert (
         run_cli("search", "lantern", "--store", "kb", ollama_url=ollama.url, home=home).returncode
