@@ -902,7 +902,7 @@ def instant_cpu(corpus: Path, home: Path, helper: bool = True) -> dict[str, Any]
     """Our CPU ingesting `corpus` with an instant embedder: the ingest process's (every
     thread; the store's upserts apart too) and its helper process's; `helper=False` does all
     the work in the ingest process."""
-    from archivist.ingest import worker
+    from archivist.ingest import loading, worker
 
     min_chars = worker.MIN_CHARS
     worker.MIN_CHARS = min_chars if helper else sys.maxsize
@@ -915,6 +915,7 @@ def instant_cpu(corpus: Path, home: Path, helper: bool = True) -> dict[str, Any]
             with _upsert_cpu(upserts):
                 wall, report = our_ingest(fake.url, home, corpus)
             cpu = _cpu_seconds() - cpu
+            loading._stop_spare()  # a run leaves its loading process to the next: counted here
             helpers = _cpu_seconds(resource.RUSAGE_CHILDREN) - helpers
     finally:
         worker.MIN_CHARS = min_chars

@@ -30,7 +30,7 @@ def plain_document_vector(text: str) -> tuple[list[int], list[float]]:
 def plain_is_cjk(text: str, threshold: float = 0.3) -> bool:
     sample = text[:4000]
     letters = sum(1 for ch in sample if not ch.isspace())
-    cjk = sum(1 for ch in sample if splitter._CJK_RUN.fullmatch(ch))
+    cjk = sum(1 for ch in sample if sparse.cjk_runs().fullmatch(ch))
     return letters > 0 and cjk / letters >= threshold
 
 
