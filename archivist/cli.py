@@ -1103,13 +1103,14 @@ def sources(store: StoreOpt, as_json: JsonOpt = False) -> None:
             if status.root is not None
             else "sources with no recorded root (ingest their folder again to record it)"
         )
-        print(f"{where}: {_status_counts(counts)}")
+        lines = [f"{where}: {_status_counts(counts)}"]
         for row in status.sources:
             chunks, when = count(row["chunks"], "chunk"), row["ingested_at"] or "-"
             line = f"  {row['status']}\t{printable_name(row['source'])}\t{chunks}\t{when}"
             if row.get("reason"):
                 line += f"\t{printable(row['reason'])}"
-            print(line)
+            lines.append(line)
+        print("\n".join(lines))  # one write for thousands of sources
     roots = sum(1 for status in listing if status.root is not None)
     print(
         f"{store}: {count(len(rows), 'source')} in {count(roots, 'root')}: "

@@ -96,8 +96,10 @@ def store_status(store: KnowledgeStore) -> list[RootStatus]:
             if failure.source not in shown:
                 status.sources.append(_row(failure.source, None, root, "failed", failure.reason))
         for name, source in held.items():
+            if name in shown:
+                continue
             found = roots.owner(name)
-            if name not in shown and found is not None and found[0].id == root.id:
+            if found is not None and found[0].id == root.id:
                 shown.add(name)
                 status.sources.append(_row(name, source, root, "deleted", None))
         status.sources.sort(key=lambda s: s["source"])
