@@ -31,10 +31,13 @@ def post(url: str, body: bytes, headers: dict[str, str], seconds: float) -> tupl
     body."""
     deadline = time.monotonic() + seconds
 
+    def too_late() -> TimeoutError:
+        return TimeoutError(f"no whole answer from {origin} within {seconds:g} s")
+
     def left() -> float:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise TimeoutError(f"no whole answer from {origin} within {seconds:g} s")
+            raise too_late()
         return remaining
 
     for _ in range(REDIRECTS + 1):
@@ -70,13 +73,11 @@ def post(url: str, body: bytes, headers: dict[str, str], seconds: float) -> tupl
                     if not chunk:
                         break
                     chunks.append(chunk)
-                if expired.is_set():  # shut as the last bytes came: not a whole answer
-                    left()
+                if expired.is_set():  # the end it read was the timer's shutting, not Ollama's
+                    raise too_late()
             except (http.client.HTTPException, OSError) as exc:
                 if expired.is_set():
-                    raise TimeoutError(
-                        f"no whole answer from {origin} within {seconds:g} s"
-                    ) from None
+                    raise too_late() from None
                 if isinstance(exc, http.client.IncompleteRead | http.client.RemoteDisconnected):
                     raise Cut(f"Ollama stopped before the answer was complete ({exc!r})") from None
                 if isinstance(exc, ConnectionError):  # reset, broken pipe

@@ -663,9 +663,7 @@ class KnowledgeStore:
         indexed = self.client.get_collection(self.name).payload_schema or {}
         counted = self._facet("version") if "version" in indexed else {}
         if counted and sum(counted.values()) == self.count():
-            # Each value is a JSON list; read as one document, not one call a version.
-            values = json.loads("[" + ",".join(counted) + "]")
-            for value, chunks in zip(values, counted.values(), strict=True):
+            for value, chunks in zip(read_version_keys(counted), counted.values(), strict=True):
                 yield (*value, chunks)
         else:
             for p in self._payloads(None):
@@ -862,7 +860,7 @@ class KnowledgeStore:
         # Chunks from before the version field cannot be told apart: nothing is left out.
         if sum(counted.values()) != total:
             return []
-        values = json.loads("[" + ",".join(counted) + "]")  # one document, not one a version
+        values = read_version_keys(counted)
         return [
             key
             for (key, chunks), value in zip(counted.items(), values, strict=True)
@@ -1008,6 +1006,12 @@ def indexed_text(text: str, metadata: dict[str, Any]) -> str:
 def version_key(source: str, doc_hash: str, doc_chunks: int, ingested_at: float) -> str:
     """One payload value naming a chunk's source version (JSON: any source name is safe)."""
     return json.dumps([source, doc_hash, doc_chunks, ingested_at], ensure_ascii=False)
+
+
+def read_version_keys(keys: Iterable[str]) -> list[list[Any]]:
+    """The `version_key` values read back, [source, doc_hash, doc_chunks, ingested_at] each:
+    parsed as one JSON document, not one call a key (a store holds thousands)."""
+    return json.loads("[" + ",".join(keys) + "]")
 
 
 def _vectors_as(m: ModuleType, vector: Any) -> Any:
