@@ -7,7 +7,6 @@ search without them (`search_once`).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from html import escape
 from typing import TYPE_CHECKING, Protocol
 
 from archivist.agent.records import Passage
@@ -68,6 +67,8 @@ def format_results(
     Passage text and attributes are escaped, so a document cannot close the block or pose as
     the application's own markup: whatever it says reaches the model as quoted data.
     """
+    from html import escape
+
     scope = f' source="{escape(source)}"' if source else ""
     lines = [f'<search_results tool="{escape(name)}" query="{escape(query)}"{scope}>']
     for n, result in enumerate(results, start=start):

@@ -20,7 +20,6 @@ from archivist.home import ensure_home, private_umask
 from archivist.printable import escape_json_controls, printable, printable_name
 from archivist.settings import DEFAULT_STORE, Settings, load_settings
 from archivist.tools.errors import ArchivistError, StoreDamaged, StoreNotFound
-from archivist.tools.progress import CaseRan, Copied, Event, Generated, Retried, StoreReady
 from archivist.words import count, number
 
 GENERATE = "eval generate"
@@ -592,6 +591,7 @@ def ask(
     names = stores or [DEFAULT_STORE]
 
     from archivist.render import notice_text
+    from archivist.tools.progress import Event, Retried
 
     def retries(event: Event) -> None:
         if isinstance(event, Retried):
@@ -664,9 +664,8 @@ def search(
 
 def rerank_line(results: Any) -> str | None:
     """Say what reranking a search's results cost: `reranked by M · 20 candidates · 812 ms`."""
-    from archivist.agent.rerank import Reranked
-
-    if not isinstance(results, Reranked):
+    rerank = sys.modules.get("archivist.agent.rerank")  # none reranked if it was never imported
+    if rerank is None or not isinstance(results, rerank.Reranked):
         return None
     return f"reranked by {printable_name(results.model)} · {results.ms:.0f} ms"
 
@@ -942,6 +941,8 @@ def evaluate(
             total=len(names) * len(grading) * variants * len(cases) * repeat + len(embedders),
         )
 
+        from archivist.tools.progress import CaseRan, Event, StoreReady
+
         def advance(event: Event) -> None:
             match event:
                 case CaseRan(label=label, case=case):
@@ -1026,6 +1027,8 @@ def eval_generate(
     )
     with progress:
         task = progress.add_task("generating", total=n)
+
+        from archivist.tools.progress import Event, Generated
 
         def advance(event: Event) -> None:
             if isinstance(event, Generated):
@@ -1277,6 +1280,8 @@ def migrate(
         )
     origin = mask_url(from_url) if from_url else str(source_home)
     destination = mask_url(to_url) if to_url else str(to_home)
+
+    from archivist.tools.progress import Copied, Event
 
     def progress(event: Event) -> None:
         if isinstance(event, Copied) and event.chunks == event.total:

@@ -1,12 +1,16 @@
 """One-line renderings of the records a turn leaves, shared by the chat and the turn log."""
 
+from __future__ import annotations
+
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from archivist.agent.records import ToolCall
 from archivist.printable import printable_name
-from archivist.tools.progress import Note, Retried
 from archivist.words import count
+
+if TYPE_CHECKING:  # the events are imported by what renders them: `search` renders none
+    from archivist.tools.progress import Note, Retried
 
 SLIDE_SUFFIXES = (".pptx", ".ppt", ".odp")
 """Sources whose `page` is a slide."""
@@ -41,6 +45,8 @@ def retry_notice(event: Retried) -> str:
 
 def notice_text(event: Note | Retried) -> str:
     """The words of a notice a turn gives: a note as written, a retry said as above."""
+    from archivist.tools.progress import Note
+
     return event.text if isinstance(event, Note) else retry_notice(event).strip()
 
 

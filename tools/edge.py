@@ -184,6 +184,9 @@ class EdgeClient(TurnTakingEngine):
         # Each collection file's text as read or written under the lease (an ingest reads its
         # store's metadata every batch); forgotten with the lease: others may change them then.
         self._config_texts: dict[str, str] = {}
+        # The settings read from each of those texts, for reads that change nothing (a search
+        # reads its store's fingerprint several times): parsed once per text.
+        self._config_read: dict[str, tuple[str, dict[str, Any]]] = {}
         self._settings_writes = 0  # collections this client made, changed or deleted
         # What listings ask of a shard (counts, facets), answered from its seal while it is
         # not open: a listing need not map the shard (`seal`). Read once a lease.
@@ -304,7 +307,7 @@ class EdgeClient(TurnTakingEngine):
 
     @_held
     def get_collection(self, collection_name: str) -> records.CollectionInfo:
-        config = self._read_config(collection_name)
+        config = self._read_config(collection_name, shared=True)
         # Nothing here waits for an index build: while a child indexes the shard, its counts
         # are those as the build started; while the writes kept meanwhile are applied (the
         # ingest asks for its store's metadata every batch), those of the writes applied.
@@ -825,9 +828,15 @@ class EdgeClient(TurnTakingEngine):
     def _config_file(self, name: str) -> Path:
         return self.path / name / COLLECTION_FILE
 
-    def _read_config(self, name: str) -> dict[str, Any]:
+    def _read_config(self, name: str, shared: bool = False) -> dict[str, Any]:
+        """A collection's settings: a dict of the caller's own, or, `shared`, one that every
+        shared read of the same text gets, which the caller must not change."""
         self._check_open()
         text = self._config_texts.get(name)
+        if shared and text is not None:
+            kept = self._config_read.get(name)
+            if kept is not None and kept[0] is text:
+                return kept[1]
         if text is None:
             try:
                 text = self._config_file(name).read_text(encoding="utf-8")
@@ -838,8 +847,11 @@ class EdgeClient(TurnTakingEngine):
             config = _parse_config(name, text)
             if self._lease.held:
                 self._config_texts[name] = text
-            return config
-        return orjson.loads(text)
+        else:
+            config = orjson.loads(text)
+        if shared and self._lease.held:
+            self._config_read[name] = (text, config)
+        return config
 
     def _write_config(self, name: str, config: dict[str, Any]) -> None:
         text = json.dumps(config, ensure_ascii=False, indent=1)

@@ -6,18 +6,19 @@ operations every engine offers (scroll with vectors, upsert), with the store's m
 (fingerprint, description, creation time) as it was.
 """
 
+from __future__ import annotations
+
 import shutil
 import sys
 import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from archivist.tools.edge import MIGRATING_FILE, EdgeClient
 from archivist.tools.engine import Engine, scroll_pages
 from archivist.tools.errors import ArchivistError, StoreLocked
-from archivist.tools.progress import ProgressFn, ignore
 from archivist.tools.store import (
     COPYING,
     KnowledgeStore,
@@ -25,6 +26,9 @@ from archivist.tools.store import (
     copy_points,
     list_stores,
 )
+
+if TYPE_CHECKING:  # opening a store may read this module: events only where a copy runs
+    from archivist.tools.progress import ProgressFn
 
 
 def copy_stores(
@@ -84,6 +88,8 @@ def copy_store(
     target.ensure(info["fingerprint"], info.get("description", ""))
     copying = {**info, COPYING: f"store '{source.name}'"}
     target.client.update_collection(target.name, metadata={"archivist": copying})
+    from archivist.tools.progress import ignore
+
     notify = on_progress or ignore
     copied = copy_points(
         source,

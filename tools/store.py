@@ -33,7 +33,6 @@ from archivist.tools.engine import (
 )
 from archivist.tools.errors import ArchivistError, StoreMismatch, StoreNotFound
 from archivist.tools.passage import Passage, heading_path
-from archivist.tools.progress import Copied, ProgressFn, ignore
 from archivist.tools.ranking import (
     FUSION_DEPTH,
     collapse_overlaps,
@@ -47,6 +46,8 @@ from archivist.tools.ranking import (
 
 if TYPE_CHECKING:
     from qdrant_client import models
+
+    from archivist.tools.progress import ProgressFn
 
 DENSE = "dense"
 SPARSE = "bm25"
@@ -199,13 +200,15 @@ def copy_points(
     source: KnowledgeStore,
     target: KnowledgeStore,
     batch: int = 256,
-    on_progress: ProgressFn = ignore,
+    on_progress: ProgressFn | None = None,
 ) -> int:
     """Copy every point of `source` into `target` (vectors and payloads; nothing re-embedded).
 
     The two stores may live on different Qdrants; reports `Copied` events with the chunks
     copied so far (`Copied`); returns how many points were copied.
     """
+    from archivist.tools.progress import Copied
+
     copied, m = 0, target.records
     for points in scroll_pages(source.client, source.name, batch, with_vectors=True):
         target.client.upsert(
@@ -217,7 +220,8 @@ def copy_points(
             wait=True,
         )
         copied += len(points)
-        on_progress(Copied(copied))
+        if on_progress is not None:
+            on_progress(Copied(copied))
     return copied
 
 
