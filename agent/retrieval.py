@@ -139,12 +139,32 @@ def store_search(
     reranker: Reranker | None = None,
 ) -> Callable[[str, str | None], tuple[str, list[Passage]]]:
     """The search a store's tool runs: (query, source) → the passages rendered for the model,
-    and the passages. A `source` that names nothing in the store raises `UnknownSource`.
-    With a `reranker`, the search fetches its candidates and the reranker's top k are the
-    results (a `Reranked` list, which says what reranking cost)."""
+    and the passages (as `store_results` finds them)."""
     name = tool_name(store.name)
+    results_of = store_results(store, embeddings, k, mode, min_score, mmr, reranker)
 
     def search(query: str, source: str | None = None) -> tuple[str, list[Passage]]:
+        results = results_of(query, source)
+        return format_results(name, query, results, source=source), results
+
+    return search
+
+
+def store_results(
+    store: KnowledgeStore,
+    embeddings: QueryEmbeddings,
+    k: int = 5,
+    mode: SearchMode = "hybrid",
+    min_score: float | None = None,
+    mmr: float | None = None,
+    reranker: Reranker | None = None,
+) -> Callable[[str, str | None], list[Passage]]:
+    """A store's search: (query, source) → the passages. A `source` that names nothing in the
+    store raises `UnknownSource`. With a `reranker`, the search fetches its candidates and the
+    reranker's top k are the results (a `Reranked` list, which says what reranking cost)."""
+    name = tool_name(store.name)
+
+    def search(query: str, source: str | None = None) -> list[Passage]:
         sources = None
         if source:
             sources = store.match_sources(source)
@@ -165,7 +185,7 @@ def store_search(
         ]
         if reranker is not None:
             results = reranker(query, results, k)
-        return format_results(name, query, results, source=source), results
+        return results
 
     return search
 
@@ -180,7 +200,7 @@ def make_retrieval_tool(
     reranker: Reranker | None = None,
 ) -> BaseTool:
     """Build the `search_<store>` tool over a store; its artifact is the list of results
-    (reranked by `reranker`, if given, as `store_search` says).
+    (reranked by `reranker`, if given, as `store_results` says).
 
     A `source` that names nothing in the store is an error the model can read and correct:
     the message lists sources it could use instead.
@@ -227,9 +247,7 @@ def search_once(
     except ValueError as exc:
         raise ArchivistError(f"Invalid search: {exc}.") from None
     try:
-        _, results = store_search(store, embeddings, k, mode, min_score, mmr, reranker)(
-            query, source
-        )
+        results = store_results(store, embeddings, k, mode, min_score, mmr, reranker)(query, source)
     except UnknownSource as exc:
         raise ArchivistError(
             str(exc).split(" Call ", 1)[0],

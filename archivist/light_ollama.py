@@ -92,7 +92,11 @@ def _connect(parts, seconds: float) -> socket.socket:
     """A connection to the URL's host (TLS for https, checked as browsers check it)."""
     tls = parts.scheme == "https"
     port = parts.port or (443 if tls else 80)
-    sock = socket.create_connection((parts.hostname, port), timeout=seconds)
+    # An ASCII name as bytes: the resolver then needs no IDNA codec (~2 ms to import).
+    name = parts.hostname
+    sock = socket.create_connection(
+        (name.encode("ascii") if name.isascii() else name, port), timeout=seconds
+    )
     if not tls:
         return sock
     import ssl

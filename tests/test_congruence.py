@@ -363,8 +363,10 @@ def test_a_swap_cut_short_at_any_step_is_finished_from_the_complete_rebuild(engi
         assert sorted(store.sources()) == [f"new{i}.md" for i in range(5)]
         assert not store.finish_swap()
         store.drop()
-    # Mark, drop, create, 3 indexes, 4 copy batches, drop: every step was cut once.
-    assert crashed_at == list(range(1, 12))
+    # Mark, drop, create, an index per indexed field, 4 copy batches, drop: every step was
+    # cut once.
+    steps = 3 + len(PAYLOAD_INDEXES) + 4 + 1
+    assert crashed_at == list(range(1, steps + 1))
 
 
 def test_a_store_copied_from_an_embedded_home_answers_the_same_searches(engine, tmp_path):

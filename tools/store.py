@@ -65,8 +65,12 @@ REBUILD_SUFFIX = "-rebuild"
 REBUILT = "rebuilt"
 # The metadata mark of a store being copied from another Qdrant, until the copy is whole.
 COPYING = "copying_from"
-# Payload fields the store filters and counts by, with their index types.
-PAYLOAD_INDEXES = {"source": "keyword", "doc_hash": "keyword", "version": "keyword"}
+# Payload fields the store filters and counts by, with their index types. `doc_hash` is
+# filtered by too, but always beside a source, whose index narrows the match to one
+# document's chunks; the embedded engine rebuilds each index in memory whenever a store is
+# opened (~13 ms a field at 22,000 chunks), so a field is indexed only where that pays.
+# Stores made with a `doc_hash` index keep it.
+PAYLOAD_INDEXES = {"source": "keyword", "version": "keyword"}
 SOURCE_FIELDS = ("source", "doc_hash", "doc_chunks", "ingested_at")
 _ID_NAMESPACE = uuid.UUID("5b0c6f0e-3d0a-4d8e-9b7a-6a1c2f4e8d21")
 
