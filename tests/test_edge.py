@@ -687,3 +687,81 @@ def test_room_check_skips_a_folder_another_process_removes_during_the_walk(tmp_p
     client._check_room()  # no FileNotFoundError: the vanished folder is skipped
     monkeypatch.undo()
     client.close()
+
+
+def _segment_graphs(path) -> list[tuple[str, int]]:
+    """Each segment's dense index as its own files say: ('plain', 0) or ('hnsw', m)."""
+    found = []
+    for file in sorted((path / "docs" / "shard").glob("segments/*/segment.json")):
+        index = json.loads(file.read_text())["config"]["vector_data"][DENSE]["index"]
+        found.append((index["type"], index.get("options", {}).get("m", 0)))
+    return found
+
+
+def _nearest(client, vectors, ids) -> list[list[tuple[str, float]]]:
+    return [_ranked(_query(client, vectors[i].tolist(), DENSE, 10)) for i in ids]
+
+
+def test_a_store_written_past_the_compaction_size_is_compacted_at_close_and_searches_the_same(
+    tmp_path, monkeypatch
+):
+    from archivist.tools import edge
+
+    vectors = random_vectors(160)
+    for folder, size in (("kept", 10**9), ("compacted", 100)):
+        monkeypatch.setattr(edge, "COMPACT_POINTS", size)
+        client = dense_store(tmp_path / folder, models)
+        grow(client, models, vectors, 0, 150)
+        client.close()
+    # One segment closed to writes, with no graph (searched exactly), and an empty one open.
+    assert sorted(_segment_graphs(tmp_path / "compacted")) == [("hnsw", 0), ("plain", 0)]
+    assert _segment_graphs(tmp_path / "kept") == [("plain", 0)]
+    config = json.loads((tmp_path / "compacted" / "docs" / COLLECTION_FILE).read_text())
+    assert config["compacted"] is True
+    kept, compacted = EdgeClient(tmp_path / "kept"), EdgeClient(tmp_path / "compacted")
+    assert _nearest(kept, vectors, range(0, 150, 7)) == _nearest(
+        compacted, vectors, range(0, 150, 7)
+    )
+    kept.close()
+    # Fewer points than a compaction's size written later stay in the segment open to writes.
+    compacted.upsert(
+        "docs",
+        [models.PointStruct(id=i, vector={DENSE: vectors[i].tolist()}) for i in range(150, 160)],
+    )
+    compacted.close()
+    assert sorted(_segment_graphs(tmp_path / "compacted")) == [("hnsw", 0), ("plain", 0)]
+    client = EdgeClient(tmp_path / "compacted")
+    assert client.count("docs").count == 160
+    assert _query(client, vectors[155].tolist(), DENSE, 1).points[0].id == 155
+    client.close()
+
+
+def test_a_compacted_store_that_grows_to_an_index_gets_its_graph(tmp_path, monkeypatch, capfd):
+    from archivist.tools import edge
+
+    small_segments(monkeypatch)  # an index once 240 vectors are unindexed
+    monkeypatch.setattr(edge, "COMPACT_POINTS", 100)
+    vectors = random_vectors(300)
+    client = dense_store(tmp_path / "edge", models)
+    grow(client, models, vectors, 0, 150)
+    client.close()
+    assert ("hnsw", 0) in _segment_graphs(tmp_path / "edge")
+    client = EdgeClient(tmp_path / "edge")
+    client.aside_block = client.indexing_aside()
+    client.aside_block.__enter__()
+    # The compacted 150 count as unindexed: the build is due at 250, by a child.
+    grow(client, models, vectors, 150, 300)
+    assert "Indexing store 'docs' (250 chunks)" in capfd.readouterr().err
+    client.close()
+    graphs = _segment_graphs(tmp_path / "edge")
+    assert ("hnsw", edge.HNSW_M) in graphs and ("hnsw", 0) not in graphs
+    config = json.loads((tmp_path / "edge" / "docs" / COLLECTION_FILE).read_text())
+    assert "compacted" not in config
+    client = EdgeClient(tmp_path / "edge")
+    assert client.count("docs").count == 300
+    assert [_query(client, vectors[i].tolist(), DENSE, 1).points[0].id for i in (5, 149, 290)] == [
+        5,
+        149,
+        290,
+    ]
+    client.close()

@@ -84,6 +84,16 @@ SEGMENT_KB = 110_000
 TAIL_INDEX_KB = 20_000
 # Points written between checks of how much of a shard is unindexed.
 INDEX_CHECK_POINTS = 2_000
+# A store below INDEXING_THRESHOLD_KB keeps its points in a segment open to writes, whose
+# keyword index and payload indexes Edge rebuilds in memory at every opening (~0.1 s at
+# 22,000 chunks: most of a `search`'s start). Closing after writes, a writer compacts that
+# segment into one closed to writes, whose indexes are read as they were written, once it
+# holds COMPACT_POINTS or more (~1.5 s at 22,000 chunks, once; small edits never pay it).
+# Its dense vectors get no graph (HNSW with m=0: searched exactly, as before), so the store
+# is `compacted` until it grows to an index: that build gives them their graph.
+COMPACT_POINTS = 2_000
+# Qdrant's default graph, which a store's index builds use (a compaction sets m=0).
+HNSW_M, HNSW_EF_CONSTRUCT, HNSW_FULL_SCAN_KB = 16, 100, 10_000
 # Writes of a build's backlog applied before each later write (see EdgeClient._catch_up).
 BACKLOG_SLICE = 3
 # What the child process indexing a segment runs (`python -c`, the shard's folder as its
@@ -499,6 +509,7 @@ class EdgeClient(TurnTakingEngine):
         info = _index_due(shard, config)
         if info is None:
             return
+        shard = self._with_graph(name, config)  # the child loads it as configured here
         if not self._aside or self._no_child:
             _build_index(name, shard, info)
             return
@@ -712,11 +723,44 @@ class EdgeClient(TurnTakingEngine):
                             shard = self._shard(name)
                             info = _index_due(shard, config, closing=True)
                             if info is not None:
-                                _build_index(name, shard, info)
+                                _build_index(name, self._with_graph(name, config), info)
+                            elif _compaction_due(shard, self.path / name / SHARD_DIR, config):
+                                self._compact(name, config)
                 self._give_up()
             finally:
                 self._closed = True
                 self._lease.release()
+
+    def _reload(self, name: str, config: dict[str, Any], graph: bool) -> qe.EdgeShard:
+        """Close the collection's open shard and load it with `_shard_config(config, graph)`,
+        which Edge keeps as its configuration."""
+        shard = self._shards.pop(name)
+        shard.flush()
+        shard.close()
+        shard = self._shards[name] = qe.EdgeShard.load(
+            str(self.path / name / SHARD_DIR), _shard_config(config, graph)
+        )
+        return shard
+
+    def _with_graph(self, name: str, config: dict[str, Any]) -> qe.EdgeShard:
+        """The open shard, configured to give its segments a graph when optimised (a
+        compacted store's is set to give none); marked as no longer compacted."""
+        shard = self._shards[name]
+        if config.get("compacted"):
+            shard = self._reload(name, config, graph=True)
+            config = self._read_config(name)
+            del config["compacted"]
+            self._write_config(name, config)
+        return shard
+
+    def _compact(self, name: str, config: dict[str, Any]) -> None:
+        """Compact the shard's part open to writes into a segment closed to them, with no graph
+        (see COMPACT_POINTS), here: nothing waits for it any more."""
+        if not config.get("compacted"):  # first: a compaction cut short counts as one
+            config = self._read_config(name)
+            config["compacted"] = True
+            self._write_config(name, config)
+        self._reload(name, config, graph=False).optimize()
 
     def _has_room(self) -> bool:
         try:
@@ -1094,15 +1138,79 @@ def _index_due(shard: qe.EdgeShard, config: dict[str, Any], closing: bool = Fals
     """The shard's `ShardInfo` if enough of it is unindexed to be worth an index (see
     INDEXING_THRESHOLD_KB; closing, also the last part of a store that has one), else None."""
     info = shard.info()
-    per_point = len(config["vectors"]) + len(config["sparse_vectors"])
-    # Sparse vectors count as indexed as soon as they are stored; what is left is dense.
-    unindexed = info.points_count * per_point - info.indexed_vectors_count
+    if config.get("compacted"):  # Edge counts a compacted segment's vectors as indexed
+        unindexed, indexed = info.points_count * len(config["vectors"]), False
+    else:
+        per_point = len(config["vectors"]) + len(config["sparse_vectors"])
+        # Sparse vectors count as indexed as soon as they are stored; what is left is dense.
+        unindexed = info.points_count * per_point - info.indexed_vectors_count
+        indexed = info.indexed_vectors_count > info.points_count * len(config["sparse_vectors"])
     unindexed_kb = unindexed * _dimension(config) * 4 / 1024  # as float32: thresholds count vectors
-    indexed = info.indexed_vectors_count > info.points_count * len(config["sparse_vectors"])
     tail = closing and config.get("segment_indexing") and indexed
     if unindexed_kb < INDEXING_THRESHOLD_KB and not (tail and unindexed_kb >= TAIL_INDEX_KB):
         return None
     return info
+
+
+def _compaction_due(shard: qe.EdgeShard, shard_dir: Path, config: dict[str, Any]) -> bool:
+    """Whether a written shard's part open to writes is worth compacting (COMPACT_POINTS): in
+    a store small enough to be searched exactly, none of whose segments has a graph."""
+    if _dimension(config) == 0 or not config.get("segment_indexing"):
+        return False
+    info = shard.info()
+    if info.points_count * _dimension(config) * 4 / 1024 >= INDEXING_THRESHOLD_KB:
+        return False
+    per_point = len(config["vectors"]) + len(config["sparse_vectors"])
+    unindexed = info.points_count * per_point - info.indexed_vectors_count
+    return unindexed // len(config["vectors"]) >= COMPACT_POINTS and not _graphs(shard_dir)
+
+
+def _graphs(shard_dir: Path) -> bool:
+    """Whether a segment of the shard has a graph, as the segments' own files say."""
+    for path in shard_dir.glob("segments/*/segment.json"):
+        try:
+            vectors = orjson.loads(path.read_bytes())["config"]["vector_data"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return True  # unknown: left as it is
+        for vector in vectors.values():
+            index = vector.get("index") or {}
+            if index.get("type") == "hnsw" and (index.get("options") or {}).get("m"):
+                return True
+    return False
+
+
+def _shard_config(config: dict[str, Any], graph: bool) -> qe.EdgeConfig:
+    """The configuration a shard is loaded with before it is optimised, from its collection
+    file: with `graph`, Qdrant's default HNSW graph for the dense vectors (an index build);
+    without, none, and every segment closed to writes however small (a compaction). Edge
+    keeps what a load is given as the shard's configuration."""
+    float16 = config.get("vector_datatype") == "float16"
+    return qe.EdgeConfig(
+        vectors={
+            name: qe.EdgeVectorParams(
+                size=p["size"],
+                distance=_DISTANCES[p["distance"]],
+                datatype=qe.VectorStorageDatatype.Float16 if float16 else None,
+            )
+            for name, p in config["vectors"].items()
+        },
+        sparse_vectors={
+            name: qe.EdgeSparseVectorParams(
+                modifier=qe.Modifier.Idf if p.get("modifier") == "idf" else None
+            )
+            for name, p in config["sparse_vectors"].items()
+        },
+        hnsw_config=qe.HnswIndexConfig(
+            m=HNSW_M if graph else 0,
+            ef_construct=HNSW_EF_CONSTRUCT,
+            full_scan_threshold=HNSW_FULL_SCAN_KB,
+        ),
+        optimizers=qe.EdgeOptimizersConfig(
+            indexing_threshold=TAIL_INDEX_KB // 2 if graph else 1,
+            max_segment_size=SEGMENT_KB // 2,
+            default_segment_number=4,
+        ),
+    )
 
 
 def _return_freed_memory() -> None:
