@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 from archivist.agent.records import ToolCall, Turn
 from archivist.home import ensure_home
 from archivist.render import place_text, tool_line
-from archivist.tools.progress import ProgressFn
 
 if TYPE_CHECKING:  # listing the log needs no agent (nor LangGraph)
     from archivist.agent.setup import AgentSetup
+    from archivist.tools.progress import ProgressFn
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS turns (

@@ -7,8 +7,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from archivist.tools.progress import ProgressFn, Retried
-
 # httpx and tenacity are imported where a request is made: the ingest request's settings
 # (`EmbedSettings`) are read by commands that send none (`sources`, an unchanged `sync`).
 if TYPE_CHECKING:
@@ -16,6 +14,8 @@ if TYPE_CHECKING:
 
     from langchain_core.embeddings import Embeddings
     from tenacity import RetryCallState
+
+    from archivist.tools.progress import ProgressFn
 
 
 @dataclass(frozen=True)
@@ -66,6 +66,8 @@ def embed_with_retry(
     to `on_retry` as a `Retried` event); re-raise the last failure."""
     from tenacity import Retrying, retry_if_exception, stop_after_attempt
     from tenacity.wait import wait_exponential
+
+    from archivist.tools.progress import Retried
 
     def before_sleep(state: RetryCallState) -> None:
         if on_retry and state.outcome is not None:

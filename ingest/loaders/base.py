@@ -1,6 +1,8 @@
 """What every loader shares: the section record, the load error, options, text decoding, and
 bounded reading of zip packages (DOCX, PPTX, XLSX, ODT, EPUB)."""
 
+from __future__ import annotations
+
 import codecs
 import contextlib
 import datetime
@@ -10,9 +12,10 @@ from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from archivist.tools.progress import Event, ProgressFn, ignore
+if TYPE_CHECKING:  # a listing reads this module's suffixes: events only where loads report
+    from archivist.tools.progress import Event, ProgressFn
 
 MAX_FILE_BYTES = 50 * 1024 * 1024
 MAX_UNPACKED_BYTES = 24 * 1024 * 1024
@@ -98,7 +101,7 @@ class LoaderOptions:
 
 Loader = Callable[[Path, LoaderOptions], list[Section]]
 
-_progress: ContextVar[ProgressFn] = ContextVar("loader_progress", default=ignore)
+_progress: ContextVar[ProgressFn | None] = ContextVar("loader_progress", default=None)
 
 
 @contextlib.contextmanager
@@ -113,7 +116,9 @@ def reporting(notify: ProgressFn) -> Iterator[None]:
 
 def report(event: Event) -> None:
     """Tell whoever listens (`reporting`) how a long load goes."""
-    _progress.get()(event)
+    notify = _progress.get()
+    if notify is not None:
+        notify(event)
 
 
 def looks_binary(data: bytes) -> bool:
