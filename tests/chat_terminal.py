@@ -3,6 +3,7 @@
 import os
 import re
 import sys
+import time
 from pathlib import Path
 
 import pexpect
@@ -39,7 +40,7 @@ def start_chat(
     if backoff is not None:  # the entry point `python -m archivist` runs, after the setting
         script = f"import archivist.models as m; m.CHAT_BACKOFF = {backoff}; "
         command = ["-c", script + "from archivist.cli import main; main()"]
-    return pexpect.spawn(
+    child = pexpect.spawn(
         sys.executable,
         [*command, "chat", *args],
         env=env,
@@ -48,6 +49,10 @@ def start_chat(
         dimensions=(50, 250),
         timeout=TIMEOUT,
     )
+    # pexpect sleeps 50 ms before every send, for programs that turn echo off late (a password
+    # prompt); these tests send a key only once the chat reads key by key (`ready`).
+    child.delaybeforesend = None
+    return child
 
 
 def spawn_chat(
@@ -68,7 +73,19 @@ def ready(child: pexpect.spawn) -> None:
     end-of-file on the next read.
     """
     child.expect(PROMPT_LINE)
-    assert child.waitnoecho(timeout=TIMEOUT)
+    assert echo_off(child)
+
+
+def echo_off(child: pexpect.spawn, limit: float = TIMEOUT) -> bool:
+    """Wait until the terminal's echo is off (the chat reads key by key), as pexpect's
+    `waitnoecho` does, looking every 5 ms rather than every 100 ms (a guard against hanging,
+    not a timed assertion)."""
+    deadline = time.monotonic() + limit
+    while child.getecho():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
 
 
 def ask(child: pexpect.spawn, line: str) -> str:

@@ -58,6 +58,7 @@ def test_every_measurement_runs_on_a_tiny_corpus(tmp_path):
         char_embed_delay_per_text=0.0,
         char_embed_delay_per_kchar=0.0,
         langchain=importlib.util.find_spec("langchain_qdrant") is not None,
+        fixed_work_runs=1,
     )
     results = perf.run(config, tmp_path, log=lambda message: None)
     assert results["ingest"]["files"] == 12

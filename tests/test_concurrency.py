@@ -5,12 +5,13 @@ import json
 import signal
 
 from chat_terminal import ask, leave, spawn_chat
-from conftest import SHOP, run_cli, write_files
+from conftest import copy_home, run_cli, write_files
 from fake_ollama import FakeOllama
 from processes import INGEST, start_ingest, stored_chunks, wait_for
 
 from archivist.tools.store import KnowledgeStore, connect
 
+STORE = "shop_docs"
 KAYAK_Q = "How much does kayak rental cost?"
 KAYAKS = {
     "kayaks.md": "# Kayaks\n\nKayak rental costs 40 euros a day, paddle and life vest included."
@@ -51,7 +52,7 @@ def test_an_open_chat_sees_what_an_ingest_stores_while_others_search(ollama, hom
     assert status == 0
 
 
-def test_a_writer_killed_mid_document_leaves_an_open_chat_answering(home, tmp_path):
+def test_a_writer_killed_mid_document_leaves_an_open_chat_answering(home, sample_home, tmp_path):
     # One long document, four chunks an embedding request, one request served at a time.
     big = write_files(
         tmp_path / "big",
@@ -62,15 +63,13 @@ def test_a_writer_killed_mid_document_leaves_an_open_chat_answering(home, tmp_pa
             )
         },
     )
+    copy_home(sample_home, home)  # the sample store, `shop_docs`, ingested once per run
     with FakeOllama(embed_concurrency=1) as ollama:
-        assert (
-            run_cli("ingest", str(SHOP), "--store", "kb", ollama_url=ollama.url, home=home)
-        ).returncode == 0
         ollama.embed_delay_per_text = 0.1  # from now on: the manual's ingest is the slow one
-        child = spawn_chat("--store", "kb", ollama_url=ollama.url, home=home)
+        child = spawn_chat("--store", STORE, ollama_url=ollama.url, home=home)
         try:
             assert "Sources: [1]" in ask(child, "How many days do I have to ask for a refund?")
-            ingest = start_ingest(big, "kb", ollama.url, home)
+            ingest = start_ingest(big, STORE, ollama.url, home)
             try:
                 # The document takes ~4 s to embed: part of it is stored well before the end.
                 wait_for(lambda: _stored(home, "big/manual.md") >= 4, "the first chunks stored")
@@ -85,7 +84,7 @@ def test_a_writer_killed_mid_document_leaves_an_open_chat_answering(home, tmp_pa
 
             # The chat keeps answering; its searches leave the half-stored manual out.
             answered = ask(child, "How many times do I prime the stove burner?")
-            assert "search_kb" in answered and "manual.md" not in answered, answered
+            assert "search_shop_docs" in answered and "manual.md" not in answered, answered
             assert "Sources: [1]" in ask(child, "How many days do I have to ask for a refund?")
         finally:
             status = leave(child)
@@ -93,24 +92,24 @@ def test_a_writer_killed_mid_document_leaves_an_open_chat_answering(home, tmp_pa
 
         client = connect(home / "edge")
         try:
-            kb = KnowledgeStore(client, "kb")
+            kb = KnowledgeStore(client, STORE)
             manual = kb.sources()["big/manual.md"]
             assert 0 < manual.chunks < manual.expected_chunks and not manual.complete
             count, chunks = kb.count(), kb.chunks()
         finally:
             client.close()
         assert count == len(chunks)  # consistent: every stored chunk readable
-        found = _search("prime the stove burner", ollama, home, "kb")
+        found = _search("prime the stove burner", ollama, home, STORE)
         assert found and "manual.md" not in {r["source"] for r in found}
         # The next ingest completes it, and then it is found.
         ollama.embed_delay_per_text = 0.0
         rerun = run_cli(
-            "ingest", str(big), "--store", "kb", *INGEST, ollama_url=ollama.url, home=home
+            "ingest", str(big), "--store", STORE, *INGEST, ollama_url=ollama.url, home=home
         )
         assert rerun.returncode == 0, rerun.stderr
-        found = _search("prime the stove burner", ollama, home, "kb")
+        found = _search("prime the stove burner", ollama, home, STORE)
         assert found[0]["source"] == "big/manual.md"
-    count, chunks = stored_chunks(home, "kb")
+    count, chunks = stored_chunks(home, STORE)
     assert count == len(chunks)
     assert sum(1 for source, _, _ in chunks if source == "big/manual.md") == manual.expected_chunks
 
@@ -118,7 +117,7 @@ def test_a_writer_killed_mid_document_leaves_an_open_chat_answering(home, tmp_pa
 def _stored(home, source: str) -> int:
     client = connect(home / "edge")
     try:
-        kb = KnowledgeStore(client, "kb")
+        kb = KnowledgeStore(client, STORE)
         info = kb.sources().get(source) if kb.exists() else None
         return info.chunks if info else 0
     finally:

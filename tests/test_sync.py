@@ -199,11 +199,12 @@ def watching(home, stores=("s",)):
 
 
 def until(predicate, timeout=30.0):
+    """Poll until `predicate()` holds (a guard against hanging, not a timed assertion)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
             return True
-        time.sleep(0.3)
+        time.sleep(0.05)
     return predicate()
 
 
