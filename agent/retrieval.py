@@ -129,27 +129,6 @@ class UnknownSource(ValueError):
     """A search's `source` names nothing in the store (the message lists what it could)."""
 
 
-def store_search(
-    store: KnowledgeStore,
-    embeddings: QueryEmbeddings,
-    k: int = 5,
-    mode: SearchMode = "hybrid",
-    min_score: float | None = None,
-    mmr: float | None = None,
-    reranker: Reranker | None = None,
-) -> Callable[[str, str | None], tuple[str, list[Passage]]]:
-    """The search a store's tool runs: (query, source) → the passages rendered for the model,
-    and the passages (as `store_results` finds them)."""
-    name = tool_name(store.name)
-    results_of = store_results(store, embeddings, k, mode, min_score, mmr, reranker)
-
-    def search(query: str, source: str | None = None) -> tuple[str, list[Passage]]:
-        results = results_of(query, source)
-        return format_results(name, query, results, source=source), results
-
-    return search
-
-
 def store_results(
     store: KnowledgeStore,
     embeddings: QueryEmbeddings,
@@ -209,17 +188,20 @@ def make_retrieval_tool(
 
     from archivist.agent.search_args import SearchArgs
 
-    run = store_search(store, embeddings, k, mode, min_score, mmr, reranker)
+    name = tool_name(store.name)
+    results_of = store_results(store, embeddings, k, mode, min_score, mmr, reranker)
 
     def search(query: str, source: str | None = None) -> tuple[str, list[Passage]]:
+        """The passages rendered for the model, and the passages (the tool's artifact)."""
         try:
-            return run(query, source)
+            results = results_of(query, source)
         except UnknownSource as exc:
             raise ToolException(str(exc)) from None
+        return format_results(name, query, results, source=source), results
 
     return StructuredTool.from_function(
         func=search,
-        name=tool_name(store.name),
+        name=name,
         description=describe(store),
         args_schema=SearchArgs,
         response_format="content_and_artifact",
