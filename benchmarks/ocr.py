@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from ocr_samples import TEXTS, missing_fonts, render  # noqa: E402
+from ocr_samples import TEXTS, missing_fonts, render, save_scan  # noqa: E402
 
 from archivist.ingest.loaders import load, ocr  # noqa: E402
 
@@ -52,7 +52,7 @@ def main() -> None:
             cer = edit_distance(section.text, reference) / len(reference)
             print(f"| image | {language} | 1 | {seconds:.2f} | {1 / seconds:.2f} | {cer:.2%} |")
             scan = Path(folder) / f"{language}.pdf"
-            pages[0].save(scan, save_all=True, append_images=pages[1:])
+            save_scan(pages, scan)
             started = time.perf_counter()
             read = load(scan)
             seconds = time.perf_counter() - started

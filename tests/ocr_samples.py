@@ -27,12 +27,23 @@ def missing_fonts() -> list[str]:
 
 
 def render(lines: list[str], language: str, size: int = 32):
-    """A white page with `lines` in black, as a scanner would give it (a PIL image)."""
+    """A white page with `lines` in black, as a scanner would give it (a PIL image): taller
+    than wide, as pages are. (A strip of a few lines would cost the OCR more: its detector
+    enlarges a picture until its shorter side is 736 pixels.)"""
     from PIL import Image, ImageDraw, ImageFont
 
     font = ImageFont.truetype(FONTS[language], size)
-    page = Image.new("RGB", (1100, 120 + 70 * len(lines)), "white")
+    page = Image.new("RGB", (800, max(800, 120 + 70 * len(lines))), "white")
     draw = ImageDraw.Draw(page)
     for n, line in enumerate(lines):
         draw.text((40, 40 + 70 * n), line, font=font, fill="black")
     return page
+
+
+def save_scan(pages: list, path: Path) -> Path:
+    """A PDF of pictures only (no text layer), as a scanner makes it: each picture at the
+    resolution the OCR renders PDF pages at, so a page is read at the picture's own pixels."""
+    from archivist.ingest.loaders.ocr import RENDER_SCALE
+
+    pages[0].save(path, save_all=True, append_images=pages[1:], resolution=72 * RENDER_SCALE)
+    return path

@@ -1,7 +1,7 @@
 """Scans and pictures read by OCR (the `ocr` extra), and what is said without it."""
 
 import pytest
-from ocr_samples import TEXTS, missing_fonts, render
+from ocr_samples import TEXTS, missing_fonts, render, save_scan
 
 from archivist.ingest.loaders import LoadError, NotADocument, load, ocr
 
@@ -23,7 +23,7 @@ def test_an_image_of_text_is_read_line_by_line(tmp_path, language):
 def test_a_scanned_pdf_is_read_page_by_page(tmp_path):
     path = tmp_path / "scan.pdf"
     first, second = render(TEXTS["en"][:2], "en"), render(TEXTS["zh"][:2], "zh")
-    first.save(path, save_all=True, append_images=[second])  # pictures only: no text layer
+    save_scan([first, second], path)
     pages = load(path)
     assert [(p.metadata["page"], p.metadata["ocr"]) for p in pages] == [(1, True), (2, True)]
     assert [p.text for p in pages] == ["\n".join(TEXTS["en"][:2]), "\n".join(TEXTS["zh"][:2])]
@@ -33,7 +33,7 @@ def test_a_scan_past_the_page_limit_fails_naming_it(tmp_path, monkeypatch):
     monkeypatch.setattr(ocr, "MAX_OCR_PAGES", 1)
     path = tmp_path / "long-scan.pdf"
     page = render(TEXTS["en"][:1], "en")
-    page.save(path, save_all=True, append_images=[page])
+    save_scan([page, page], path)
     with pytest.raises(LoadError, match="a scan of 2 pages, over the 1-page OCR limit"):
         load(path)
 
@@ -56,7 +56,7 @@ def test_without_the_extra_images_are_skipped_and_scans_fail_naming_the_install(
     folder = tmp_path / "scans"
     folder.mkdir()
     render(TEXTS["en"], "en").save(folder / "notice.png")
-    render(TEXTS["en"], "en").save(folder / "scan.pdf")
+    save_scan([render(TEXTS["en"], "en")], folder / "scan.pdf")
     (folder / "readme.md").write_text("# Scans\n\nThe shop's scanned letters.\n")
     # Loaded in this process (no budget, no loading child), where `available` is patched.
     report = archivist.ingest([str(folder)], "scans", load_timeout=0)
@@ -83,7 +83,7 @@ def test_ocr_work_reports_its_pages_and_chunks_keep_the_page_they_came_from(arch
     folder = tmp_path / "scans"
     folder.mkdir()
     first, second = render(TEXTS["en"][:2], "en"), render(TEXTS["zh"][:2], "zh")
-    first.save(folder / "scan.pdf", save_all=True, append_images=[second])
+    save_scan([first, second], folder / "scan.pdf")
     events = []
     archivist.ingest([str(folder)], "scans", on_progress=events.append)
     assert [e for e in events if isinstance(e, Recognised)] == [
