@@ -377,24 +377,22 @@ class EdgeClient(TurnTakingEngine):
         # A folder without its collection file is what an interrupted create or drop leaves.
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
+        config = {
+            "format": FORMAT,
+            "vectors": {n: _vector_params(p) for n, p in vectors.items()},
+            "sparse_vectors": {n: _sparse_params(p) for n, p in sparse_vectors.items()},
+            "metadata": _jsonable(metadata),
+            "payload_schema": {},
+            # Indexed segment by segment as it grows (stores made before: at close).
+            "segment_indexing": True,
+            # Dense vectors are stored as float16 (stores made before: float32).
+            "vector_datatype": "float16",
+        }
         self._shards[collection_name] = qe.EdgeShard.create(
-            str(folder / SHARD_DIR), _edge_config(vectors, sparse_vectors)
+            str(folder / SHARD_DIR), _shard_config(config)
         )
         self._changed()
-        self._write_config(
-            collection_name,
-            {
-                "format": FORMAT,
-                "vectors": {n: _vector_params(p) for n, p in vectors.items()},
-                "sparse_vectors": {n: _sparse_params(p) for n, p in sparse_vectors.items()},
-                "metadata": _jsonable(metadata),
-                "payload_schema": {},
-                # Indexed segment by segment as it grows (stores made before: at close).
-                "segment_indexing": True,
-                # Dense vectors are stored as float16 (stores made before: float32).
-                "vector_datatype": "float16",
-            },
-        )
+        self._write_config(collection_name, config)
         return True
 
     @_held
@@ -731,14 +729,14 @@ class EdgeClient(TurnTakingEngine):
                 self._closed = True
                 self._lease.release()
 
-    def _reload(self, name: str, config: dict[str, Any], graph: bool) -> qe.EdgeShard:
-        """Close the collection's open shard and load it with `_shard_config(config, graph)`,
+    def _reload(self, name: str, config: dict[str, Any], hnsw_m: int) -> qe.EdgeShard:
+        """Close the collection's open shard and load it with `_shard_config(config, hnsw_m)`,
         which Edge keeps as its configuration."""
         shard = self._shards.pop(name)
         shard.flush()
         shard.close()
         shard = self._shards[name] = qe.EdgeShard.load(
-            str(self.path / name / SHARD_DIR), _shard_config(config, graph)
+            str(self.path / name / SHARD_DIR), _shard_config(config, hnsw_m)
         )
         return shard
 
@@ -747,7 +745,7 @@ class EdgeClient(TurnTakingEngine):
         compacted store's is set to give none); marked as no longer compacted."""
         shard = self._shards[name]
         if config.get("compacted"):
-            shard = self._reload(name, config, graph=True)
+            shard = self._reload(name, config, HNSW_M)
             config = self._read_config(name)
             del config["compacted"]
             self._write_config(name, config)
@@ -760,7 +758,7 @@ class EdgeClient(TurnTakingEngine):
             config = self._read_config(name)
             config["compacted"] = True
             self._write_config(name, config)
-        self._reload(name, config, graph=False).optimize()
+        self._reload(name, config, 0).optimize()
 
     def _has_room(self) -> bool:
         try:
@@ -1141,9 +1139,7 @@ def _index_due(shard: qe.EdgeShard, config: dict[str, Any], closing: bool = Fals
     if config.get("compacted"):  # Edge counts a compacted segment's vectors as indexed
         unindexed, indexed = info.points_count * len(config["vectors"]), False
     else:
-        per_point = len(config["vectors"]) + len(config["sparse_vectors"])
-        # Sparse vectors count as indexed as soon as they are stored; what is left is dense.
-        unindexed = info.points_count * per_point - info.indexed_vectors_count
+        unindexed = _not_indexed(info, config)
         indexed = info.indexed_vectors_count > info.points_count * len(config["sparse_vectors"])
     unindexed_kb = unindexed * _dimension(config) * 4 / 1024  # as float32: thresholds count vectors
     tail = closing and config.get("segment_indexing") and indexed
@@ -1160,9 +1156,15 @@ def _compaction_due(shard: qe.EdgeShard, shard_dir: Path, config: dict[str, Any]
     info = shard.info()
     if info.points_count * _dimension(config) * 4 / 1024 >= INDEXING_THRESHOLD_KB:
         return False
+    open_to_writes = _not_indexed(info, config) // len(config["vectors"])
+    return open_to_writes >= COMPACT_POINTS and not _graphs(shard_dir)
+
+
+def _not_indexed(info: Any, config: dict[str, Any]) -> int:
+    """The dense vectors Edge counts as not indexed: those of segments open to writes (sparse
+    vectors count as indexed as soon as they are stored, and so do a compacted segment's)."""
     per_point = len(config["vectors"]) + len(config["sparse_vectors"])
-    unindexed = info.points_count * per_point - info.indexed_vectors_count
-    return unindexed // len(config["vectors"]) >= COMPACT_POINTS and not _graphs(shard_dir)
+    return info.points_count * per_point - info.indexed_vectors_count
 
 
 def _graphs(shard_dir: Path) -> bool:
@@ -1179,11 +1181,12 @@ def _graphs(shard_dir: Path) -> bool:
     return False
 
 
-def _shard_config(config: dict[str, Any], graph: bool) -> qe.EdgeConfig:
-    """The configuration a shard is loaded with before it is optimised, from its collection
-    file: with `graph`, Qdrant's default HNSW graph for the dense vectors (an index build);
-    without, none, and every segment closed to writes however small (a compaction). Edge
-    keeps what a load is given as the shard's configuration."""
+def _shard_config(config: dict[str, Any], hnsw_m: int | None = None) -> qe.EdgeConfig:
+    """A shard's Edge configuration, from its collection file's settings. `hnsw_m`, for a load
+    before the shard is optimised (Edge keeps what a load is given as the shard's
+    configuration): HNSW_M, Qdrant's default graph for the dense vectors (an index build); 0,
+    no graph and every segment closed to writes however small (a compaction); None, Edge's
+    own graph settings (a new shard)."""
     float16 = config.get("vector_datatype") == "float16"
     return qe.EdgeConfig(
         vectors={
@@ -1196,17 +1199,18 @@ def _shard_config(config: dict[str, Any], graph: bool) -> qe.EdgeConfig:
         },
         sparse_vectors={
             name: qe.EdgeSparseVectorParams(
-                modifier=qe.Modifier.Idf if p.get("modifier") == "idf" else None
+                modifier=qe.Modifier.Idf if p.get("modifier") == records.Modifier.IDF else None
             )
             for name, p in config["sparse_vectors"].items()
         },
-        hnsw_config=qe.HnswIndexConfig(
-            m=HNSW_M if graph else 0,
-            ef_construct=HNSW_EF_CONSTRUCT,
-            full_scan_threshold=HNSW_FULL_SCAN_KB,
+        hnsw_config=None
+        if hnsw_m is None
+        else qe.HnswIndexConfig(
+            m=hnsw_m, ef_construct=HNSW_EF_CONSTRUCT, full_scan_threshold=HNSW_FULL_SCAN_KB
         ),
+        # Edge counts a segment's size in stored bytes: float16 halves them.
         optimizers=qe.EdgeOptimizersConfig(
-            indexing_threshold=TAIL_INDEX_KB // 2 if graph else 1,
+            indexing_threshold=1 if hnsw_m == 0 else TAIL_INDEX_KB // 2,
             max_segment_size=SEGMENT_KB // 2,
             default_segment_number=4,
         ),
@@ -1241,34 +1245,6 @@ def _build_index(name: str, shard: qe.EdgeShard, info: Any) -> None:
     started = time.perf_counter()
     shard.optimize()
     _say_indexed(name, started)
-
-
-def _edge_config(
-    vectors: Mapping[str, models.VectorParams],
-    sparse_vectors: Mapping[str, models.SparseVectorParams],
-) -> qe.EdgeConfig:
-    return qe.EdgeConfig(
-        vectors={
-            name: qe.EdgeVectorParams(
-                size=p.size,
-                distance=_DISTANCES[_value(p.distance)],
-                datatype=qe.VectorStorageDatatype.Float16,
-            )
-            for name, p in vectors.items()
-        },
-        sparse_vectors={
-            name: qe.EdgeSparseVectorParams(
-                modifier=qe.Modifier.Idf if _value(p.modifier) == records.Modifier.IDF else None
-            )
-            for name, p in sparse_vectors.items()
-        },
-        # Edge counts a segment's size in stored bytes: float16 halves them.
-        optimizers=qe.EdgeOptimizersConfig(
-            indexing_threshold=TAIL_INDEX_KB // 2,
-            max_segment_size=SEGMENT_KB // 2,
-            default_segment_number=4,
-        ),
-    )
 
 
 def _completed() -> records.UpdateResult:
