@@ -154,6 +154,42 @@ def test_collection_info_and_metadata_updates(pair):
     assert [c.name for c in edge.get_collections().collections] == ["docs"]
 
 
+def test_a_chunks_metadata_is_kept_as_json_text_in_the_shard_and_given_back_as_it_was(
+    tmp_path,
+):
+    import qdrant_edge as qe
+
+    from archivist.tools.edge import _vectors_to_edge
+
+    metadata = {"headings": ["Guide", "退货"], "lines": [3, 9], "page": None, "start": 0}
+    client = EdgeClient(tmp_path / "edge")
+    try:
+        store = KnowledgeStore(client, "docs")
+        store.ensure(FINGERPRINT)
+        chunk = Chunk("Refunds take 30 days.", "guide.md", 0, metadata)
+        store.upsert([ChunkWrite(chunk, embed_text(chunk.index_text, 64), "h1", 1)])
+        shard = client._shards["docs"]
+        # A chunk as stores written before hold it: its metadata a nested object in the shard.
+        vectors = {DENSE: embed_text("old", 64), SPARSE: _sparse("old")}
+        old = {"text": "old", "source": "old.md", "chunk_index": 0, "metadata": {"lines": [1, 2]}}
+        shard.update(
+            qe.UpdateOperation.upsert_points([qe.Point(7, _vectors_to_edge(vectors), old)])
+        )
+        raw, _ = shard.scroll(qe.ScrollRequest(limit=10, with_payload=True, with_vector=False))
+        in_shard = {r.payload["source"]: r.payload["metadata"] for r in raw}
+        assert isinstance(in_shard["guide.md"], str)
+        assert json.loads(in_shard["guide.md"]) == metadata
+        assert in_shard["old.md"] == {"lines": [1, 2]}
+
+        records, _ = client.scroll("docs", limit=10, with_payload=True)
+        given = {r.payload["source"]: r.payload["metadata"] for r in records}
+        assert given == {"guide.md": metadata, "old.md": {"lines": [1, 2]}}
+        [hit] = store.search(embed_text(chunk.index_text, 64), "refunds", k=1)
+        assert hit["source"] == "guide.md" and hit["metadata"] == metadata
+    finally:
+        client.close()
+
+
 def test_everything_survives_closing_and_reopening(tmp_path):
     first = EdgeClient(tmp_path / "edge")
     ids = _fill(first)

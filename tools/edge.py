@@ -480,7 +480,8 @@ class EdgeClient(TurnTakingEngine):
         self, collection_name: str, points: Sequence[models.PointStruct], wait: bool = True
     ) -> records.UpdateResult:
         edge_points = [
-            qe.Point(_point_id(p.id), _vectors_to_edge(p.vector), p.payload) for p in points
+            qe.Point(_point_id(p.id), _vectors_to_edge(p.vector), _payload_in(p.payload))
+            for p in points
         ]
         self._unroomed += len(edge_points)
         if self._unroomed >= ROOM_CHECK_POINTS:
@@ -626,7 +627,9 @@ class EdgeClient(TurnTakingEngine):
         return (
             [
                 records.Record(
-                    id=_id_out(r.id), payload=r.payload, vector=_vectors_from_edge(r.vector)
+                    id=_id_out(r.id),
+                    payload=_payload_out(r.payload),
+                    vector=_vectors_from_edge(r.vector),
                 )
                 for r in found
             ],
@@ -658,7 +661,7 @@ class EdgeClient(TurnTakingEngine):
                     id=_id_out(p.id),
                     version=p.version,
                     score=p.score,
-                    payload=p.payload,
+                    payload=_payload_out(p.payload),
                     vector=_vectors_from_edge(p.vector),
                 )
                 for p in scored
@@ -1315,6 +1318,36 @@ def _vectors_from_edge(vector: Any) -> Any:
     if isinstance(vector, qe.SparseVector):
         return records.SparseVector(indices=list(vector.indices), values=list(vector.values))
     return list(vector)
+
+
+# Fields kept as their JSON text in an Edge shard, and given back as what they were. Edge
+# converts each payload value by trying one type after another, which costs ~10 µs for a
+# string and ~90 µs for a chunk's metadata (a dict of lists): two thirds of a chunk's payload,
+# and the largest part of an ingest's own CPU. Nothing filters on them. Stores written before
+# hold them as they are, read as they are.
+PACKED_FIELDS = ("metadata",)
+
+
+def _payload_in(payload: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A point's payload as Edge stores it: PACKED_FIELDS as JSON text."""
+    if not payload or not any(isinstance(payload.get(key), dict) for key in PACKED_FIELDS):
+        return payload
+    packed = dict(payload)
+    for key in PACKED_FIELDS:
+        if isinstance(packed.get(key), dict):
+            packed[key] = orjson.dumps(packed[key], option=orjson.OPT_NON_STR_KEYS).decode()
+    return packed
+
+
+def _payload_out(payload: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A payload as Edge gives it back, PACKED_FIELDS read from their JSON text."""
+    if not payload:
+        return payload
+    for key in PACKED_FIELDS:
+        text = payload.get(key)
+        if isinstance(text, str):
+            payload[key] = orjson.loads(text)
+    return payload
 
 
 def _selection(value: bool | Sequence[str]) -> bool | list[str]:
