@@ -1135,6 +1135,12 @@ def _dimension(config: dict[str, Any]) -> int:
     return max((v["size"] for v in config["vectors"].values()), default=0)
 
 
+def _vectors_kb(vectors: int, config: dict[str, Any]) -> float:
+    """What `vectors` dense vectors of the collection weigh as float32, in KB: the unit of
+    the indexing thresholds, which count vectors whatever their stored datatype."""
+    return vectors * _dimension(config) * 4 / 1024
+
+
 def _index_due(shard: qe.EdgeShard, config: dict[str, Any], closing: bool = False) -> Any:
     """The shard's `ShardInfo` if enough of it is unindexed to be worth an index (see
     INDEXING_THRESHOLD_KB; closing, also the last part of a store that has one), else None."""
@@ -1144,7 +1150,7 @@ def _index_due(shard: qe.EdgeShard, config: dict[str, Any], closing: bool = Fals
     else:
         unindexed = _not_indexed(info, config)
         indexed = info.indexed_vectors_count > info.points_count * len(config["sparse_vectors"])
-    unindexed_kb = unindexed * _dimension(config) * 4 / 1024  # as float32: thresholds count vectors
+    unindexed_kb = _vectors_kb(unindexed, config)
     tail = closing and config.get("segment_indexing") and indexed
     if unindexed_kb < INDEXING_THRESHOLD_KB and not (tail and unindexed_kb >= TAIL_INDEX_KB):
         return None
@@ -1157,7 +1163,7 @@ def _compaction_due(shard: qe.EdgeShard, shard_dir: Path, config: dict[str, Any]
     if _dimension(config) == 0 or not config.get("segment_indexing"):
         return False
     info = shard.info()
-    if info.points_count * _dimension(config) * 4 / 1024 >= INDEXING_THRESHOLD_KB:
+    if _vectors_kb(info.points_count, config) >= INDEXING_THRESHOLD_KB:
         return False
     open_to_writes = _not_indexed(info, config) // len(config["vectors"])
     return open_to_writes >= COMPACT_POINTS and not _graphs(shard_dir)
@@ -1329,13 +1335,15 @@ PACKED_FIELDS = ("metadata",)
 
 
 def _payload_in(payload: dict[str, Any] | None) -> dict[str, Any] | None:
-    """A point's payload as Edge stores it: PACKED_FIELDS as JSON text."""
-    if not payload or not any(isinstance(payload.get(key), dict) for key in PACKED_FIELDS):
-        return payload
-    packed = dict(payload)
+    """A point's payload as Edge stores it: PACKED_FIELDS as JSON text (in a copy: the
+    caller's payload is left as it was)."""
+    packed = payload
     for key in PACKED_FIELDS:
-        if isinstance(packed.get(key), dict):
-            packed[key] = orjson.dumps(packed[key], option=orjson.OPT_NON_STR_KEYS).decode()
+        value = payload.get(key) if payload else None
+        if isinstance(value, dict):
+            if packed is payload:
+                packed = dict(payload)
+            packed[key] = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
     return packed
 
 

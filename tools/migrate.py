@@ -28,7 +28,7 @@ from archivist.tools.store import (
 )
 
 if TYPE_CHECKING:  # opening a store may read this module: events only where a copy runs
-    from archivist.tools.progress import ProgressFn
+    from archivist.tools.progress import Copied, ProgressFn
 
 
 def copy_stores(
@@ -88,15 +88,12 @@ def copy_store(
     target.ensure(info["fingerprint"], info.get("description", ""))
     copying = {**info, COPYING: f"store '{source.name}'"}
     target.client.update_collection(target.name, metadata={"archivist": copying})
-    from archivist.tools.progress import ignore
 
-    notify = on_progress or ignore
-    copied = copy_points(
-        source,
-        target,
-        batch,
-        lambda event: notify(replace(event, store=source.name, total=total)),
-    )
+    def relabelled(event: Copied) -> None:  # said of this store, out of its whole count
+        if on_progress is not None:
+            on_progress(replace(event, store=source.name, total=total))
+
+    copied = copy_points(source, target, batch, relabelled if on_progress else None)
     stored = target.count()
     if stored != total:
         raise ArchivistError(
