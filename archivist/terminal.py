@@ -240,6 +240,8 @@ async def _prompt_until_news(session, prompt: str, typed: str, news: News) -> tu
     The prompt gives way without a trace (a dumb terminal's, which cannot be erased, ends its
     line), and what was typed and not yet read stays for the next prompt.
     """
+    from prompt_toolkit.application import get_app_or_none
+
     loop = asyncio.get_running_loop()
     came = asyncio.Event()
 
@@ -258,21 +260,26 @@ async def _prompt_until_news(session, prompt: str, typed: str, news: News) -> tu
         waiting.cancel()
     if prompting.done():
         return True, prompting.result()  # Ctrl-C and Ctrl-D raise as they do at any prompt
+    # The application reading the keys: the session's, or the one a dumb terminal gets. It is
+    # the current one from its start until it has finished, tidying up included (a prompt that
+    # has read its line still waits for the terminal's cursor reports then): None means not
+    # started, never "already ended with a line".
+    running = get_app_or_none()
+    if running is None:
+        prompting.cancel()  # not started: it has read no key yet
+        with suppress(asyncio.CancelledError):
+            await prompting
+        return False, typed
     # The prompt leaves no trace: it comes back under the news with the same text.
-    session.app.erase_when_done = True
+    running.erase_when_done = True
     try:
-        if not session.app.is_running:
-            prompting.cancel()  # not started: it has read no key yet
-            with suppress(asyncio.CancelledError):
-                await prompting
-            return False, typed
         # Asked to end, not cancelled: a line whose Enter it has already read is answered
         # (exit then refuses, the result being set), never dropped half-way.
         with suppress(Exception):
-            session.app.exit(result=_GAVE_WAY)
+            running.exit(result=_GAVE_WAY)
         line = await prompting
     finally:
-        session.app.erase_when_done = False
+        running.erase_when_done = False
     if line is not _GAVE_WAY:
         return True, line  # entered just as the news came: the line is the user's, not lost
     # Read once the prompt has ended: keys it took in while it was being stopped count too.
