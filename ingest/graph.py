@@ -59,6 +59,11 @@ DIMENSION_PROBE = "dimension probe"
 LOOKAHEAD = 2
 """Requests left queued, per request in flight, when a step returns to read more files."""
 UNCHANGED_PER_LOADED = 16
+COMPACT_AHEAD = 1_900
+"""Chunks an ingest expects still to write when it asks the embedded store to compact what it
+holds (`KnowledgeStore.compact_aside`), so that the compaction runs beside its last embedding
+requests rather than after them; fewer than the store's COMPACT_POINTS, so the tail written
+after it is not compacted again at close."""
 RECORDS_PER_STEP = 2048
 """Documents a step takes from a record file: a 200,000-line JSONL is read in slices, so its
 records are never all in memory (or in the state) at once."""
@@ -147,6 +152,11 @@ class RunResources:
     """Where files are loaded: a child process within the run's time budget per file."""
     folder: tempfile.TemporaryDirectory | None = None
     """The run's own folder for the web pages it fetched, when there is no web cache."""
+    read_bytes: int = 0
+    """The size of the files this run has passed over so far, and the chunks they made: how
+    many chunks the files left will make, roughly (`IngestSteps._ending`)."""
+    made_chunks: int = 0
+    compaction_asked: bool = False
 
     def scratch(self) -> Path:
         """The run's own folder, made on first use, removed when the run ends."""
@@ -312,6 +322,8 @@ class IngestSteps:
             texts = [[c.index_text for c in d.chunks] for d in read.pending]
             helper.add(list(zip(docs, texts, strict=True)))
         chunks = sum(len(d.chunks) for d in read.pending)
+        run.read_bytes += sum(max(f.size, 0) for f in batch)
+        run.made_chunks += chunks
         self.notify(Loaded(len(batch), len(read.unchanged), chunks))
         return {
             "position": start + len(batch),
@@ -510,11 +522,26 @@ class IngestSteps:
                 self._refused(queue, segments, result, by_source, failed, prefetch)
             else:
                 self.store_vectors(segments, result, by_source, stored, prefetch, held)
+        pending = [d for d in docs if not d.failed and d.stored < len(d.chunks)]
         if last:
             self.close_queue(state)
+        elif not run.compaction_asked and self._ending(state, run, pending):
+            run.compaction_asked = True
+            self.store.compact_aside()
         self.notify(BatchStored(len(stored)))
-        pending = [d for d in docs if not d.failed and d.stored < len(d.chunks)]
         return {"pending": pending, "stored": stored, "failed": failed}
+
+    def _ending(self, state: IngestState, run: RunResources, pending: list[PendingDoc]) -> bool:
+        """Whether the run expects to write at most COMPACT_AHEAD more chunks: those of its
+        documents not yet stored, and those the files left will make at the rate so far."""
+        left = sum(len(d.chunks) - d.stored for d in pending)
+        files = state["files"][state["position"] :]
+        if files:
+            if not run.read_bytes:
+                return False
+            rest = sum(max(f.size, 0) for f in files)
+            left += rest * run.made_chunks / run.read_bytes
+        return left <= COMPACT_AHEAD
 
     def _refused(
         self,

@@ -633,6 +633,39 @@ def test_an_ingest_has_its_segments_indexed_by_a_child(archivist, tmp_path, monk
     assert archivist.search("refund days", "shop_docs")[0]["source"].startswith("refund")
 
 
+def test_an_ingest_near_its_end_has_its_store_compacted_beside_its_last_requests(
+    archivist, tmp_path, monkeypatch
+):
+    from archivist.ingest import graph
+    from archivist.tools import edge
+
+    for i in range(96):  # six load steps of 16 files, a chunk each
+        (tmp_path / "docs" / f"note-{i:02}.md").parent.mkdir(exist_ok=True)
+        (tmp_path / "docs" / f"note-{i:02}.md").write_text(f"# Note {i}\n\nParcel {i} ships.\n")
+    monkeypatch.setattr(edge, "COMPACT_POINTS", 30)
+    monkeypatch.setattr(graph, "COMPACT_AHEAD", 24)
+    asked, compactions = [], []
+    ask = KnowledgeStore.compact_aside
+
+    def compact_aside(store):
+        asked.append((store.count(), ask(store)))
+        return asked[-1][1]
+
+    monkeypatch.setattr(KnowledgeStore, "compact_aside", compact_aside)
+    monkeypatch.setattr(EdgeClient, "_compact", lambda *args: compactions.append(args))
+    report = archivist.ingest([str(tmp_path / "docs")], "notes", batch_size=1)
+    archivist.close()
+    # Asked once, with at most 24 chunks still to come, not at the end; the close compacted
+    # nothing (fewer than 30 came after).
+    assert report.points == 96 and len(asked) == 1 and compactions == []
+    assert 72 <= asked[0][0] < 96 and asked[0][1] is True
+    config = json.loads((archivist.settings.store_path / "notes" / COLLECTION_FILE).read_text())
+    assert config["compacted"] is True
+    app = Archivist(archivist.settings)
+    assert app.search("Parcel 95 ships", "notes")[0]["source"].endswith("note-95.md")
+    app.close()
+
+
 def test_a_child_that_fails_to_index_loses_nothing_and_this_process_indexes_instead(
     tmp_path, monkeypatch, capfd
 ):
@@ -770,6 +803,45 @@ def test_a_store_written_past_the_compaction_size_is_compacted_at_close_and_sear
     assert client.count("docs").count == 160
     assert _query(client, vectors[155].tolist(), DENSE, 1).points[0].id == 155
     client.close()
+
+
+def test_a_writer_near_its_end_has_the_store_compacted_by_a_child_and_its_close_adds_nothing(
+    tmp_path, monkeypatch, capfd
+):
+    from archivist.tools import edge
+
+    monkeypatch.setattr(edge, "COMPACT_POINTS", 100)
+    gate = tmp_path / "gate"
+    held = f"import os, time\nwhile not os.path.exists({str(gate)!r}): time.sleep(0.01)\n"
+    monkeypatch.setattr(edge, "COMPACT_PROGRAM", held + edge.COMPACT_PROGRAM)
+    vectors = random_vectors(200)
+    kept = dense_store(tmp_path / "kept", models, aside=False)
+    grow(kept, models, vectors, 0, 150)
+    assert not kept.compact_aside("docs")  # a writer that only writes compacts at close
+    grow(kept, models, vectors, 150, 200)
+    client = dense_store(tmp_path / "edge", models)
+    grow(client, models, vectors, 0, 50)
+    assert not client.compact_aside("docs")  # too few points for a compaction
+    grow(client, models, vectors, 50, 150)
+    assert client.compact_aside("docs")
+    child = client._indexing["docs"].process
+    grow(client, models, vectors, 150, 200)  # kept while the child compacts
+    assert child.poll() is None
+    gate.touch()
+    compactions = []
+    monkeypatch.setattr(EdgeClient, "_compact", lambda *args: compactions.append(args))
+    client.close()
+    assert child.returncode == 0 and compactions == []
+    # The 150 in a segment closed to writes, with no graph; the 50 written later open to them.
+    assert sorted(_segment_graphs(tmp_path / "edge")) == [("hnsw", 0), ("plain", 0)]
+    config = json.loads((tmp_path / "edge" / "docs" / COLLECTION_FILE).read_text())
+    assert config["compacted"] is True
+    assert "Index" not in capfd.readouterr().err  # a compaction is not an index build
+    client = EdgeClient(tmp_path / "edge")
+    assert client.count("docs").count == 200
+    assert _nearest(client, vectors, range(0, 200, 9)) == _nearest(kept, vectors, range(0, 200, 9))
+    client.close()
+    kept.close()
 
 
 def test_a_compacted_store_that_grows_to_an_index_gets_its_graph(tmp_path, monkeypatch, capfd):

@@ -23,7 +23,10 @@ while the store is written is indexed by a child process (`_Indexing`): the shar
 the child opens, optimizes and closes it, and meanwhile this process keeps its writes to that
 collection in order in memory (two segments' worth at most); the first operation that must
 read the shard waits for the child, opens the shard again and applies them. The last part,
-at close, is indexed here: nothing waits for it any more.
+at close, is indexed here: nothing waits for it any more. A store small enough to be
+searched exactly is compacted instead (COMPACT_POINTS); an ingest near its end asks for that
+early (`compact_aside`), and a child compacts it the same way beside the ingest's last
+embedding requests, so the close has only the few chunks written since left open to writes.
 """
 
 from __future__ import annotations
@@ -105,6 +108,14 @@ shard = qdrant_edge.EdgeShard.load(sys.argv[1])
 shard.optimize()
 shard.close()
 """
+# What the child process compacting a shard runs (`python -c`, the collection's folder as its
+# argument; this interpreter and environment, so the same Archivist): the shard loaded as a
+# compaction configures it (Edge keeps what a load is given), optimised and closed.
+COMPACT_PROGRAM = """\
+import sys
+from archivist.tools.edge import compact_shard
+compact_shard(sys.argv[1])
+"""
 # Seconds between flushes of a shard's segments (a Qdrant server's flush_interval_sec).
 FLUSH_INTERVAL = 5.0
 # Edge maps its files and lets them grow sparsely (a WAL segment or a page file is 32 MB long
@@ -135,6 +146,8 @@ class _Indexing:
     each), more than an ingest writes during a build even on 2 busy cores (~42,000 seen in
     25 s). A writer faster than that then waits for the build, rather than holding everything
     in memory and leaving it all for one large index at close."""
+    say: bool = True
+    """Whether the build is an index's, said as it starts and ends (a compaction is not)."""
     started: float = field(default_factory=time.perf_counter)
     pending: list[tuple[qe.UpdateOperation, int]] = field(default_factory=list)
     """The writes kept, in order, each with its number of points."""
@@ -509,19 +522,51 @@ class EdgeClient(TurnTakingEngine):
         if info is None:
             return
         shard = self._with_graph(name, config)  # the child loads it as configured here
-        if not self._aside or self._no_child:
-            _build_index(name, shard, info)
-            return
+        if not self._aside or self._no_child or not self._optimize_aside(name, config, info):
+            _build_index(name, self._shard(name), info)
+
+    @_held
+    def compact_aside(self, collection_name: str) -> bool:
+        """Compact the collection's part open to writes now, in a child process, if its close
+        would (see COMPACT_POINTS): for a writer that will write little more and waits on
+        something else meanwhile (an ingest's last embedding requests), so that its close
+        need not. Its later writes are kept here until the child is done, as during an index
+        build, and a tail smaller than COMPACT_POINTS stays open to writes. Return whether a
+        child started; only inside `indexing_aside`."""
+        name = collection_name
+        if not self._aside or self._no_child or name in self._indexing:
+            return False
+        config = self._read_config(name)
+        shard = self._shard(name)
+        if _index_due(shard, config, closing=True) is not None:
+            return False  # the close indexes it instead
+        if not _compaction_due(shard, self.path / name / SHARD_DIR, config):
+            return False
+        self._check_room()
+        info = shard.info()
+        config = self._mark_compacted(name, config)
+        # The child loads the shard configured for a compaction (no graph) and keeps it so.
+        program = [COMPACT_PROGRAM, str(self.path / name)]
+        return self._optimize_aside(name, config, info, program)
+
+    def _optimize_aside(
+        self, name: str, config: dict[str, Any], info: Any, compaction: list[str] | None = None
+    ) -> bool:
+        """Have a child process optimise the open shard (an index build, the shard loaded as
+        configured here; or the `compaction` program and its arguments), keeping this
+        collection's writes here meanwhile; False if no child could start (this process
+        then does the work)."""
+        shard = self._shards.pop(name)
         shard.flush()
         shard.close()
-        del self._shards[name]
         self._flushed[name] = time.monotonic()
         import tempfile
 
+        program = compaction or [INDEX_PROGRAM, str(self.path / name / SHARD_DIR)]
         errors = tempfile.TemporaryFile()  # noqa: SIM115 - closed once the build is settled
         try:
             process = subprocess.Popen(
-                [sys.executable, "-c", INDEX_PROGRAM, str(self.path / name / SHARD_DIR)],
+                [sys.executable, "-c", *program],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=errors,
@@ -534,15 +579,18 @@ class EdgeClient(TurnTakingEngine):
         except (OSError, ValueError):  # cannot start one here (ValueError: no pass_fds)
             errors.close()
             self._no_child = True
-            _build_index(name, self._shard(name), info)
-            return
-        _say_indexing(name, info)
+            return False
+        if compaction is None:
+            _say_indexing(name, info)
         room = 2 * int(INDEXING_THRESHOLD_KB * 1024 / (4 * max(1, _dimension(config))))
-        build = self._indexing[name] = _Indexing(process, errors, info, max(1, room))
+        build = self._indexing[name] = _Indexing(
+            process, errors, info, max(1, room), say=compaction is None
+        )
         # Writes of the last build not applied yet wait for this one (in their order): their
         # points are indexed with the next segment.
         build.pending = list(self._backlog.pop(name, ()))
         build.kept = sum(points for _, points in build.pending)
+        return True
 
     def _settle(self, name: str) -> None:
         """Wait for a child indexing the shard and open it again; the writes kept meanwhile
@@ -557,13 +605,15 @@ class EdgeClient(TurnTakingEngine):
         build.errors.close()
         self._shards[name] = qe.EdgeShard.load(str(self.path / name / SHARD_DIR))
         if code == 0:
-            _say_indexed(name, build.started)
+            if build.say:
+                _say_indexed(name, build.started)
         else:
             self._no_child = True
             why = reason[-1] if reason else f"exit status {code}"
+            work = ("Indexing", "indexes") if build.say else ("Compacting", "compacts")
             sys.stderr.write(
-                f"Indexing '{name}' in a helper process failed ({why}); this process indexes "
-                "it from now on.\n"
+                f"{work[0]} '{name}' in a helper process failed ({why}); this process "
+                f"{work[1]} it from now on.\n"
             )
         if build.pending:
             self._backlog[name] = deque(build.pending)
@@ -757,11 +807,17 @@ class EdgeClient(TurnTakingEngine):
     def _compact(self, name: str, config: dict[str, Any]) -> None:
         """Compact the shard's part open to writes into a segment closed to them, with no graph
         (see COMPACT_POINTS), here: nothing waits for it any more."""
-        if not config.get("compacted"):  # first: a compaction cut short counts as one
+        config = self._mark_compacted(name, config)
+        self._reload(name, config, 0).optimize()
+
+    def _mark_compacted(self, name: str, config: dict[str, Any]) -> dict[str, Any]:
+        """Mark the collection compacted before its compaction starts (one cut short counts
+        as one); return its settings."""
+        if not config.get("compacted"):
             config = self._read_config(name)
             config["compacted"] = True
             self._write_config(name, config)
-        self._reload(name, config, 0).optimize()
+        return config
 
     def _has_room(self) -> bool:
         try:
@@ -1139,6 +1195,16 @@ def _vectors_kb(vectors: int, config: dict[str, Any]) -> float:
     """What `vectors` dense vectors of the collection weigh as float32, in KB: the unit of
     the indexing thresholds, which count vectors whatever their stored datatype."""
     return vectors * _dimension(config) * 4 / 1024
+
+
+def compact_shard(folder: str) -> None:
+    """Compact the shard of the collection in `folder` (its part open to writes made a segment
+    closed to them, with no graph); what the child `compact_aside` starts runs."""
+    path = Path(folder)
+    config = _parse_config(path.name, (path / COLLECTION_FILE).read_text(encoding="utf-8"))
+    shard = qe.EdgeShard.load(str(path / SHARD_DIR), _shard_config(config, 0))
+    shard.optimize()
+    shard.close()
 
 
 def _index_due(shard: qe.EdgeShard, config: dict[str, Any], closing: bool = False) -> Any:

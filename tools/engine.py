@@ -118,6 +118,11 @@ class TurnTakingEngine(Engine, Protocol):
         """Through a block, build indexes without stopping this process's other threads."""
         ...
 
+    def compact_aside(self, collection_name: str) -> bool:
+        """Inside `indexing_aside`, compact what a collection holds now without stopping this
+        process's other threads, if its close would; return whether it started."""
+        ...
+
     @property
     def generation(self) -> Any:
         """A value that changes whenever the stored points may have."""

@@ -835,6 +835,13 @@ class KnowledgeStore:
         requests); a server indexes on its own anyway."""
         return indexing_aside(self.client)
 
+    def compact_aside(self) -> bool:
+        """Inside `indexing_aside`, for a writer that will write little more: the embedded
+        store compacts what it holds now in a child process, if its close would, so that the
+        close need not (a server compacts on its own). Return whether it started."""
+        taking = turn_taking(self.client)
+        return taking.compact_aside(self.name) if taking is not None else False
+
     def _held(self) -> AbstractContextManager[Any]:
         """Keep the embedded store through a block (no writes in between); a server: no-op.
         (See `TurnTakingEngine`.)"""
