@@ -542,7 +542,8 @@ class EdgeClient(TurnTakingEngine):
             return False  # the close indexes it instead
         if not _compaction_due(shard, self.path / name / SHARD_DIR, config):
             return False
-        self._check_room()
+        if not self._has_room():  # a compaction writes a new segment: the close tries again
+            return False
         info = shard.info()
         config = self._mark_compacted(name, config)
         # The child loads the shard configured for a compaction (no graph) and keeps it so.
