@@ -845,6 +845,31 @@ def test_a_writer_near_its_end_has_the_store_compacted_by_a_child_and_its_close_
     kept.close()
 
 
+def test_a_child_that_fails_to_compact_loses_nothing_and_the_close_compacts_instead(
+    tmp_path, monkeypatch, capfd
+):
+    from archivist.tools import edge
+
+    monkeypatch.setattr(edge, "COMPACT_POINTS", 100)
+    monkeypatch.setattr(edge, "COMPACT_PROGRAM", "raise SystemExit('no room for it')")
+    vectors = random_vectors(200)
+    client = dense_store(tmp_path / "edge", models)
+    grow(client, models, vectors, 0, 150)
+    assert client.compact_aside("docs")
+    client._indexing["docs"].process.wait()  # failed
+    grow(client, models, vectors, 150, 200)
+    client.close()
+    assert (
+        "Compacting 'docs' in a helper process failed (no room for it); this process "
+        "compacts it from now on." in capfd.readouterr().err
+    )
+    assert sorted(_segment_graphs(tmp_path / "edge")) == [("hnsw", 0), ("plain", 0)]
+    client = EdgeClient(tmp_path / "edge")
+    assert client.count("docs").count == 200
+    assert _query(client, vectors[170].tolist(), DENSE, 1).points[0].id == 170
+    client.close()
+
+
 def test_a_compacted_store_that_grows_to_an_index_gets_its_graph(tmp_path, monkeypatch, capfd):
     from archivist.tools import edge
 
