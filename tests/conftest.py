@@ -3,6 +3,7 @@
 import functools
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import traceback
@@ -26,6 +27,12 @@ SHOP_DESCRIPTION = "policies of an outdoor shop"
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # A suite started in the background of a script (`./run test &`, nohup, some CI runners)
+    # inherits Ctrl-C ignored, and so would every chat and watch the tests start, which then
+    # never hear the Ctrl-C the tests press. They get what a terminal gives a program: Python's
+    # own handling (a handler is reset to the default in a started program; "ignored" is not).
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     config.addinivalue_line(
         "markers",
         "loading_child: an in-process ingest loads its files in the loading child by default, "
