@@ -154,8 +154,10 @@ class RunResources:
     """The run's own folder for the web pages it fetched, when there is no web cache."""
     read_bytes: int = 0
     """The size of the files this run has passed over so far, and the chunks they made: how
-    many chunks the files left will make, roughly (`IngestSteps._ending`)."""
+    many chunks the files left (`bytes_left`, None until its first step) will make, roughly
+    (`IngestSteps._ending`)."""
     made_chunks: int = 0
+    bytes_left: int | None = None
     compaction_asked: bool = False
 
     def scratch(self) -> Path:
@@ -322,7 +324,11 @@ class IngestSteps:
             texts = [[c.index_text for c in d.chunks] for d in read.pending]
             helper.add(list(zip(docs, texts, strict=True)))
         chunks = sum(len(d.chunks) for d in read.pending)
-        run.read_bytes += sum(max(f.size, 0) for f in batch)
+        if run.bytes_left is None:  # summed once a run, not at every step
+            run.bytes_left = sum(max(f.size, 0) for f in state["files"][start:])
+        passed = sum(max(f.size, 0) for f in batch)
+        run.read_bytes += passed
+        run.bytes_left -= passed
         run.made_chunks += chunks
         self.notify(Loaded(len(batch), len(read.unchanged), chunks))
         return {
@@ -535,12 +541,10 @@ class IngestSteps:
         """Whether the run expects to write at most COMPACT_AHEAD more chunks: those of its
         documents not yet stored, and those the files left will make at the rate so far."""
         left = sum(len(d.chunks) - d.stored for d in pending)
-        files = state["files"][state["position"] :]
-        if files:
-            if not run.read_bytes:
+        if state["position"] < len(state["files"]):
+            if not run.read_bytes or run.bytes_left is None:
                 return False
-            rest = sum(max(f.size, 0) for f in files)
-            left += rest * run.made_chunks / run.read_bytes
+            left += run.bytes_left * run.made_chunks / run.read_bytes
         return left <= COMPACT_AHEAD
 
     def _refused(
