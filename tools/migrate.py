@@ -28,7 +28,7 @@ from archivist.tools.store import (
 )
 
 if TYPE_CHECKING:  # opening a store may read this module: events only where a copy runs
-    from archivist.tools.progress import Copied, ProgressFn
+    from archivist.tools.progress import ProgressFn
 
 
 def copy_stores(
@@ -88,12 +88,13 @@ def copy_store(
     target.ensure(info["fingerprint"], info.get("description", ""))
     copying = {**info, COPYING: f"store '{source.name}'"}
     target.client.update_collection(target.name, metadata={"archivist": copying})
-
-    def relabelled(event: Copied) -> None:  # said of this store, out of its whole count
-        if on_progress is not None:
-            on_progress(replace(event, store=source.name, total=total))
-
-    copied = copy_points(source, target, batch, relabelled if on_progress else None)
+    # Each batch's event said of this store, out of its whole count (no callback: no event).
+    relabelled = (
+        None
+        if on_progress is None
+        else lambda event: on_progress(replace(event, store=source.name, total=total))
+    )
+    copied = copy_points(source, target, batch, relabelled)
     stored = target.count()
     if stored != total:
         raise ArchivistError(
