@@ -43,7 +43,7 @@ from typing import Any
 from archivist.ingest.loaders import LoaderOptions, LoadError, Section
 from archivist.ingest.loaders.base import report
 from archivist.ingest.sync import SourceFile, load_sections, options_for
-from archivist.ingest.worker import READY
+from archivist.ingest.worker import READY, interrupts_held
 from archivist.tools.progress import Recognised
 
 DEFAULT_SECONDS = 120.0
@@ -150,16 +150,17 @@ class Loads:
         one an earlier run left)."""
         if self._here or self._child is not None:
             return
-        self._child = _take_spare()
-        if self._child is None:
-            try:
-                self._child = _Child()
-            except OSError:
-                self._here = True
-                return
-        # However the run ends (even interrupted between two of its steps), the child is
-        # waited for before this process exits.
-        atexit.register(self.close)
+        # However the run ends (even interrupted between two of its steps, or while the child
+        # starts), the child is waited for before this process exits.
+        with interrupts_held():
+            self._child = _take_spare()
+            if self._child is None:
+                try:
+                    self._child = _Child()
+                except OSError:
+                    self._here = True
+                    return
+            atexit.register(self.close)
 
     def load(self, file: SourceFile, options: LoaderOptions) -> list[Section]:
         """Load a file that is read whole: its sections, as `sync.load_sections` gives them;

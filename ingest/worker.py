@@ -58,6 +58,28 @@ then it is taken as stuck, stopped, and the ingest does the work itself."""
 _STOP = object()
 
 
+@contextlib.contextmanager
+def interrupts_held():
+    """Hold Ctrl-C through the block, then raise it: a child process started in the block is
+    registered to be waited for before the KeyboardInterrupt comes, never left running
+    unknown (one raised inside `Popen`, after the fork, loses the process). In the main
+    thread with Python's own Ctrl-C handling; elsewhere the block runs as it is."""
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        yield
+        return
+    pressed: list[int] = []
+    signal.signal(signal.SIGINT, lambda number, frame: pressed.append(number))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if pressed:
+        raise KeyboardInterrupt
+
+
 class Worker:
     """The ingest's helper process, started on first use; it answers requests in order."""
 
@@ -119,21 +141,22 @@ class Worker:
     def _started(self) -> bool:
         if self._process is not None:
             return True
-        try:
-            self._answered = time.monotonic()
-            self._process = subprocess.Popen(
-                self.command,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                start_new_session=True,  # Ctrl-C stops the ingest, which then closes this
-            )
-        except OSError:
-            self._broken = True
-            return False
-        # However the ingest ends (even interrupted between two of its steps), the helper is
-        # waited for before this process exits.
-        atexit.register(self.close)
+        # However the ingest ends (even interrupted between two of its steps, or while the
+        # helper starts), the helper is waited for before this process exits.
+        with interrupts_held():
+            try:
+                self._answered = time.monotonic()
+                self._process = subprocess.Popen(
+                    self.command,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,
+                    start_new_session=True,  # Ctrl-C stops the ingest, which then closes this
+                )
+            except OSError:
+                self._broken = True
+                return False
+            atexit.register(self.close)
         # Writing on a thread of its own: a request larger than the pipe holds never makes
         # the ingest wait for the helper to finish the one before.
         threading.Thread(target=self._write, args=(self._process,), daemon=True).start()
