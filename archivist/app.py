@@ -174,20 +174,40 @@ class Archivist:
             request = replace(request, web=replace(request.web, cache=str(self.settings.web_cache)))
         if request.load_timeout is None and self.settings.load_timeout is not None:
             request = replace(request, load_timeout=self.settings.load_timeout)
-        unchanged = self._unchanged(request, on_progress)
+        unchanged, ahead = self._unchanged(request, on_progress)
         if unchanged is not None:
             if release:
                 self.close()
             return replace(unchanged, seconds=round(time.perf_counter() - started, 2))
+        try:
+            return self._run_ingest(request, ahead, on_progress, release, started)
+        finally:
+            if ahead is not None:
+                ahead.close()
+
+    def _run_ingest(
+        self,
+        request: IngestRequest,
+        ahead: Any,
+        on_progress: ProgressFn | None,
+        release: bool,
+        started: float,
+    ) -> IngestReport:
+        """Plan and run the ingest graph (the first files' vectors taken from `ahead`)."""
         from archivist import models
         from archivist.ingest.pipeline import plan_ingest
 
         with self.released_on_failure():
             context = models.embed_context(self.settings, allow_chat=request.allow_chat_embedder)
+        embeddings = self.embeddings
+        if ahead is not None:
+            from archivist.ingest.ahead import AheadEmbeddings
+
+            embeddings = embeddings.with_inner(AheadEmbeddings(embeddings.inner, ahead))
         # One writer at a time; searches get through between its writes.
         with self.writing():
             target = self.store(request.store, must_exist=False)
-            job = plan_ingest(request, target, self.embeddings, context)
+            job = plan_ingest(request, target, embeddings, context)
             with self.released_on_failure(doing="Ingest stopped", then=job.kept):
                 outcome = job.run(on_progress)
             points = job.finish()
@@ -195,16 +215,18 @@ class Archivist:
             self.close()
         return job.report(outcome, points, time.perf_counter() - started)
 
-    def _unchanged(self, request: IngestRequest, on_progress: ProgressFn | None) -> Any:
+    def _unchanged(self, request: IngestRequest, on_progress: ProgressFn | None) -> tuple[Any, Any]:
         """The report of an ingest that would change nothing, told from what the store
         recorded and one /api/show request, without the ingest graph or the model factory
-        (`archivist.ingest.unchanged`); None when there is something to do, or any doubt."""
+        (`archivist.ingest.unchanged`); None when there is something to do, or any doubt.
+        With it, the `EmbedAhead` started for a new store's run (`archivist.ingest.ahead`),
+        or None."""
         from archivist import light_ollama
         from archivist.ingest.unchanged import unchanged_report
         from archivist.tools.prefixes import default_prefixes
 
         if request.urls or request.reindex or request.shard:
-            return None
+            return None, None
         if "embeddings" in self.__dict__:
             model = self.embeddings.model
             prefixes = (self.embeddings.document_prefix, self.embeddings.query_prefix)
@@ -213,10 +235,10 @@ class Archivist:
             prefixes = default_prefixes(model)
         answer = light_ollama.show(self.settings, model)
         if answer is None:
-            return None  # the model factory's way says why
+            return None, None  # the model factory's way says why
         capabilities = answer.get("capabilities") or []
         if capabilities and "embedding" not in capabilities and not request.allow_chat_embedder:
-            return None
+            return None, None
         context = light_ollama.context_of(
             answer.get("model_info") or {}, answer.get("parameters") or ""
         )
@@ -224,9 +246,15 @@ class Archivist:
         with self.writing():
             try:
                 store = self.store(request.store, must_exist=False)
-                return unchanged_report(request, store, context, wanted, on_progress)
+                if store.exists():
+                    return unchanged_report(request, store, context, wanted, on_progress), None
             except ArchivistError:
-                return None  # a damaged or unreadable store: the graph's run says so
+                return None, None  # a damaged or unreadable store: the graph's run says so
+        if "embeddings" in self.__dict__:
+            return None, None  # embeddings of the caller's own: only they may be asked
+        from archivist.ingest.ahead import EmbedAhead
+
+        return None, EmbedAhead.start(self.settings, request, model, prefixes[0], context)
 
     def search(
         self,

@@ -257,10 +257,10 @@ class StrictOllamaEmbeddings(OllamaEmbeddings):
             raise UnreadableAnswer(
                 "/api/embed", f"{len(vectors or [])} embeddings for {len(texts)} inputs"
             )
-        self._check(vectors)
+        self.check_vectors(vectors)
         return vectors
 
-    def _check(self, vectors: list) -> None:
+    def check_vectors(self, vectors: list) -> None:
         """Refuse vectors that are not lists of finite numbers of one (the declared) length."""
         try:
             # sum() runs in C and fails on anything but numbers; NaN and infinity stay so.

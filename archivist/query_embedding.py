@@ -54,32 +54,37 @@ class QueryEmbedder:
         raise AssertionError("unreachable")
 
     def _send(self, body: bytes) -> list[float]:
-        host, credentials = split_credentials(self.settings.ollama_host.rstrip("/"))
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        status, content = post(
-            f"{host}/api/embed", body, {**headers, **credentials}, self.settings.timeout
-        )
-        if status >= 400:
-            import ollama
+        return send_embed(self.settings, body, 1)[0]
 
-            # It reads the `error` of a JSON body itself, as from httpx.
-            error = ollama.ResponseError(content.decode("utf-8", "replace"), status)
-            if status >= 500 or status == 429:
-                raise _Busy(error)
-            raise error
-        try:
-            vectors = orjson.loads(content).get("embeddings")
-        except (orjson.JSONDecodeError, AttributeError):
-            _unreadable("an empty answer" if not content.strip() else "not JSON")
-        if not isinstance(vectors, list) or len(vectors) != 1:
-            _unreadable(f"{len(vectors or [])} embeddings for 1 input")
-        try:
-            finite = math.isfinite(sum(vectors[0]))
-        except TypeError:
-            finite = False
-        if not finite:
-            _unreadable("vectors that are not all finite numbers")
-        return vectors[0]
+
+def send_embed(settings: Settings, body: bytes, inputs: int) -> list[list[float]]:
+    """Send one /api/embed request (its JSON `body` written) and return its `inputs` vectors,
+    checked as the model factory checks them: one per input, all finite numbers. Raises as
+    the ollama client does; `_Busy` and `Cut` for what may pass when sent again."""
+    host, credentials = split_credentials(settings.ollama_host.rstrip("/"))
+    headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    status, content = post(f"{host}/api/embed", body, {**headers, **credentials}, settings.timeout)
+    if status >= 400:
+        import ollama
+
+        # It reads the `error` of a JSON body itself, as from httpx.
+        error = ollama.ResponseError(content.decode("utf-8", "replace"), status)
+        if status >= 500 or status == 429:
+            raise _Busy(error)
+        raise error
+    try:
+        vectors = orjson.loads(content).get("embeddings")
+    except (orjson.JSONDecodeError, AttributeError):
+        _unreadable("an empty answer" if not content.strip() else "not JSON")
+    if not isinstance(vectors, list) or len(vectors) != inputs:
+        _unreadable(f"{len(vectors or [])} embeddings for {inputs} input{'s' * (inputs != 1)}")
+    try:
+        finite = math.isfinite(sum(map(sum, vectors)))
+    except TypeError:
+        finite = False
+    if not finite:
+        _unreadable("vectors that are not all finite numbers")
+    return vectors
 
 
 class _Busy(Exception):

@@ -94,7 +94,9 @@ class EmbedQueue:
     At most `READY_PER_WORKER` requests per worker are handed to the threads at once (running,
     or answered and not yet taken); the rest wait as texts. An answer is ~50 times the size of
     its texts (768 floats a chunk), so a large record file whose chunks are all queued at
-    once would otherwise hold every vector in memory until the store catches up.
+    once would otherwise hold every vector in memory until the store catches up. A request
+    whose vectors the embeddings already hold (`answered`: sent ahead of the graph,
+    `archivist.ingest.ahead`) takes no thread and does not count: it is done as it is queued.
     """
 
     READY_PER_WORKER = 4
@@ -108,9 +110,13 @@ class EmbedQueue:
         self._pool = ThreadPoolExecutor(
             max_workers=max(1, settings.concurrency), thread_name_prefix="embed"
         )
-        self._jobs: deque[tuple[Any, Future]] = deque()
+        self._jobs: deque[tuple[Any, Future, bool]] = deque()
+        """Requests started, in order: key, future, and whether a thread has it."""
         self._waiting: deque[tuple[Any, list[str]]] = deque()
         self._ready = self.READY_PER_WORKER * max(1, settings.concurrency)
+        self._handed = 0
+        """Requests among `_jobs` handed to the threads (not answered ahead)."""
+        self._answered = getattr(embeddings, "answered", None)
 
     def submit(self, key: Any, texts: list[str]) -> None:
         """Queue one request; its result comes back with `key`."""
@@ -118,12 +124,24 @@ class EmbedQueue:
         self._start()
 
     def _start(self) -> None:
-        while self._waiting and len(self._jobs) < self._ready:
-            key, texts = self._waiting.popleft()
-            future = self._pool.submit(
-                embed_with_retry, self.embeddings, texts, self.settings, self.on_retry
-            )
-            self._jobs.append((key, future))
+        from concurrent.futures import Future
+
+        while self._waiting:
+            key, texts = self._waiting[0]
+            vectors = self._answered(texts) if self._answered else None
+            handed = vectors is None
+            if not handed:
+                future: Future = Future()
+                future.set_result(vectors)
+            elif self._handed < self._ready:
+                future = self._pool.submit(
+                    embed_with_retry, self.embeddings, texts, self.settings, self.on_retry
+                )
+                self._handed += 1
+            else:
+                return
+            self._waiting.popleft()
+            self._jobs.append((key, future, handed))
 
     def __len__(self) -> int:
         return len(self._jobs) + len(self._waiting)
@@ -131,10 +149,12 @@ class EmbedQueue:
     def results(self, keep: int = 0) -> Iterator[tuple[Any, list[list[float]] | BaseException]]:
         """Yield (key, vectors) in submission order, or (key, error) for input the server
         refused: every request already answered, then more, waiting, until at most `keep`
-        are left. Any other failure (after its retries) is raised; `close` then stops the
-        requests not yet started, so the caller can stop cleanly."""
-        while self._jobs and (len(self) > keep or self._jobs[0][1].done()):
-            key, future = self._jobs.popleft()
+        are left (requests answered ahead not counted). Any other failure (after its
+        retries) is raised; `close` then stops the requests not yet started, so the caller
+        can stop cleanly."""
+        while self._jobs and (self._handed + len(self._waiting) > keep or self._jobs[0][1].done()):
+            key, future, handed = self._jobs.popleft()
+            self._handed -= handed
             self._start()
             error = future.exception()
             if error is None:
@@ -148,4 +168,5 @@ class EmbedQueue:
         """Stop: requests not started are cancelled, those in flight are not waited for."""
         self._jobs.clear()
         self._waiting.clear()
+        self._handed = 0
         self._pool.shutdown(wait=False, cancel_futures=True)

@@ -38,6 +38,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "loading_child: an in-process ingest loads its files in the loading child by default, "
         "as the app does (see `loads_in_this_process`)",
     )
+    config.addinivalue_line(
+        "markers",
+        "embed_ahead: an in-process ingest into a new store embeds its first files ahead of "
+        "its graph, as a first ingest in a process does (see `graph_imports_loaded`)",
+    )
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -142,6 +147,18 @@ def loads_in_this_process(request: pytest.FixtureRequest, monkeypatch: pytest.Mo
         from archivist.ingest import loading
 
         monkeypatch.setattr(loading, "DEFAULT_SECONDS", 0.0)
+
+
+@pytest.fixture(autouse=True)
+def graph_imports_loaded(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ingests in the test process do not embed ahead of their graph
+    (`archivist.ingest.ahead`): whether LangGraph is imported yet depends on which tests ran
+    before in the same worker, and an ingest's requests should not. Tests of it mark
+    themselves `embed_ahead`; an ingest run as a process embeds ahead as a user's does."""
+    if request.node.get_closest_marker("embed_ahead") is None:
+        from archivist.ingest import ahead
+
+        monkeypatch.setattr(ahead, "graph_imported", lambda: True)
 
 
 @pytest.fixture

@@ -706,6 +706,12 @@ class FakeOllama(ServedModels):
         with self._lock:
             return [request["body"] for request in self.requests if request["path"] == path]
 
+    def agents_to(self, path: str) -> list[str]:
+        """Return the User-Agent of each recorded request to a path ("" when none was sent:
+        Archivist's own light client sends none, the ollama client names itself)."""
+        with self._lock:
+            return [r["agent"] for r in self.requests if r["path"] == path]
+
     def request_times(self, path: str | None = None) -> list[float]:
         """Return when each recorded request (to a path, or any) arrived, as time.time()."""
         with self._lock:
@@ -802,7 +808,13 @@ class FakeOllama(ServedModels):
             return [raw for recorded, raw in self._raw_bodies if recorded == path]
 
     def _record(
-        self, method: str, path: str, body: Any, raw: bytes = b"", authorization: str = ""
+        self,
+        method: str,
+        path: str,
+        body: Any,
+        raw: bytes = b"",
+        authorization: str = "",
+        agent: str = "",
     ) -> None:
         with self._lock:
             self.requests.append(
@@ -812,6 +824,7 @@ class FakeOllama(ServedModels):
                     "body": body,
                     "time": time.time(),
                     "authorization": authorization,
+                    "agent": agent,
                 }
             )
             self._raw_bodies.append((path, raw))
@@ -912,7 +925,8 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self._read_raw()
         body = self._parse(raw)
         authorization = self.headers.get("Authorization") or ""
-        fake._record(self.command, path, body, raw, authorization)
+        agent = self.headers.get("User-Agent") or ""
+        fake._record(self.command, path, body, raw, authorization, agent)
         self._fault = ""
         try:
             if fake._stopped.is_set():

@@ -311,12 +311,13 @@ def test_requests_are_recorded_and_plain_endpoints_answer(fake: FakeOllama) -> N
     assert httpx.post(f"{fake.url}/api/chat", content=b"not json").status_code == 400
     assert [r["path"] for r in fake.requests][:3] == ["/", "/api/version", "/api/nothing"]
     first = fake.requests[0]
-    assert {k: v for k, v in first.items() if k != "time"} == {
+    assert {k: v for k, v in first.items() if k not in ("time", "agent")} == {
         "method": "GET",
         "path": "/",
         "body": None,
         "authorization": "",
     }
+    assert first["agent"].startswith("python-httpx/")  # who sent it
     assert isinstance(first["time"], float)  # when it arrived: the benchmark's gap measure
     fake.clear_requests()
     assert fake.requests == []

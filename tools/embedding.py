@@ -26,8 +26,19 @@ class PrefixedEmbeddings(Embeddings):
         document_prefix, query_prefix = default_prefixes(model)
         return cls(inner, model, document_prefix, query_prefix)
 
+    def with_inner(self, inner: Embeddings) -> "PrefixedEmbeddings":
+        """The same model and prefixes, its requests made by `inner`."""
+        return type(self)(inner, self.model, self.document_prefix, self.query_prefix)
+
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         return self.inner.embed_documents([self.document_prefix + t for t in texts])
+
+    def answered(self, texts: Sequence[str]) -> list[list[float]] | None:
+        """The vectors of documents `texts` if the inner embeddings already hold them all (an
+        ingest's, sent ahead of its graph: `archivist.ingest.ahead`), without a request; else
+        None."""
+        held = getattr(self.inner, "answered", None)
+        return held([self.document_prefix + t for t in texts]) if held else None
 
     def embed_query(self, text: str) -> list[float]:
         return self.inner.embed_query(self.query_prefix + text)
