@@ -6,13 +6,14 @@ Ollama loads the model only when the first request comes). So when a run fills a
 `EmbedAhead` starts as soon as the quick check (`archivist.ingest.unchanged`) has found work:
 a child process (`python -m archivist.ingest.ahead`, on the other core: a thread here would
 wait for the interpreter while the imports hold it) reads the run's first files as the graph
-will (the same discovery, loaders and splitter fitted to the model) and sends their chunks to
-/api/embed with the standard library's HTTP client (`archivist.query_embedding.send_embed`:
-the body the model factory's embeddings send), a few requests at a time. Before each request
-it names its texts; after, it sends their vectors. It stops sending once the graph has caught up
-with it (the graph's embedder meets chunks it did not send: `stop`), or at AHEAD_REQUESTS
-requests, finishes those on their way and exits; the ingest kills it when its run ends if it
-has not (a file that holds its loader, say).
+will (the same discovery, loaders and splitter fitted to the model; only the files the text
+loaders read in milliseconds, leaving PDFs, office files and images to the graph) and sends
+their chunks to /api/embed with the standard library's HTTP client
+(`archivist.query_embedding.send_embed`: the body the model factory's embeddings send), a
+few requests at a time. Before each request it names its texts; after, it sends their
+vectors. It stops sending once the graph has caught up with it (the graph's embedder meets
+chunks it did not send: `stop`), or at AHEAD_REQUESTS requests, finishes those on their way
+and exits; the ingest kills it when its run ends if it has not.
 
 The graph's embedder takes those vectors by the exact text sent (`AheadEmbeddings`, around
 the model factory's embeddings): a request whose texts were all sent ahead is answered
@@ -38,9 +39,9 @@ from typing import Any
 from archivist.ingest.request import IngestRequest
 from archivist.settings import Settings
 
-STOP_WAIT_S = 5.0
-"""How long `stop` waits for the child to finish the file in hand and say it sends nothing
-more (longer, with a file that holds its loader: texts may then be sent twice)."""
+STOP_WAIT_S = 0.5
+"""How long `stop` waits for the child to say it sends nothing more (it reads only quick
+files; one that holds its loader longer sends nothing after it either, as it checks first)."""
 AHEAD_REQUESTS = 64
 """The most requests sent ahead (4,096 chunks at the default batch size): more than the model
 answers while the imports load (it is stopped then), a bound on what is held for the graph."""
@@ -233,6 +234,17 @@ class AheadEmbeddings:
 # -- the child ------------------------------------------------------------------------------
 
 
+def quick_to_read(path: Any, options: Any) -> bool:
+    """Whether a file is read by one of the text loaders (Markdown, reStructuredText, plain
+    text, HTML, notebooks), in milliseconds: not a PDF, an office file or an image (OCR), nor
+    a file a named LangChain loader (`--loader`) may read."""
+    from archivist.ingest.loaders import LOADERS, suffix_of
+
+    if options.extra_loaders:
+        return False
+    return LOADERS.get(suffix_of(path), ("text", ""))[0] == "text"
+
+
 def embed_first_files(
     settings: Settings,
     request: IngestRequest,
@@ -287,6 +299,8 @@ def embed_first_files(
     for file in files:
         if stopping.is_set() or file.has_records:
             break
+        if not quick_to_read(file.path, request.loader):
+            continue  # the graph reads it: twice would cost seconds (OCR, a long PDF)
         try:
             sections = load_sections(file, request.loader)
             document = file_document(file, sections, request.splitter, "")

@@ -6,6 +6,7 @@ from collections import Counter
 
 import pytest
 from conftest import run_cli, write_files
+from samples import make_pdf
 
 from archivist.app import Archivist
 from archivist.ingest import ahead as ahead_module
@@ -122,6 +123,26 @@ def test_no_ahead_for_a_store_that_exists_or_a_run_whose_imports_are_loaded(
     write_files(docs, {"new.md": "# New\n\nA new note about parcels."})
     archivist.ingest([str(docs)], "kb")  # a store that exists: its unchanged files are skipped
     assert started == [] and "" not in ollama.agents_to("/api/embed")
+
+
+def test_the_child_reads_only_quick_files_and_leaves_pdfs_to_the_graph(
+    archivist, ollama, tmp_path, monkeypatch
+):
+    docs = notes(tmp_path / "docs", count=12)
+    # First in the graph's order: a PDF, which the child passes over.
+    (docs / "a-manual.pdf").write_bytes(make_pdf([["Pallet manual: stack crates four high."]]))
+    started = ahead_first(monkeypatch, requests=2)
+    report = archivist.ingest([str(docs)], "kb", batch_size=4, chunk_size=80, chunk_overlap=0)
+    assert report.failed == [] and started[0].sent >= 2
+    agents = ollama.agents_to("/api/embed")
+    bodies = ollama.requests_to("/api/embed")
+    by_child = [t for a, b in zip(agents, bodies, strict=True) if not a for t in b["input"]]
+    by_graph = [t for a, b in zip(agents, bodies, strict=True) if a for t in b["input"]]
+    assert not any("Pallet manual" in t for t in by_child)
+    assert any("Pallet manual" in t for t in by_graph)
+    assert any("Parcel 0-0" in t for t in by_child)
+    sent = Counter(by_child + by_graph)
+    assert all(n == 1 for n in sent.values())
 
 
 class Answering:
