@@ -174,11 +174,20 @@ class Archivist:
             request = replace(request, web=replace(request.web, cache=str(self.settings.web_cache)))
         if request.load_timeout is None and self.settings.load_timeout is not None:
             request = replace(request, load_timeout=self.settings.load_timeout)
-        unchanged, ahead = self._unchanged(request, on_progress)
+        unchanged, new_store_context = self._unchanged(request, on_progress)
         if unchanged is not None:
             if release:
                 self.close()
             return replace(unchanged, seconds=round(time.perf_counter() - started, 2))
+        ahead = None
+        if new_store_context is not None and "embeddings" not in self.__dict__:
+            # Only the model factory's embeddings: the caller's own may be asked only by them.
+            from archivist.ingest.ahead import EmbedAhead
+            from archivist.tools.prefixes import default_prefixes
+
+            model = self.settings.embed_model
+            prefix = default_prefixes(model)[0]
+            ahead = EmbedAhead.start(self.settings, request, model, prefix, new_store_context)
         try:
             return self._run_ingest(request, ahead, on_progress, release, started)
         finally:
@@ -215,12 +224,14 @@ class Archivist:
             self.close()
         return job.report(outcome, points, time.perf_counter() - started)
 
-    def _unchanged(self, request: IngestRequest, on_progress: ProgressFn | None) -> tuple[Any, Any]:
+    def _unchanged(
+        self, request: IngestRequest, on_progress: ProgressFn | None
+    ) -> tuple[Any, int | None]:
         """The report of an ingest that would change nothing, told from what the store
         recorded and one /api/show request, without the ingest graph or the model factory
         (`archivist.ingest.unchanged`); None when there is something to do, or any doubt.
-        With it, the `EmbedAhead` started for a new store's run (`archivist.ingest.ahead`),
-        or None."""
+        With it, when the run fills a store that does not exist yet, the embedding model's
+        context (tokens) the answer gave, else None."""
         from archivist import light_ollama
         from archivist.ingest.unchanged import unchanged_report
         from archivist.tools.prefixes import default_prefixes
@@ -250,11 +261,7 @@ class Archivist:
                     return unchanged_report(request, store, context, wanted, on_progress), None
             except ArchivistError:
                 return None, None  # a damaged or unreadable store: the graph's run says so
-        if "embeddings" in self.__dict__:
-            return None, None  # embeddings of the caller's own: only they may be asked
-        from archivist.ingest.ahead import EmbedAhead
-
-        return None, EmbedAhead.start(self.settings, request, model, prefixes[0], context)
+        return None, context
 
     def search(
         self,

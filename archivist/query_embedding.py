@@ -37,12 +37,9 @@ class QueryEmbedder:
     query_prefix: str
 
     def embed_query(self, text: str) -> list[float]:
-        body = orjson.dumps(
-            {"model": self.model, "input": [self.query_prefix + text], "truncate": False}
-        )
         for attempt in range(1, ATTEMPTS + 1):
             try:
-                return self._send(body)
+                return send_embed(self.settings, self.model, [self.query_prefix + text])[0]
             except (_Busy, Cut) as exc:
                 if attempt == ATTEMPTS:
                     if isinstance(exc, _Busy):
@@ -53,14 +50,14 @@ class QueryEmbedder:
                 time.sleep(BACKOFF * 2 ** (attempt - 1))
         raise AssertionError("unreachable")
 
-    def _send(self, body: bytes) -> list[float]:
-        return send_embed(self.settings, body, 1)[0]
 
-
-def send_embed(settings: Settings, body: bytes, inputs: int) -> list[list[float]]:
-    """Send one /api/embed request (its JSON `body` written) and return its `inputs` vectors,
-    checked as the model factory checks them: one per input, all finite numbers. Raises as
-    the ollama client does; `_Busy` and `Cut` for what may pass when sent again."""
+def send_embed(settings: Settings, model: str, texts: list[str]) -> list[list[float]]:
+    """Send one /api/embed request of `texts` (with their prefixes) to `model`, with the body
+    the model factory's embeddings send, and return their vectors, checked as it checks them:
+    one per input, all finite numbers. Raises as the ollama client does; `_Busy` and `Cut`
+    for what may pass when sent again."""
+    body = orjson.dumps({"model": model, "input": texts, "truncate": False})
+    inputs = len(texts)
     host, credentials = split_credentials(settings.ollama_host.rstrip("/"))
     headers = {"Content-Type": "application/json", "Accept": "application/json"}
     status, content = post(f"{host}/api/embed", body, {**headers, **credentials}, settings.timeout)

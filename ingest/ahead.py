@@ -258,8 +258,6 @@ def embed_first_files(
     run's batch size, at most `slots` on their way, telling `say` of each; until `stopping`
     is set, AHEAD_REQUESTS are sent, a record file comes (the graph packs those its own way)
     or the files end. Wait for the requests on their way."""
-    import orjson
-
     from archivist.ingest import roots as rooting
     from archivist.ingest.loaders import LoadError
     from archivist.ingest.sync import file_document, load_sections
@@ -269,9 +267,8 @@ def embed_first_files(
     threads: list[threading.Thread] = []
 
     def exchange(number: int, texts: list[str]) -> None:
-        body = orjson.dumps({"model": model, "input": texts, "truncate": False})
         try:
-            say("answer", number, send_embed(settings, body, len(texts)))
+            say("answer", number, send_embed(settings, model, texts))
         except BaseException:  # noqa: BLE001 - the graph sends these texts again
             say("failed", number, None)
         finally:
