@@ -6,6 +6,7 @@ from test_sparse import edge_bm25
 
 from archivist.tools import sparse
 from archivist.tools.errors import ArchivistError, StoreMismatch, StoreNotFound
+from archivist.tools.prefixes import reads
 from archivist.tools.store import SPARSE_SCHEME, Chunk, ChunkWrite, KnowledgeStore, connect
 
 FINGERPRINT = {"embed_model": "hash", "dimension": 64, "document_prefix": "", "query_prefix": ""}
@@ -401,3 +402,73 @@ def test_chunks_tied_in_score_come_back_in_the_same_order_whatever_order_they_we
     sparse_a = stores["docs_a"].search(None, "7", k=5, mode="sparse")
     assert len({round(r["score"], 6) for r in sparse_a}) == 1
     assert [r["chunk_id"] for r in sparse_a] == ids[:5]
+
+
+def _unit(cosine: float) -> list[float]:
+    """A 64-dimensional unit vector at `cosine` to the first axis (the query's)."""
+    return [cosine, (1 - cosine**2) ** 0.5, *[0.0] * 62]
+
+
+# Twenty-four passages about one place: BM25 finds them all and puts `gold`, the only one with
+# the question's other words, far ahead; the dense ranking holds the same passages (full
+# lists that share every candidate) but prefers `lookalike`, by a margin too small to count
+# on its own.
+AGREEING = {
+    "zh": (
+        "威尔特郡的东北与格洛斯特郡相邻",
+        "威尔特郡的郡治是特罗布里奇",
+        "威尔特郡",
+        "威尔特郡的东北与哪个郡相邻？",
+    ),
+    "en": (
+        "Wiltshire borders Gloucestershire to the north east",
+        "Wiltshire has its county town at Trowbridge",
+        "Wiltshire",
+        "Which county borders Wiltshire to the north east?",
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("model", "language", "first"),
+    [
+        ("all-minilm", "zh", "gold.txt"),  # an English model cannot read the question
+        ("nomic-embed-text:v1.5", "zh", "gold.txt"),
+        ("all-minilm", "en", "lookalike.txt"),  # it can read this one: agreement counts
+        ("bge-m3", "zh", "lookalike.txt"),  # a model not known to be English-only
+    ],
+)
+def test_agreement_with_bm25_counts_only_for_a_model_that_reads_the_questions_language(
+    client, model, language, first
+):
+    gold, lookalike, other, question = AGREEING[language]
+    store = KnowledgeStore(client, "places")
+    store.ensure({**FINGERPRINT, "embed_model": model})
+    passages = [("gold.txt", gold, 0.700), ("lookalike.txt", lookalike, 0.780)]
+    passages += [(f"p{i:02}.txt", f"{other} {i}", 0.700 + 0.001 * i) for i in range(22)]
+    store.upsert(
+        [ChunkWrite(Chunk(text, source, 0), _unit(c), "h", 1) for source, text, c in passages]
+    )
+    dense = store.search(_unit(1.0), question, k=3, mode="dense")
+    bm25 = store.search(None, question, k=3, mode="sparse")
+    assert (dense[0]["source"], bm25[0]["source"]) == ("lookalike.txt", "gold.txt")
+    hybrid = store.search(_unit(1.0), question, k=3)
+    assert hybrid[0]["source"] == first
+    margin_alone = store.search(_unit(1.0), question, k=3, fusion="margin")
+    assert margin_alone[0]["source"] == "gold.txt"
+
+
+@pytest.mark.parametrize(
+    ("model", "text", "read"),
+    [
+        ("all-minilm", "How do I read settings with Pydantic?", True),
+        ("all-minilm", "如何通过环境变量和 Pydantic 读取应用配置？", False),  # one English word
+        ("library/nomic-embed-text:v1.5", "Как настроить CORS?", False),
+        ("nomic-embed-text", "Réglages à l'œil, façon café", True),  # Latin letters all
+        ("nomic-embed-text", "2024-05 → 42", True),  # nothing to read: no reason to doubt
+        ("bge-m3", "如何读取应用配置？", True),
+        (None, "如何读取应用配置？", True),
+    ],
+)
+def test_a_model_trained_on_english_alone_does_not_read_other_scripts(model, text, read):
+    assert reads(model, text) is read

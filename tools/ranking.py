@@ -28,11 +28,10 @@ DENSE_MARGIN = 0.25
 # about the query (an embedder that cannot read the query's language shares almost none with
 # BM25, however its cosines spread), so dense then counts fully; measured in
 # benchmarks/retrieval.py on English and Chinese documentation, SQuAD-style and CMRC sets.
-# Its known cost: an English embedder matching a Chinese name character by character shares
-# the other paragraphs about that name with BM25 without telling them apart (CMRC MRR@5 0.982
-# against 0.983 by the margin alone); the stricter counts measured instead (squared, beyond
-# the first one or two, top ranks only, concordant order, other thresholds) did not win that
-# back, and most cost the English documentation more (docs/retrieval.md).
+# A model trained on English alone can still share candidates with BM25 on a Chinese question
+# (it matches a name character by character, and so do the paragraphs about that name) without
+# telling them apart: the store counts agreement only for a model that reads the query's
+# language (`archivist.tools.prefixes.reads`), and the margin alone for the others.
 DENSE_AGREEMENT = 8
 
 

@@ -33,6 +33,7 @@ from archivist.tools.engine import (
 )
 from archivist.tools.errors import ArchivistError, StoreMismatch, StoreNotFound
 from archivist.tools.passage import Passage, heading_path
+from archivist.tools.prefixes import reads
 from archivist.tools.ranking import (
     FUSION_DEPTH,
     collapse_overlaps,
@@ -275,7 +276,8 @@ class KnowledgeStore:
         self.records: ModuleType = records(client)
         """The request records its engine takes (see `engine.records`)."""
         self._partial: tuple[Any, list[str]] | None = None  # (store generation, versions)
-        self._sparse: tuple[Any, sparse.SparseEncoder] | None = None  # (generation, encoder)
+        # (generation, sparse encoder, embedding model): see `sparse_encoder`
+        self._sparse: tuple[Any, sparse.SparseEncoder, str | None] | None = None
 
     def exists(self) -> bool:
         """Whether the store's collection exists."""
@@ -314,12 +316,22 @@ class KnowledgeStore:
         `settings_generation`: another process may have rebuilt it), not after each write of
         points; a server's store is read once per `KnowledgeStore`.
         """
+        return self._query_settings()[0]
+
+    def _query_settings(self) -> tuple[sparse.SparseEncoder, str | None]:
+        """The encoder of the store's sparse scheme and the name of its embedding model, read
+        as `sparse_encoder` says."""
         with self._held():  # the value as of now: read with the store held
             taking = turn_taking(self.client)
             generation = taking.settings_generation if taking is not None else None
             if self._sparse is None or self._sparse[0] != generation:
-                self._sparse = (generation, self._encoder_of(self.fingerprint))
-            return self._sparse[1]
+                fingerprint = self.fingerprint
+                self._sparse = (
+                    generation,
+                    self._encoder_of(fingerprint),
+                    fingerprint.get("embed_model"),
+                )
+            return self._sparse[1], self._sparse[2]
 
     def _encoder_of(self, fingerprint: dict[str, Any]) -> sparse.SparseEncoder:
         scheme = fingerprint.get("sparse")
@@ -786,7 +798,10 @@ class KnowledgeStore:
     ) -> list[Passage]:
         """Return the `k` best passages for a query.
 
-        `hybrid` fuses the dense and BM25 rankings (see `fuse_zscore`); overlapping chunks of
+        `hybrid` fuses the dense and BM25 rankings (see `fuse_zscore`: with `fusion="zscore"`
+        dense counts by its margin and, when the store's embedding model reads the query's
+        language, by its agreement with BM25; `"margin"`, by its margin alone; `"rrf"`, by
+        reciprocal rank); overlapping chunks of
         one passage collapse into one result; `min_score` drops results scoring below it (in
         the mode's own score); `mmr` (0–1, 1 = relevance only) re-ranks for diversity;
         `diversify` puts each source's best passage before any source's second (see
@@ -917,8 +932,10 @@ class KnowledgeStore:
                     with_vector=with_vectors,
                 )
             )
+        model = None
         if mode in ("sparse", "hybrid"):
-            indices, values = self.sparse_encoder().query(query_text)
+            encoder, model = self._query_settings()
+            indices, values = encoder.query(query_text)
             if indices:
                 requests.append(
                     m.QueryRequest(
@@ -944,7 +961,10 @@ class KnowledgeStore:
         elif fusion == "rrf":
             candidates = fuse_rrf(lists[0], lists[1])
         else:
-            candidates = fuse_zscore(lists[0], lists[1], agreement=fusion != "margin")
+            # Agreement with BM25 says nothing of a model that cannot read the query (see
+            # `dense_weight`): such a model's ranking counts by its margin alone.
+            agreement = fusion != "margin" and reads(model, query_text)
+            candidates = fuse_zscore(lists[0], lists[1], agreement=agreement)
         if min_score is not None:
             candidates = [(p, s) for p, s in candidates if s >= min_score]
         passages = merge_duplicates(collapse_overlaps(candidates, DENSE))
