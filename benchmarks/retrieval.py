@@ -14,8 +14,9 @@ QdrantVectorStore, dense only). The embedder is the offline all-MiniLM-L6-v2 (Ol
     .venv/bin/pip install torch==2.13.0 -e '.[bench]'
 
 It prints a table and writes it as JSON to `--out` (default benchmarks/out), named for what was
-measured: `retrieval[-ours][-SET][-sparse-only].json` (`-ours` for Archivist's own BM25
-tokenizer, `-SET` when only some sets were asked for). These are figures, not tests.
+measured: `retrieval[-ours][-SET][-ablation][-sparse-only].json` (`-ours` for Archivist's own
+BM25 tokenizer, `-SET` when only some sets were asked for, `-ablation` for `--docs-ablation`).
+These are figures, not tests.
 
 The stores' BM25 vectors are those of new stores, from the encoder qdrant-edge ships
 (multilingual tokenizer, English stemming and stop words); `--sparse ours` builds them with
@@ -814,6 +815,8 @@ def main() -> None:
     name = "retrieval" + ("" if args.sparse == "edge" else f"-{args.sparse}")
     if args.sets and set(args.sets) != {*sets, "docs"}:
         name += "".join(f"-{chosen}" for chosen in sorted(set(args.sets)))
+    if args.docs_ablation and docs is not None:
+        name += "-ablation"
     name += "-sparse-only.json" if args.sparse_only else ".json"
     (args.out / name).write_text(json.dumps(figures, indent=2, ensure_ascii=False))
     if reports:

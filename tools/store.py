@@ -801,11 +801,10 @@ class KnowledgeStore:
         `hybrid` fuses the dense and BM25 rankings (see `fuse_zscore`: with `fusion="zscore"`
         dense counts by its margin and, when the store's embedding model reads the query's
         language, by its agreement with BM25; `"margin"`, by its margin alone; `"rrf"`, by
-        reciprocal rank); overlapping chunks of
-        one passage collapse into one result; `min_score` drops results scoring below it (in
-        the mode's own score); `mmr` (0–1, 1 = relevance only) re-ranks for diversity;
-        `diversify` puts each source's best passage before any source's second (see
-        `diversify_sources`).
+        reciprocal rank); overlapping chunks of one passage collapse into one result;
+        `min_score` drops results scoring below it (in the mode's own score); `mmr` (0–1,
+        1 = relevance only) re-ranks for diversity; `diversify` puts each source's best
+        passage before any source's second (see `diversify_sources`).
         """
         with self._held(), self._sized([] if query_vector is None else [query_vector]):
             return self._search(
