@@ -276,8 +276,8 @@ class KnowledgeStore:
         self.records: ModuleType = records(client)
         """The request records its engine takes (see `engine.records`)."""
         self._partial: tuple[Any, list[str]] | None = None  # (store generation, versions)
-        # (generation, sparse encoder, embedding model): see `sparse_encoder`
-        self._sparse: tuple[Any, sparse.SparseEncoder, str | None] | None = None
+        # (settings generation, sparse encoder, embedding model): see `_query_settings`
+        self._query_cache: tuple[Any, sparse.SparseEncoder, str | None] | None = None
 
     def exists(self) -> bool:
         """Whether the store's collection exists."""
@@ -324,14 +324,14 @@ class KnowledgeStore:
         with self._held():  # the value as of now: read with the store held
             taking = turn_taking(self.client)
             generation = taking.settings_generation if taking is not None else None
-            if self._sparse is None or self._sparse[0] != generation:
+            if self._query_cache is None or self._query_cache[0] != generation:
                 fingerprint = self.fingerprint
-                self._sparse = (
+                self._query_cache = (
                     generation,
                     self._encoder_of(fingerprint),
                     fingerprint.get("embed_model"),
                 )
-            return self._sparse[1], self._sparse[2]
+            return self._query_cache[1], self._query_cache[2]
 
     def _encoder_of(self, fingerprint: dict[str, Any]) -> sparse.SparseEncoder:
         scheme = fingerprint.get("sparse")
@@ -350,7 +350,7 @@ class KnowledgeStore:
         A new store gets the sparse scheme `fingerprint` names, else SPARSE_SCHEME; an
         existing one keeps its own unless `fingerprint` names another.
         """
-        self._sparse = None
+        self._query_cache = None
         if not self.exists():
             try:
                 self._create({"sparse": SPARSE_SCHEME, **fingerprint}, description)
@@ -455,14 +455,14 @@ class KnowledgeStore:
 
     def drop(self) -> None:
         """Delete the store's collection and everything in it."""
-        self._sparse = None
+        self._query_cache = None
         self.client.delete_collection(self.name)
 
     def rebuild_store(self) -> KnowledgeStore:
         """Return the scratch store a rebuild of this one is written to before the swap."""
         scratch = copy.copy(self)
         scratch.name = self.name + REBUILD_SUFFIX  # not a store name: no user store has it
-        scratch._partial = scratch._sparse = None
+        scratch._partial = scratch._query_cache = None
         return scratch
 
     def replace_with(self, other: KnowledgeStore, batch: int = 256) -> None:
@@ -489,7 +489,7 @@ class KnowledgeStore:
         self._index_payload()
         copy_points(other, self, batch)
         other.drop()
-        self._sparse = None
+        self._query_cache = None
 
     def finish_swap(self) -> bool:
         """Swap in a rebuild that was complete when a swap was cut short; return whether one
