@@ -6,13 +6,17 @@ the retriever returns the same search's results as LangChain `Document`s, for ch
 from the settings.
 """
 
+from typing import Any
+
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.tools import BaseTool
 from pydantic import ConfigDict
 
+from archivist.agent.search_tool import search_config
 from archivist.tools.passage import Passage, place
+from archivist.tools.search import SearchMode
 
 RERANK_FIELDS = ("rerank_score", "retrieval_rank")
 
@@ -23,22 +27,37 @@ class StoreRetriever(BaseRetriever):
     Each Document's metadata holds the passage's `source`, `score`, `rank` and `chunk_id`
     (also its id) and where it is — `page`, `sheet`, `heading`, `lines`, where known — with
     the metadata the passage was stored with, and, reranked, `rerank_score` and
-    `retrieval_rank`. A `source` restricts the
-    search to a document, folder or name prefix, as the tool's `source` argument does.
+    `retrieval_rank`.
+
+    The fields set the search's options for every call (None: the tool's own); a call may
+    change any option of a search (`SearchRequest`'s fields) for itself:
+    `retriever.invoke(query, k=1, source="policies/")`. An unknown field or option is refused.
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
     tool: BaseTool
     """The store's retrieval tool (`make_retrieval_tool`): the search, its settings and checks."""
+    k: int | None = None
+    """How many passages to return."""
+    mode: SearchMode | None = None
+    """`hybrid`, `dense` or `sparse`."""
     source: str | None = None
+    """Search only this document, folder or name prefix, as the tool's `source` does."""
+    min_score: float | None = None
+    """Drop passages scoring below this (in the mode's own score)."""
+    mmr: float | None = None
+    """Re-rank for diversity: 1 = relevance only, 0 = diversity only."""
 
     def _get_relevant_documents(
-        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **options: Any
     ) -> list[Document]:
-        args = {"query": query, **({"source": self.source} if self.source else {})}
-        call = {"name": self.tool.name, "args": args, "id": "retriever", "type": "tool_call"}
-        message = self.tool.invoke(call, {"callbacks": run_manager.get_child()})
+        fields = ("k", "mode", "source", "min_score", "mmr")
+        chosen = {name: getattr(self, name) for name in fields} | options
+        config = search_config(**chosen)
+        call = {"name": self.tool.name, "args": {"query": query}, "id": "retriever"}
+        call["type"] = "tool_call"
+        message = self.tool.invoke(call, {**config, "callbacks": run_manager.get_child()})
         return [as_document(result) for result in message.artifact]
 
 

@@ -6,13 +6,17 @@ search without them (`search_once`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Protocol
 
 from archivist.agent.records import Passage
 from archivist.tools.errors import ArchivistError
 from archivist.tools.passage import place
-from archivist.tools.store import KnowledgeStore, SearchMode, tool_name
+from archivist.tools.search import DEFAULT as DEFAULT_SEARCH
+from archivist.tools.search import SearchRequest
+from archivist.tools.store import KnowledgeStore, tool_name
 from archivist.words import number
 
 if TYPE_CHECKING:
@@ -129,111 +133,113 @@ class UnknownSource(ValueError):
     """A search's `source` names nothing in the store (the message lists what it could)."""
 
 
-def store_results(
+@dataclass(frozen=True, eq=True)
+class SearchResult(Sequence[Passage]):
+    """A search's passages, best first (it is a sequence of them), and what was done to
+    them: the request they answer (its mode, k, source filter…) and the reranking."""
+
+    query: str
+    request: SearchRequest
+    """The options the search ran with, its defaults resolved."""
+    passages: list[Passage] = field(default_factory=list)
+    reranked_by: str | None = None
+    """The model that reordered the store's candidates (None: the store's own order)."""
+    rerank_ms: float | None = None
+    """With reranking: its wall time, in milliseconds."""
+
+    def __getitem__(self, index):  # type: ignore[override] - a passage, or a list of them
+        return self.passages[index]
+
+    def __len__(self) -> int:
+        return len(self.passages)
+
+    def __iter__(self) -> Iterator[Passage]:
+        return iter(self.passages)
+
+
+def run_search(
     store: KnowledgeStore,
     embeddings: QueryEmbeddings,
-    k: int = 5,
-    mode: SearchMode = "hybrid",
-    min_score: float | None = None,
-    mmr: float | None = None,
+    query: str,
+    request: SearchRequest,
     reranker: Reranker | None = None,
-) -> Callable[[str, str | None], list[Passage]]:
-    """A store's search: (query, source) → the passages. A `source` that names nothing in the
-    store raises `UnknownSource`. With a `reranker`, the search fetches its candidates and the
-    reranker's top k are the results (a `Reranked` list, which says what reranking cost)."""
-    name = tool_name(store.name)
+) -> SearchResult:
+    """Search a store for `query` with `request`'s options; return the passages and what
+    was done to them.
 
-    def search(query: str, source: str | None = None) -> list[Passage]:
-        sources = None
-        if source:
-            sources = store.match_sources(source)
-            if not sources:
-                known = store.source_names()
-                sample = ", ".join(known[:LISTED_SOURCES]) or "none"
-                raise UnknownSource(
-                    f"No source in '{store.name}' matches '{source}'. Sources include: "
-                    f"{sample}. Call {name} again with one of them, or without `source`."
-                )
-        vector = None if mode == "sparse" else embeddings.embed_query(query)
-        wanted = reranker.fetch(k) if reranker else k
-        found = store.search(
-            vector, query, k=wanted, mode=mode, sources=sources, min_score=min_score, mmr=mmr
-        )
-        results: list[Passage] = [
-            {**r, "score": round(r["score"], 4), **place(r["metadata"])} for r in found
-        ]
-        if reranker is not None:
-            results = reranker(query, results, k)
-        return results
-
-    return search
+    A `source` that names nothing in the store raises `UnknownSource` (before the query is
+    embedded). When the request names a rerank model, `reranker` is that model's: the store
+    returns `request.candidates` passages and the reranker's top `k` are the results.
+    """
+    if request.rerank and (reranker is None or reranker.model != request.rerank):
+        raise ValueError(f"the search asks for reranking by {request.rerank}: give its reranker")
+    sources = None
+    source = clean_source(request.source)
+    if source:
+        sources = store.match_sources(source)
+        if not sources:
+            known = store.source_names()
+            sample = ", ".join(known[:LISTED_SOURCES]) or "none"
+            raise UnknownSource(
+                f"No source in '{store.name}' matches '{source}'. Sources include: "
+                f"{sample}. Call {tool_name(store.name)} again with one of them, or without "
+                "`source`."
+            )
+    vector = None if request.mode == "sparse" else embeddings.embed_query(query)
+    found = store.search(vector, query, request, sources)
+    passages: list[Passage] = [
+        {**r, "score": round(r["score"], 4), **place(r["metadata"])} for r in found
+    ]
+    if not request.rerank or reranker is None:
+        return SearchResult(query, request, passages)
+    started = time.perf_counter()
+    ranked = reranker(query, passages, request.k)
+    ms = round((time.perf_counter() - started) * 1000, 1)
+    return SearchResult(query, request, ranked, reranker.model, ms)
 
 
 def make_retrieval_tool(
     store: KnowledgeStore,
     embeddings: QueryEmbeddings,
-    k: int = 5,
-    mode: SearchMode = "hybrid",
-    min_score: float | None = None,
-    mmr: float | None = None,
+    request: SearchRequest = DEFAULT_SEARCH,
     reranker: Reranker | None = None,
 ) -> BaseTool:
-    """Build the `search_<store>` tool over a store; its artifact is the list of results
-    (reranked by `reranker`, if given, as `store_results` says).
+    """Build the `search_<store>` tool over a store: its text is the numbered passages, its
+    artifact the `SearchResult` (`run_search` with `request`, `reranker` as it says).
 
-    A `source` that names nothing in the store is an error the model can read and correct:
-    the message lists sources it could use instead.
+    A call's config may change its options and number its passages
+    (`archivist.agent.search_tool.search_config`). A `source` that names nothing in the store
+    is an error the model can read and correct: the message lists sources it could use.
     """
-    from langchain_core.tools import StructuredTool, ToolException
+    from archivist.agent.search_tool import search_tool
 
-    from archivist.agent.search_args import SearchArgs
+    def search(query: str, asked: SearchRequest) -> SearchResult:
+        return run_search(store, embeddings, query, asked, reranker)
 
-    name = tool_name(store.name)
-    results_of = store_results(store, embeddings, k, mode, min_score, mmr, reranker)
-
-    def search(query: str, source: str | None = None) -> tuple[str, list[Passage]]:
-        """The passages rendered for the model, and the passages (the tool's artifact)."""
-        try:
-            results = results_of(query, source)
-        except UnknownSource as exc:
-            raise ToolException(str(exc)) from None
-        return format_results(name, query, results, source=source), results
-
-    return StructuredTool.from_function(
-        func=search,
-        name=name,
-        description=describe(store),
-        args_schema=SearchArgs,
-        response_format="content_and_artifact",
-    )
+    return search_tool(tool_name(store.name), describe(store), search, request)
 
 
 def search_once(
     store: KnowledgeStore,
     embeddings: QueryEmbeddings,
     query: str,
-    source: str | None = None,
-    k: int = 5,
-    mode: SearchMode = "hybrid",
-    min_score: float | None = None,
-    mmr: float | None = None,
+    request: SearchRequest = DEFAULT_SEARCH,
     reranker: Reranker | None = None,
-) -> list[Passage]:
-    """Run a store's search outside any agent (`archivist search`), its arguments checked as
-    the tool checks a model's; return its results.
+) -> SearchResult:
+    """Run a store's search outside any agent (`archivist search`), its query and source
+    checked as the tool checks a model's; return its result.
 
     What a model would read as an error to correct becomes an ArchivistError for a person.
     """
     try:
-        query, source = checked_search(query, source)
+        query, source = checked_search(query, request.source)
     except ValueError as exc:
         raise ArchivistError(f"Invalid search: {exc}.") from None
     try:
-        results = store_results(store, embeddings, k, mode, min_score, mmr, reranker)(query, source)
+        return run_search(store, embeddings, query, replace(request, source=source), reranker)
     except UnknownSource as exc:
         raise ArchivistError(
             str(exc).split(" Call ", 1)[0],
             f"Use --source with one of them (archivist sources --store {store.name} lists "
             "all), or leave it out.",
         ) from None
-    return results

@@ -38,8 +38,8 @@ from archivist.agent.context import (
 from archivist.agent.followup import Condenser, copies, history_of
 from archivist.agent.grading import Grader, assemble
 from archivist.agent.records import ModelCall, Passage, ToolCall
-from archivist.agent.rerank import Reranked
-from archivist.agent.retrieval import format_results
+from archivist.agent.retrieval import SearchResult, format_results
+from archivist.agent.search_tool import search_config
 from archivist.agent.state import AgentState, Ungraded
 from archivist.agent.textcalls import describe_tools, recovered_ids, settle, turn_results
 from archivist.tools.errors import ArchivistError
@@ -110,28 +110,29 @@ def run_tool(tool: BaseTool, args: dict[str, Any], first: int) -> tuple[ToolCall
     """
     started = time.perf_counter()
     outcome: dict[str, Any]
+    call = {"name": tool.name, "args": args, "id": "call", "type": "tool_call"}
     try:
-        message = tool.invoke({"name": tool.name, "args": args, "id": "call", "type": "tool_call"})
+        message = tool.invoke(call, search_config(first))
     except (ValidationError, ToolException, ArchivistError) as exc:
         outcome = {"results": [], "error": str(exc)}
         content = f"Error: {exc}\nCall {tool.name} again with corrected arguments."
         if isinstance(exc, ValidationError):
             content += f" Its arguments: {describe_tools(schemas([tool]))}."
     else:
-        results = [{**r, "n": n} for n, r in enumerate(message.artifact or [], start=first)]
-        outcome = {"results": results, **reranking(message.artifact)}
-        source = args.get("source") or None
-        content = format_results(tool.name, str(args.get("query", "")), results, first, source)
+        found: SearchResult = message.artifact
+        results = [{**r, "n": n} for n, r in enumerate(found, start=first)]
+        outcome = {"results": results, **reranking(found)}
+        content = message.content
     latency_ms = round((time.perf_counter() - started) * 1000, 1)
     record: ToolCall = {"name": tool.name, "args": args, **outcome, "latency_ms": latency_ms}
     return record, content
 
 
-def reranking(artifact: Any) -> dict[str, Any]:
+def reranking(found: SearchResult) -> dict[str, Any]:
     """What reranking a search's results cost, for its call record (nothing without it)."""
-    if not isinstance(artifact, Reranked):
+    if found.reranked_by is None:
         return {}
-    return {"rerank_ms": artifact.ms, "rerank_model": artifact.model}
+    return {"rerank_ms": found.rerank_ms, "rerank_model": found.reranked_by}
 
 
 def unknown_tool(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
@@ -12,23 +11,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from archivist import failures, stores
-from archivist.agent.records import Passage, Turn
+from archivist.agent.records import Turn
 from archivist.home import ensure_home
 from archivist.settings import Settings
 from archivist.tools.engine import writing as engine_writing
 from archivist.tools.errors import ArchivistError
-from archivist.tools.store import (
-    KnowledgeStore,
-    SearchMode,
-    connect,
-)
+from archivist.tools.search import SearchMode, SearchRequest
+from archivist.tools.store import KnowledgeStore, connect
 
 # A command imports what it uses when it uses it: listing stores needs neither LangChain nor
 # the model factory (docs/performance.md, "Start-up").
 if TYPE_CHECKING:
     from archivist.agent.langchain import StoreRetriever
     from archivist.agent.rerank import Reranker
-    from archivist.agent.retrieval import QueryEmbeddings
+    from archivist.agent.retrieval import QueryEmbeddings, SearchResult
     from archivist.agent.setup import AgentSetup, StoreTool
     from archivist.ingest.report import IngestReport
     from archivist.ingest.request import IngestRequest
@@ -42,6 +38,7 @@ class Archivist:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        self._rerankers: dict[str, Reranker] = {}
 
     @cached_property
     def client(self):
@@ -263,6 +260,25 @@ class Archivist:
                 return None, None  # a damaged or unreadable store: the graph's run says so
         return None, context
 
+    def search_request(self, request: SearchRequest | None = None, **options: Any) -> SearchRequest:
+        """A search's options: `request`'s, else the settings' (`k`, `search_mode`,
+        `min_score`, `mmr`, `rerank_model`, `rerank_candidates`), changed by `options` (any
+        `SearchRequest` field; None keeps the setting, `rerank=False` turns reranking off).
+
+        Every search of the application takes its options from here: the one place their
+        defaults are decided."""
+        if request is None:
+            s = self.settings
+            request = SearchRequest(
+                k=s.k,
+                mode=s.search_mode,  # type: ignore[arg-type] - the settings check it
+                min_score=s.min_score,
+                mmr=s.mmr,
+                rerank=s.rerank_model or None,
+                candidates=s.rerank_candidates,
+            )
+        return request.with_options(**options)
+
     def search(
         self,
         query: str,
@@ -270,31 +286,24 @@ class Archivist:
         k: int | None = None,
         mode: SearchMode | None = None,
         source: str | None = None,
-        min_score: float | None = None,
-        mmr: float | None = None,
-        rerank: bool = True,
-    ) -> list[Passage]:
-        """Run the retrieval tool alone and return its results: a `Reranked` list when the
-        settings name a rerank model and `rerank` is not False."""
+        *,
+        request: SearchRequest | None = None,
+        **options: Any,
+    ) -> SearchResult:
+        """Run a store's search alone; return its passages (the result is a sequence of
+        them) and what was done to them.
+
+        The options are the settings' (or `request`'s), changed by those given: `k`, `mode`,
+        `source`, and any other `SearchRequest` field (`min_score`, `mmr`, `rerank=False`…).
+        """
         from archivist.agent.retrieval import search_once
 
-        s = self.settings
+        asked = self.search_request(request, k=k, mode=mode, source=source, **options)
         with self.released_on_failure():
             opened = self.store(store)
-            self._check_min_score(min_score)
             embedder = self.query_embeddings_for(opened)
             try:
-                return search_once(
-                    opened,
-                    embedder,
-                    query,
-                    source,
-                    k or s.k,
-                    mode or s.search_mode,
-                    s.min_score if min_score is None else min_score,
-                    s.mmr if mmr is None else mmr,
-                    self.reranker if rerank else None,
-                )
+                return search_once(opened, embedder, query, asked, self._reranker(asked))
             except ArchivistError:
                 raise
             except Exception as exc:
@@ -329,61 +338,48 @@ class Archivist:
 
         return TurnLog(self.settings.log_path)
 
-    @cached_property
+    @property
     def reranker(self) -> Reranker | None:
         """The reranker the settings name (`rerank_model`), checked once; None without one."""
-        s = self.settings
-        if not s.rerank_model:
-            return None
-        from archivist import models
-        from archivist.agent.rerank import Reranker
+        return self._reranker(self.search_request())
 
-        with models.explained(s):
-            score = models.relevance_scorer(s, s.rerank_model)
-        return Reranker(score, s.rerank_model, s.rerank_candidates, s.rerank_parallel)
+    def _reranker(self, request: SearchRequest) -> Reranker | None:
+        """The reranker of the model a request names, built and checked once per model."""
+        if not request.rerank:
+            return None
+        found = self._rerankers.get(request.rerank)
+        if found is None:
+            from archivist import models
+            from archivist.agent.rerank import Reranker
+
+            s = self.settings
+            with models.explained(s):
+                score = models.relevance_scorer(s, request.rerank)
+            found = Reranker(score, request.rerank, s.rerank_parallel)
+            self._rerankers[request.rerank] = found
+        return found
 
     def retrieval_tool(
-        self,
-        store: KnowledgeStore,
-        k: int | None = None,
-        mode: SearchMode | None = None,
-        min_score: float | None = None,
-        mmr: float | None = None,
-        rerank: bool = True,
+        self, store: KnowledgeStore, request: SearchRequest | None = None, **options: Any
     ):
-        """Build a store's retrieval tool with the settings, overridden by any values given.
+        """Build a store's retrieval tool with the settings' search options (or `request`'s),
+        changed by any given (`search_request`).
 
         Every search of the application goes through it — the agent's tools,
-        retrieve-then-answer, MCP, the LangChain retriever — or through `search_once` with the
-        same arguments (`search`), so each is reranked when the settings name a rerank model
-        (unless `rerank` is False)."""
+        retrieve-then-answer, MCP, the LangChain retriever — or through `search_once` with
+        the same request (`search`), so each is reranked when the settings name a rerank
+        model (unless `rerank=False`)."""
         from archivist.agent.retrieval import make_retrieval_tool
 
-        self._check_min_score(min_score)
-        s = self.settings
-        return make_retrieval_tool(
-            store,
-            self.embeddings_for(store),
-            k or s.k,
-            mode or s.search_mode,
-            s.min_score if min_score is None else min_score,
-            s.mmr if mmr is None else mmr,
-            self.reranker if rerank else None,
-        )
-
-    @staticmethod
-    def _check_min_score(min_score: float | None) -> None:
-        if min_score is not None and not math.isfinite(min_score):
-            raise ArchivistError(
-                f"--min-score {min_score} is not a score.", "Give a finite number, like 0.3."
-            )
+        asked = self.search_request(request, **options)
+        return make_retrieval_tool(store, self.embeddings_for(store), asked, self._reranker(asked))
 
     def _store_tool(self, name: str, rerank: bool = True) -> StoreTool:
         from archivist.agent.setup import StoreTool
 
         store = self.store(name)
         about = store.description or f"documents in the {name} store"
-        return StoreTool(self.retrieval_tool(store, rerank=rerank), about)
+        return StoreTool(self.retrieval_tool(store, rerank=None if rerank else False), about)
 
     def agent(
         self,
@@ -455,13 +451,22 @@ class Archivist:
         k: int | None = None,
         mode: SearchMode | None = None,
         source: str | None = None,
+        **options: Any,
     ) -> StoreRetriever:
-        """Return a store as a LangChain retriever: the passages as Documents, best first."""
+        """Return a store as a LangChain retriever: the passages as Documents, best first.
+
+        The search options are the settings', changed by those given (`k`, `mode`, `source`,
+        any other `SearchRequest` field); a call may change them again for itself
+        (`retriever.invoke(query, k=1)`)."""
         from archivist.agent.langchain import StoreRetriever
 
-        return StoreRetriever(tool=self.retrieval_tool(self.store(store), k, mode), source=source)
+        tool = self.retrieval_tool(self.store(store), k=k, mode=mode, **options)
+        return StoreRetriever(tool=tool, source=source)
 
-    def tool(self, store: str, k: int | None = None, mode: SearchMode | None = None):
+    def tool(
+        self, store: str, k: int | None = None, mode: SearchMode | None = None, **options: Any
+    ):
         """Return a store's `search_<store>` tool, as Archivist's agent has it, for any
-        LangChain or LangGraph agent (`create_agent` included)."""
-        return self.retrieval_tool(self.store(store), k, mode)
+        LangChain or LangGraph agent (`create_agent` included), its search options the
+        settings' changed by those given."""
+        return self.retrieval_tool(self.store(store), k=k, mode=mode, **options)

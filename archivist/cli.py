@@ -11,7 +11,7 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 import typer.main
@@ -21,6 +21,9 @@ from archivist.printable import escape_json_controls, printable, printable_name
 from archivist.settings import DEFAULT_STORE, Settings, load_settings
 from archivist.tools.errors import ArchivistError, StoreDamaged, StoreNotFound
 from archivist.words import count, number
+
+if TYPE_CHECKING:
+    from archivist.agent.retrieval import SearchResult
 
 GENERATE = "eval generate"
 
@@ -632,23 +635,24 @@ def search(
     as_json: JsonOpt = False,
 ) -> None:
     """Run the store's retrieval tool alone."""
-    if mode not in (None, "hybrid", "dense", "sparse"):
-        raise ArchivistError(f"Unknown mode '{mode}'.", "Use --mode hybrid, dense or sparse.")
     archivist = _app(**_rerank(rerank, rerank_candidates))
+    request = archivist.search_request(
+        k=k, mode=mode, source=source, min_score=min_score, mmr=mmr
+    )
     _offer_pull(
         archivist.settings,
         _models_used(archivist.settings, archivist.settings.embed_model),
         as_json,
     )
     try:
-        results = archivist.search(query, store, k, mode, source, min_score, mmr)
+        results = archivist.search(query, store, request=request)
     except StoreNotFound as exc:
         raise _missing_store(exc, store) from None
     line = rerank_line(results)
     if as_json:
         if line:
             _notice(line)
-        _print_json(results)
+        _print_json(results.passages)
         return
     if line:
         print(line + "\n")
@@ -662,12 +666,11 @@ def search(
         print("No matching passages.")
 
 
-def rerank_line(results: Any) -> str | None:
-    """Say what reranking a search's results cost: `reranked by M · 20 candidates · 812 ms`."""
-    rerank = sys.modules.get("archivist.agent.rerank")  # none reranked if it was never imported
-    if rerank is None or not isinstance(results, rerank.Reranked):
+def rerank_line(results: "SearchResult") -> str | None:
+    """Say what reranking a search's results cost: `reranked by M · 812 ms`."""
+    if results.reranked_by is None:
         return None
-    return f"reranked by {printable_name(results.model)} · {results.ms:.0f} ms"
+    return f"reranked by {printable_name(results.reranked_by)} · {results.rerank_ms:.0f} ms"
 
 
 @app.command()

@@ -22,7 +22,6 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
-from archivist.agent.rerank import Reranked
 from archivist.agent.retrieval import describe, tool_name
 from archivist.agent.search_args import SearchArgs
 from archivist.app import Archivist
@@ -136,9 +135,10 @@ class StoreTools:
             if error is exc:
                 raise
             raise error from None
-        structured: dict[str, Any] = {"results": message.artifact}
-        if isinstance(message.artifact, Reranked):
-            structured.update(rerank_model=message.artifact.model, rerank_ms=message.artifact.ms)
+        found = message.artifact
+        structured: dict[str, Any] = {"results": found.passages}
+        if found.reranked_by is not None:
+            structured.update(rerank_model=found.reranked_by, rerank_ms=found.rerank_ms)
         return _result(message.content, structured)
 
 

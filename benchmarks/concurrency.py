@@ -46,12 +46,14 @@ def _store(home: Path, queries: list[str]):
 
 
 def _search(store, embeddings, query: str, before: bool = False) -> None:
+    from archivist.tools.search import SearchRequest
+
     vector = embeddings.embed_query(query)
     if before:
         # The bare search: no lease taken, no partially stored document left out.
-        found = store._search(vector, query, 5, "hybrid", None, None, None, "zscore")
+        found = store._search(vector, query, SearchRequest(k=5), None)
     else:
-        found = store.search(vector, query, k=5)
+        found = store.search(vector, query, SearchRequest(k=5))
     assert found
 
 

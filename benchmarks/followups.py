@@ -35,6 +35,7 @@ from archivist.agent.retrieval import make_retrieval_tool  # noqa: E402
 from archivist.ingest.graph import build_ingest_graph, run_ingest  # noqa: E402
 from archivist.ingest.request import IngestRequest  # noqa: E402
 from archivist.tools.embedding import PrefixedEmbeddings  # noqa: E402
+from archivist.tools.search import SearchRequest  # noqa: E402
 from archivist.tools.store import KnowledgeStore  # noqa: E402
 
 CHINESE = {
@@ -108,7 +109,7 @@ def build(workdir: Path, embedder: Embeddings):
     store.ensure(embeddings.fingerprint(len(embeddings.embed_query("dimension"))))
     report = run_ingest(build_ingest_graph(store, embeddings), IngestRequest((str(folder),)))
     assert not report.failed, report.failed
-    return client, make_retrieval_tool(store, embeddings, k=K)
+    return client, make_retrieval_tool(store, embeddings, SearchRequest(k=K))
 
 
 def hits(tool, cases, method, log: Callable[[str], None]) -> tuple[float, float]:

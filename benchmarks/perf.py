@@ -354,13 +354,14 @@ def _percentiles(samples: list[float]) -> dict[str, float]:
 def retrieval_latency(client, store_name: str, queries: list[str]) -> dict[str, Any]:
     """p50/p95 of the retrieval tool, dense and hybrid, query embedding excluded."""
     from archivist.agent.retrieval import make_retrieval_tool
+    from archivist.tools.search import SearchRequest
     from archivist.tools.store import KnowledgeStore
 
     store = KnowledgeStore(client, store_name)
     embeddings = CachedQueryEmbeddings(queries, store.fingerprint["dimension"])
     found: dict[str, Any] = {"chunks": store.count()}
     for mode in ("dense", "hybrid"):
-        tool = make_retrieval_tool(store, embeddings, k=5, mode=mode)
+        tool = make_retrieval_tool(store, embeddings, SearchRequest(k=5, mode=mode))
         samples = []
         for i, query in enumerate(queries * 2):
             started = time.perf_counter()

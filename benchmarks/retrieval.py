@@ -34,7 +34,6 @@ typed and with the earlier question's words. It writes `retrieval-rerank.json`.
 import argparse
 import contextlib
 import hashlib
-import inspect
 import json
 import os
 import platform
@@ -61,6 +60,7 @@ from archivist.ingest.graph import build_ingest_graph, run_ingest  # noqa: E402
 from archivist.ingest.request import IngestRequest  # noqa: E402
 from archivist.tools import sparse  # noqa: E402
 from archivist.tools.embedding import PrefixedEmbeddings  # noqa: E402
+from archivist.tools.search import SearchRequest  # noqa: E402
 from archivist.tools.store import KnowledgeStore, connect  # noqa: E402
 
 # The data folder sits next to the checkout (../shared), or one folder further up.
@@ -207,12 +207,12 @@ def run_mode(store, embeddings, qa: QASet, mode: str) -> list[list[str]]:
             [
                 r["source"]
                 for r in store.search(
-                    embeddings.embed_query(q), q, k=K, mode="hybrid", fusion="rrf"
+                    embeddings.embed_query(q), q, SearchRequest(k=K, mode="hybrid", fusion="rrf")
                 )
             ]
             for q, _ in qa.questions
         ]
-    tool = make_retrieval_tool(store, embeddings, k=K, mode=mode)
+    tool = make_retrieval_tool(store, embeddings, SearchRequest(k=K, mode=mode))
     ranked = []
     for question, _ in qa.questions:
         message = tool.invoke(
@@ -330,19 +330,23 @@ def load_followups(path: Path = FOLLOWUPS) -> list[dict]:
 def searched(tool, queries: Sequence[str]) -> tuple[list[list[str]], float, float]:
     """Run each query through a retrieval tool; return the result sources, and the mean ms
     per query of the whole search and of its reranking."""
-    from archivist.agent.rerank import Reranked
-
     ranked, rerank_ms = [], 0.0
     started = time.perf_counter()
     for query in queries:
         message = tool.invoke(
             {"name": tool.name, "args": {"query": query}, "id": "q", "type": "tool_call"}
         )
-        if isinstance(message.artifact, Reranked):
-            rerank_ms += message.artifact.ms
+        if message.artifact.rerank_ms is not None:
+            rerank_ms += message.artifact.rerank_ms
         ranked.append([r["source"] for r in message.artifact])
     total = (time.perf_counter() - started) * 1000
     return ranked, total / len(queries), rerank_ms / len(queries)
+
+
+def reranked(reranker) -> SearchRequest:
+    """The hybrid search of k passages, reranked by `reranker` (None: not reranked)."""
+    model = reranker.model if reranker is not None else None
+    return SearchRequest(k=K, mode="hybrid", rerank=model, candidates=RERANK_CANDIDATES)
 
 
 def rerank_rows(embedder_name: str, embedder: Embeddings, workdir: Path, reranker, log) -> list:
@@ -358,7 +362,7 @@ def rerank_rows(embedder_name: str, embedder: Embeddings, workdir: Path, reranke
         for question in questions:  # embedded once ahead: the timings compare searches alone
             embeddings.embed_query(question)
         for label, chosen in (("hybrid", None), ("hybrid+rerank", reranker)):
-            tool = make_retrieval_tool(store, embeddings, k=K, mode="hybrid", reranker=chosen)
+            tool = make_retrieval_tool(store, embeddings, reranked(chosen), chosen)
             ranked, ms, rerank_ms = searched(tool, questions)
             row = {"set": english.name, "questions": len(gold), "embedder": embedder_name}
             rows.append({**row, "method": label, **score(ranked, gold, 1), **score(ranked, gold),
@@ -388,7 +392,7 @@ def rerank_rows(embedder_name: str, embedder: Embeddings, workdir: Path, reranke
                     store_name = case["expect_tool"].removeprefix("search_")
                     docs_store, docs_embeddings = tools[store_name]
                     tool = make_retrieval_tool(
-                        docs_store, docs_embeddings, k=K, mode="hybrid", reranker=chosen
+                        docs_store, docs_embeddings, reranked(chosen), chosen
                     )
                     found, ms, rerank_ms = searched(tool, [query(case)])
                     ranked.append(found[0])
@@ -448,9 +452,7 @@ def rerank_main(out: Path) -> None:
     with FakeOllama() as fake, tempfile.TemporaryDirectory() as workdir:
         settings = Settings(ollama_host=fake.url, home=Path(workdir) / "home")
         model = "qwen2.5:3b"
-        reranker = Reranker(
-            models.relevance_scorer(settings, model), model, RERANK_CANDIDATES, RERANK_PARALLEL
-        )
+        reranker = Reranker(models.relevance_scorer(settings, model), model, RERANK_PARALLEL)
         for name, make in embedders:
             embedder = make()
             rows += rerank_rows(name, embedder, Path(workdir), reranker, log)
@@ -505,7 +507,7 @@ class DocsVariant:
 
 # What a new store does: each retrieval change on, and the fusion the store searches with.
 ALL_ON = {
-    "fusion": inspect.signature(KnowledgeStore.search).parameters["fusion"].default,
+    "fusion": SearchRequest().fusion,
     "headings": True,
     "diversify": True,
     "includes": True,
@@ -669,9 +671,7 @@ def evaluate_docs(
                         for r in store.search(
                             vector,
                             q["question"],
-                            k=K,
-                            mode=mode,
-                            **docs_search_options(variant),
+                            SearchRequest(k=K, mode=mode, **docs_search_options(variant)),
                         )
                     ]
                     for vector, q in zip(vectors, questions, strict=True)

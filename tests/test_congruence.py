@@ -26,6 +26,7 @@ from archivist.tools import sparse
 from archivist.tools.edge import EdgeClient
 from archivist.tools.errors import StoreMismatch
 from archivist.tools.migrate import copy_store
+from archivist.tools.search import SearchRequest
 from archivist.tools.store import (
     PAYLOAD_INDEXES,
     Chunk,
@@ -193,7 +194,7 @@ def test_ensuring_an_existing_store_again_keeps_it(engine):
 def test_dense_search_ranks_as_brute_force_cosine_does(engine):
     store = filled(engine)
     for query in ("how long does shipping take", "warranty on tents", "refund to my card"):
-        results = store.search(vec(query), query, k=4, mode="dense", diversify=False)
+        results = store.search(vec(query), query, SearchRequest(k=4, mode="dense", diversify=False))
         brute = cosines(query)
         assert [r["rank"] for r in results] == [1, 2, 3, 4]
         # Within float16 storage's precision (the embedded store's; a server keeps float32).
@@ -206,9 +207,11 @@ def test_dense_search_ranks_as_brute_force_cosine_does(engine):
 
 def test_sparse_search_finds_a_code_and_only_passages_sharing_words(engine):
     store = filled(engine)
-    results = store.search(None, "WX-7731", k=5, mode="sparse", diversify=False)
+    results = store.search(None, "WX-7731", SearchRequest(k=5, mode="sparse", diversify=False))
     assert [r["text"] for r in results] == [CORPUS["warranty.md"][1]]
-    results = store.search(None, "business days", k=7, mode="sparse", diversify=False)
+    results = store.search(
+        None, "business days", SearchRequest(k=7, mode="sparse", diversify=False)
+    )
     encoder = sparse.encoder(sparse.DEFAULT_SCHEME)
     words = set(encoder.query("business days")[0])
     sharing = {t for texts in CORPUS.values() for t in texts if words & set(encoder.document(t)[0])}
@@ -230,14 +233,14 @@ def test_each_scheme_stores_the_vectors_its_encoder_makes_and_searches_with_them
     for text, (indices, values) in stored.items():
         expected = encoder.document(text)
         assert indices == expected[0] and values == pytest.approx(expected[1], rel=1e-6)
-    [first, *_] = store.search(None, "Summit tent warranty years", mode="sparse")
+    [first, *_] = store.search(None, "Summit tent warranty years", SearchRequest(mode="sparse"))
     assert first["text"] == CORPUS["warranty.md"][0]
 
 
 def test_hybrid_search_puts_first_what_both_rankings_agree_on(engine):
     store = filled(engine)
     query = "Refunds paid to the original payment method"
-    results = store.search(vec(query), query, k=4, mode="hybrid", diversify=False)
+    results = store.search(vec(query), query, SearchRequest(k=4, mode="hybrid", diversify=False))
     assert results[0]["text"] == CORPUS["refund.md"][0]
     assert len(results) == 4 and len({r["chunk_id"] for r in results}) == 4
     assert results[0]["metadata"] == {} and results[0]["source"] == "refund.md"
@@ -247,9 +250,10 @@ def test_hybrid_search_puts_first_what_both_rankings_agree_on(engine):
 def test_filters_keep_results_to_the_given_sources(engine, mode):
     store = filled(engine)
     query = "days"
-    results = store.search(vec(query), query, k=5, mode=mode, sources=["shipping.md", "refund.md"])
+    request = SearchRequest(k=5, mode=mode)
+    results = store.search(vec(query), query, request, sources=["shipping.md", "refund.md"])
     assert results and {r["source"] for r in results} <= {"shipping.md", "refund.md"}
-    only = store.search(vec(query), query, k=5, mode=mode, sources=["warranty.md"])
+    only = store.search(vec(query), query, SearchRequest(k=5, mode=mode), sources=["warranty.md"])
     assert {r["source"] for r in only} <= {"warranty.md"}
 
 
@@ -293,7 +297,7 @@ def test_a_rebuild_is_swapped_in_without_embedding_again(engine):
     assert not rebuild.exists()
     assert store.fingerprint["embed_model"] == "hash2"
     assert list(store.sources()) == ["new.md"]
-    hit = store.search(vec("a rebuilt passage"), "rebuilt passage", k=1)
+    hit = store.search(vec("a rebuilt passage"), "rebuilt passage", SearchRequest(k=1))
     assert hit[0]["text"] == "a rebuilt passage"
 
 
@@ -382,12 +386,12 @@ def test_a_store_copied_from_an_embedded_home_answers_the_same_searches(engine, 
         for query in ("refund days", "WX-7731 warranty", "express delivery"):
             for mode in ("dense", "sparse"):
                 # Every chunk with its score (the fake's embeddings make many ties to order).
-                want = origin.search(vec(query), query, k=7, mode=mode)
-                got = target.search(vec(query), query, k=7, mode=mode)
+                want = origin.search(vec(query), query, SearchRequest(k=7, mode=mode))
+                got = target.search(vec(query), query, SearchRequest(k=7, mode=mode))
                 assert {r["chunk_id"]: round(r["score"], 5) for r in got} == {
                     r["chunk_id"]: round(r["score"], 5) for r in want
                 }, (mode, query)
-        hit = target.search(vec("WX-7731 warranty"), "WX-7731 warranty", k=1)
+        hit = target.search(vec("WX-7731 warranty"), "WX-7731 warranty", SearchRequest(k=1))
         assert hit[0]["text"] == CORPUS["warranty.md"][1]
     finally:
         origin_client.close()

@@ -18,6 +18,7 @@ from archivist.tools import points
 from archivist.tools.edge import CHECKSUM_FILE, COLLECTION_FILE, MIGRATING_FILE, EdgeClient
 from archivist.tools.errors import StoreLocked
 from archivist.tools.migrate import migrate_legacy, migrate_local
+from archivist.tools.search import SearchRequest
 from archivist.tools.sparse import query_vector
 from archivist.tools.store import DENSE, SPARSE, Chunk, ChunkWrite, KnowledgeStore
 
@@ -184,7 +185,7 @@ def test_a_chunks_metadata_is_kept_as_json_text_in_the_shard_and_given_back_as_i
         records, _ = client.scroll("docs", limit=10, with_payload=True)
         given = {r.payload["source"]: r.payload["metadata"] for r in records}
         assert given == {"guide.md": metadata, "old.md": {"lines": [1, 2]}}
-        [hit] = store.search(embed_text(chunk.index_text, 64), "refunds", k=1)
+        [hit] = store.search(embed_text(chunk.index_text, 64), "refunds", SearchRequest(k=1))
         assert hit["source"] == "guide.md" and hit["metadata"] == metadata
     finally:
         client.close()
@@ -371,7 +372,7 @@ def test_stores_of_the_last_release_are_moved_on_first_open_without_re_embedding
         assert store.description == "from the last release"
         assert store.fingerprint["embed_model"] == "hash"
         assert store.count() == len(DOCS)
-        results = store.search(embed_text(DOCS[2][1], 64), "NW-TX-2290 spray", k=1)
+        results = store.search(embed_text(DOCS[2][1], 64), "NW-TX-2290 spray", SearchRequest(k=1))
         assert results[0]["chunk_id"] == ids[2] and results[0]["source"] == "boots.md"
         assert store.sources()["refund.md"].complete
     finally:
@@ -720,6 +721,7 @@ from pathlib import Path
 import pytest
 from edge_samples import dense_store, grow, random_vectors, small_segments
 from archivist.tools import points as models
+from archivist.tools.search import SearchRequest
 monkeypatch = pytest.MonkeyPatch()
 small_segments(monkeypatch, Path({str(gate)!r}))
 client = dense_store(Path({str(tmp_path / "edge")!r}), models)

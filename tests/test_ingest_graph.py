@@ -17,6 +17,7 @@ from archivist.ingest.sync import content_hash, discover
 from archivist.tools.embedding import PrefixedEmbeddings
 from archivist.tools.errors import StoreMismatch
 from archivist.tools.progress import Failed, Loaded
+from archivist.tools.search import SearchRequest
 from archivist.tools.store import Chunk, KnowledgeStore
 
 DOCS = {
@@ -66,7 +67,9 @@ def test_files_are_stored_with_relative_sources_and_metadata(archivist, tmp_path
     assert report.skipped == [{"source": "image.png", "reason": broken_png_reason()}]
     assert report.failed == []
     store = KnowledgeStore(archivist.client, "docs")
-    results = store.search(archivist.embeddings.embed_query("refunds paid"), "refunds paid", k=1)
+    results = store.search(
+        archivist.embeddings.embed_query("refunds paid"), "refunds paid", SearchRequest(k=1)
+    )
     top = results[0]
     assert top["source"] == "guide/refunds.md"
     assert top["metadata"]["title"] == "Refunds"

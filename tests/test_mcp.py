@@ -59,7 +59,7 @@ def test_in_process_the_tools_are_the_agents_and_answer_as_search_does(archivist
     search = tools[1]
     assert search.description == describe(opened)
     assert search.input_schema == SearchArgs.model_json_schema()
-    expected = archivist.search(QUERY, store)
+    expected = archivist.search(QUERY, store).passages
     assert not found.is_error and found.structured_content == {"results": expected}
     assert found.content[0].text == format_results("search_shop_docs", QUERY, expected)
     assert "<search_results" in found.content[0].text and 'n="1"' in found.content[0].text

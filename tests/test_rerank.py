@@ -12,11 +12,12 @@ from fake_ollama import FakeOllama, ModelSpec, relevance
 from ollama._types import TokenLogprob
 
 from archivist import models
-from archivist.agent.rerank import Reranked, Reranker
+from archivist.agent.rerank import Reranker
 from archivist.app import Archivist
 from archivist.render import tool_line
 from archivist.settings import Settings, load_settings
 from archivist.tools.errors import ArchivistError
+from archivist.tools.search import SearchRequest
 
 QUERY = "How long do I have to ask for a refund?"
 RERANKER = "qwen2.5:3b"
@@ -71,7 +72,7 @@ def test_the_top_candidates_are_scored_one_request_each_and_reordered(
     )
 
     # The scorer's favourites come first, the search's order among equals; cut to k.
-    assert isinstance(results, Reranked) and results.model == RERANKER and results.ms > 0
+    assert results.reranked_by == RERANKER and results.rerank_ms > 0
     expected = [candidates[i] for i in (6, 7, 0, 1, 2)]
     assert [r["chunk_id"] for r in results] == [c["chunk_id"] for c in expected]
     assert [r["rank"] for r in results] == [1, 2, 3, 4, 5]
@@ -242,12 +243,12 @@ def test_ties_keep_the_search_order_and_the_scorer_runs_once_per_candidate():
         {"rank": n, "score": 1.0 / n, "source": t, "chunk_id": t, "text": t, "metadata": {}}
         for n, t in enumerate("abcde", start=1)
     ]
-    ranked = Reranker(score, "m", candidates=5, parallel=2)("q", passages, 3)
+    ranked = Reranker(score, "m", parallel=2)("q", passages, 3)
     assert sorted(seen) == list("abcde")
     assert [r["text"] for r in ranked] == ["b", "d", "a"]
     assert [r["retrieval_rank"] for r in ranked] == [2, 4, 1]
-    assert Reranker(score, "m", candidates=20).fetch(5) == 20
-    assert Reranker(score, "m", candidates=3).fetch(5) == 5
+    assert SearchRequest(k=5, rerank="m", candidates=20).fetched == 20
+    assert SearchRequest(k=5, rerank="m", candidates=3).fetched == 5
 
 
 def test_doctor_checks_the_rerank_model_the_settings_name(shop_store, home, monkeypatch):

@@ -22,6 +22,7 @@ from archivist.app import Archivist
 from archivist.settings import load_settings
 from archivist.tools import sparse
 from archivist.tools.errors import ArchivistError
+from archivist.tools.search import SearchRequest
 from archivist.tools.store import Chunk, ChunkWrite, KnowledgeStore, connect
 
 DIM = 64
@@ -61,7 +62,8 @@ def add(store: KnowledgeStore, source: str, texts: list[str], spans=None, doc_ha
 
 def search(store, query, mode="hybrid", k=5, **options):
     vector = embed_text(query, DIM)
-    return [r["source"] for r in store.search(vector, query, k=k, mode=mode, **options)]
+    request = SearchRequest(k=k, mode=mode, **options)
+    return [r["source"] for r in store.search(vector, query, request)]
 
 
 BOOTS = (
@@ -135,7 +137,7 @@ def test_overlapping_chunks_of_one_passage_collapse_into_one_result(store):
     # Same offsets in another source, and a non-overlapping chunk of the same source.
     add(store, "copy.md", [first], spans=[(0, 70)])
     add(store, "far.md", ["refunds policy intro", "refunds appendix"], spans=[(0, 20), (500, 516)])
-    results = store.search(embed_text("refunds", DIM), "refunds", k=10)
+    results = store.search(embed_text("refunds", DIM), "refunds", SearchRequest(k=10))
     refund = [r for r in results if r["source"] == "refund.md"]
     assert len(refund) == 1
     assert refund[0]["text"] == document
@@ -149,12 +151,12 @@ def test_k_and_min_score_limit_the_results(store):
         add(store, f"tent-{i}.md", [f"tent pole number {i} spare part"])
     add(store, "stove.md", ["the stove boils water"])
     assert len(search(store, "tent pole", mode="sparse", k=3)) == 3
-    everything = store.search(None, "tent pole", k=10, mode="sparse")
+    everything = store.search(None, "tent pole", SearchRequest(k=10, mode="sparse"))
     assert {r["source"] for r in everything} == {f"tent-{i}.md" for i in range(6)}
     cut = everything[2]["score"]
-    kept = store.search(None, "tent pole", k=10, mode="sparse", min_score=cut)
+    kept = store.search(None, "tent pole", SearchRequest(k=10, mode="sparse", min_score=cut))
     assert [r["chunk_id"] for r in kept] == [r["chunk_id"] for r in everything if r["score"] >= cut]
-    assert store.search(None, "tent pole", k=10, mode="sparse", min_score=1e6) == []
+    assert store.search(None, "tent pole", SearchRequest(k=10, mode="sparse", min_score=1e6)) == []
 
 
 def test_one_source_cannot_fill_the_results(store):
@@ -167,7 +169,7 @@ def test_one_source_cannot_fill_the_results(store):
     add(store, "limits.md", ["The upload timeout can be raised in the settings file."])
     plain = search(store, "upload timeout", mode="sparse", k=4, diversify=False)
     assert plain.count("changelog.md") >= 2
-    results = store.search(None, "upload timeout", k=4, mode="sparse")
+    results = store.search(None, "upload timeout", SearchRequest(k=4, mode="sparse"))
     sources = [r["source"] for r in results]
     assert sorted(sources[:3]) == ["changelog.md", "limits.md", "uploads.md"]
     # Three sources for k = 4: the changelog's second-best fills the fourth place, and its
@@ -178,7 +180,9 @@ def test_one_source_cannot_fill_the_results(store):
     folded = head["metadata"]["more_from_source"]
     assert len(folded) == 4 and not shown & set(folded)
     # Searching one document still returns k of its passages.
-    only = store.search(None, "upload timeout", k=3, mode="sparse", sources=["changelog.md"])
+    only = store.search(
+        None, "upload timeout", SearchRequest(k=3, mode="sparse"), sources=["changelog.md"]
+    )
     assert [r["source"] for r in only] == ["changelog.md"] * 3
 
 
@@ -194,7 +198,9 @@ def test_headings_are_indexed_while_the_stored_text_stays_the_chunk(archivist, o
         t.startswith("search_document: Returns policy › Refund window\n\nSend") for t in inputs
     )
     store = KnowledgeStore(archivist.client, "kb")
-    results = store.search(None, "refund window", k=5, mode="sparse", diversify=False)
+    results = store.search(
+        None, "refund window", SearchRequest(k=5, mode="sparse", diversify=False)
+    )
     # Found by its heading, which its stored text does not hold, above the page that has
     # only one of the words.
     inner = [r for r in results if "Refund window" not in r["text"]]
@@ -418,4 +424,4 @@ def test_a_server_returns_what_the_embedded_store_returns(store):
 
 
 def _search(store, query, mode):
-    return store.search(embed_text(query, DIM), query, k=5, mode=mode, mmr=0.7)
+    return store.search(embed_text(query, DIM), query, SearchRequest(k=5, mode=mode, mmr=0.7))

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 import pytest
 from langchain_core.embeddings import Embeddings
 
+from archivist.tools.search import SearchRequest
 from archivist.tools.store import Chunk, ChunkWrite, KnowledgeStore, connect
 
 pytestmark = pytest.mark.realmodel
@@ -62,5 +63,7 @@ def store(tmp_path_factory):
 )
 def test_hybrid_ranks_the_right_passage_first(store, question, source):
     store, embedder = store
-    results = store.search(embedder.embed_query(question), question, k=3, mode="hybrid")
+    results = store.search(
+        embedder.embed_query(question), question, SearchRequest(k=3, mode="hybrid")
+    )
     assert results[0]["source"] == source

@@ -7,6 +7,7 @@ from test_sparse import edge_bm25
 from archivist.tools import sparse
 from archivist.tools.errors import ArchivistError, StoreMismatch, StoreNotFound
 from archivist.tools.prefixes import reads
+from archivist.tools.search import SearchRequest
 from archivist.tools.store import SPARSE_SCHEME, Chunk, ChunkWrite, KnowledgeStore, connect
 
 FINGERPRINT = {"embed_model": "hash", "dimension": 64, "document_prefix": "", "query_prefix": ""}
@@ -111,10 +112,10 @@ def test_search_modes_return_ranked_results_with_sources(client):
     add(store, "refund.md", ["refunds are paid within 30 days", "keep the receipt"])
     add(store, "boots.md", ["boots NW-TX-2290 need wax-free spray"])
     for mode in ("dense", "sparse", "hybrid"):
-        results = store.search(vec("refunds paid"), "refunds paid", k=2, mode=mode)
+        results = store.search(vec("refunds paid"), "refunds paid", SearchRequest(k=2, mode=mode))
         assert results[0]["source"] == "refund.md", mode
         assert results[0]["rank"] == 1 and results[0]["text"].startswith("refunds")
-    filtered = store.search(vec("refunds"), "refunds", k=3, sources=["boots.md"])
+    filtered = store.search(vec("refunds"), "refunds", SearchRequest(k=3), sources=["boots.md"])
     assert {r["source"] for r in filtered} == {"boots.md"}
 
 
@@ -184,7 +185,7 @@ def test_searches_leave_out_documents_stored_in_part(tmp_path):
         store.upsert([ChunkWrite(c, vec(c.text), "v2", 3, 1.0) for c in newer[:2]])
 
         def found(query: str) -> set[tuple[str, str]]:
-            results = store.search(vec(query), query, k=10)
+            results = store.search(vec(query), query, SearchRequest(k=10))
             return {(r["source"], r["text"]) for r in results}
 
         assert {s for s, _ in found("tent pegs part")} == {"a.md"}  # none of big.md
@@ -293,9 +294,11 @@ def test_a_new_store_keeps_qdrant_edges_bm25_vectors_and_finds_english_and_chine
     for text in (english, chinese):
         expected = edge_bm25().embed_document(text)
         assert vectors[text] == (expected.indices, expected.values)
-    [first, *_] = store.search(None, "how many days until refunds are paid", mode="sparse")
+    [first, *_] = store.search(
+        None, "how many days until refunds are paid", SearchRequest(mode="sparse")
+    )
     assert first["text"] == english
-    [first, *_] = store.search(None, "关税由谁承担", mode="sparse")
+    [first, *_] = store.search(None, "关税由谁承担", SearchRequest(mode="sparse"))
     assert first["text"] == chinese
 
 
@@ -311,7 +314,7 @@ def test_a_store_of_the_older_scheme_is_written_and_queried_in_its_own_scheme(cl
     assert indices == expected[0] and values == pytest.approx(expected[1], rel=1e-6)
     # Only our tokenizer keeps the code whole: the query finds it as one term.
     assert sparse.token_id("nw-tx-2290") in indices
-    [found] = store.search(None, "NW-TX-2290", k=1, mode="sparse")
+    [found] = store.search(None, "NW-TX-2290", SearchRequest(k=1, mode="sparse"))
     assert found["source"] == "boots.md" and found["text"].startswith("Boots")
 
 
@@ -395,11 +398,14 @@ def test_chunks_tied_in_score_come_back_in_the_same_order_whatever_order_they_we
     ids = sorted(Chunk(text, source, 0).id for source, text in texts.items())
     for mode in ("sparse", "hybrid"):
         found = {
-            name: [r["chunk_id"] for r in store.search(vec("code 7"), "7", k=5, mode=mode)]
+            name: [
+                r["chunk_id"]
+                for r in store.search(vec("code 7"), "7", SearchRequest(k=5, mode=mode))
+            ]
             for name, store in stores.items()
         }
         assert found["docs_a"] == found["docs_b"], mode
-    sparse_a = stores["docs_a"].search(None, "7", k=5, mode="sparse")
+    sparse_a = stores["docs_a"].search(None, "7", SearchRequest(k=5, mode="sparse"))
     assert len({round(r["score"], 6) for r in sparse_a}) == 1
     assert [r["chunk_id"] for r in sparse_a] == ids[:5]
 
@@ -449,12 +455,12 @@ def test_agreement_with_bm25_counts_only_for_a_model_that_reads_the_questions_la
     store.upsert(
         [ChunkWrite(Chunk(text, source, 0), _unit(c), "h", 1) for source, text, c in passages]
     )
-    dense = store.search(_unit(1.0), question, k=3, mode="dense")
-    bm25 = store.search(None, question, k=3, mode="sparse")
+    dense = store.search(_unit(1.0), question, SearchRequest(k=3, mode="dense"))
+    bm25 = store.search(None, question, SearchRequest(k=3, mode="sparse"))
     assert (dense[0]["source"], bm25[0]["source"]) == ("lookalike.txt", "gold.txt")
-    hybrid = store.search(_unit(1.0), question, k=3)
+    hybrid = store.search(_unit(1.0), question, SearchRequest(k=3))
     assert hybrid[0]["source"] == first
-    margin_alone = store.search(_unit(1.0), question, k=3, fusion="margin")
+    margin_alone = store.search(_unit(1.0), question, SearchRequest(k=3, fusion="margin"))
     assert margin_alone[0]["source"] == "gold.txt"
 
 

@@ -20,7 +20,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from archivist.tools import sparse
 from archivist.tools.engine import (
@@ -44,6 +44,8 @@ from archivist.tools.ranking import (
     select_mmr,
     settle_ties,
 )
+from archivist.tools.search import DEFAULT as DEFAULT_SEARCH
+from archivist.tools.search import SearchRequest
 
 if TYPE_CHECKING:
     from qdrant_client import models
@@ -74,11 +76,6 @@ COPYING = "copying_from"
 PAYLOAD_INDEXES = {"source": "keyword", "version": "keyword"}
 SOURCE_FIELDS = ("source", "doc_hash", "doc_chunks", "ingested_at")
 _ID_NAMESPACE = uuid.UUID("5b0c6f0e-3d0a-4d8e-9b7a-6a1c2f4e8d21")
-
-SearchMode = Literal["hybrid", "dense", "sparse"]
-# `zscore`: standardised scores, dense weighted by its margin or its agreement with BM25 (the
-# default); `margin`: the same by the margin alone (earlier releases); `rrf`: reciprocal rank.
-Fusion = Literal["zscore", "margin", "rrf"]
 
 
 @dataclass
@@ -787,16 +784,12 @@ class KnowledgeStore:
         self,
         query_vector: Sequence[float] | None,
         query_text: str,
-        k: int = 5,
-        mode: SearchMode = "hybrid",
+        request: SearchRequest = DEFAULT_SEARCH,
         sources: Iterable[str] | None = None,
-        *,
-        min_score: float | None = None,
-        mmr: float | None = None,
-        fusion: Fusion = "zscore",
-        diversify: bool = True,
     ) -> list[Passage]:
-        """Return the `k` best passages for a query.
+        """Return the best passages for a query: `request.fetched` of them (its `k`, or the
+        candidates its reranker scores), among `sources` when given (the names its `source`
+        refers to, which the caller finds with `match_sources` to word a miss its own way).
 
         `hybrid` fuses the dense and BM25 rankings (see `fuse_zscore`: with `fusion="zscore"`
         dense counts by its margin and, when the store's embedding model reads the query's
@@ -807,9 +800,7 @@ class KnowledgeStore:
         passage before any source's second (see `diversify_sources`).
         """
         with self._held(), self._sized([] if query_vector is None else [query_vector]):
-            return self._search(
-                query_vector, query_text, k, mode, sources, min_score, mmr, fusion, diversify
-            )
+            return self._search(query_vector, query_text, request, sources)
 
     @contextmanager
     def _sized(self, vectors: Iterable[Sequence[float]]) -> Iterator[None]:
@@ -900,14 +891,10 @@ class KnowledgeStore:
         self,
         query_vector: Sequence[float] | None,
         query_text: str,
-        k: int,
-        mode: SearchMode,
+        request: SearchRequest,
         sources: Iterable[str] | None,
-        min_score: float | None,
-        mmr: float | None,
-        fusion: Fusion,
-        diversify: bool = True,
     ) -> list[Passage]:
+        k, mode, mmr = request.fetched, request.mode, request.mmr
         partial = self.partial_versions()
         m = self.records
         query_filter = None
@@ -957,19 +944,19 @@ class KnowledgeStore:
         ]
         if mode != "hybrid" or len(lists) == 1:
             candidates = [(p, p.score) for p in lists[0]]
-        elif fusion == "rrf":
+        elif request.fusion == "rrf":
             candidates = fuse_rrf(lists[0], lists[1])
         else:
             # Agreement with BM25 says nothing of a model that cannot read the query (see
             # `dense_weight`): such a model's ranking counts by its margin alone.
-            agreement = fusion != "margin" and reads(model, query_text)
+            agreement = request.fusion != "margin" and reads(model, query_text)
             candidates = fuse_zscore(lists[0], lists[1], agreement=agreement)
-        if min_score is not None:
-            candidates = [(p, s) for p, s in candidates if s >= min_score]
+        if request.min_score is not None:
+            candidates = [(p, s) for p, s in candidates if s >= request.min_score]
         passages = merge_duplicates(collapse_overlaps(candidates, DENSE))
         if mmr is not None:
             passages = select_mmr(passages, query_vector, len(passages), mmr)
-        if diversify:
+        if request.diversify:
             passages = diversify_sources(passages, k)
         return [
             Passage(

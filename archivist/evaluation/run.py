@@ -16,14 +16,13 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from archivist import models
 from archivist.agent.records import Passage, ToolCall, Turn
-from archivist.agent.rerank import Reranked
 from archivist.agent.retrieval import format_results, tool_name
 from archivist.agent.setup import AGENT, AgentSetup
 from archivist.agent.turn import run_turn
 from archivist.app import Archivist
 from archivist.tools.errors import ArchivistError
 from archivist.tools.progress import CaseRan, ProgressFn, StoreReady, ignore
-from archivist.tools.store import SearchMode
+from archivist.tools.search import SearchMode
 
 RATE_METRICS = (
     "tool_decision_accuracy",
@@ -441,8 +440,8 @@ def compare_reranking(
                 started = time.perf_counter()
                 results = archivist.search(case.question, store, k, rerank=rerank)
                 search_ms.append((time.perf_counter() - started) * 1000)
-                if isinstance(results, Reranked):
-                    rerank_ms.append(results.ms)
+                if results.rerank_ms is not None:
+                    rerank_ms.append(results.rerank_ms)
                 rank = _first_match_rank({"results": results}, case.expect_sources, k)
                 if rank is not None and (best is None or rank < best):
                     best = rank
