@@ -7,9 +7,13 @@ from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.tools import ToolException, create_retriever_tool
+from langchain_tests.integration_tests import RetrieversIntegrationTests
+from pydantic import ValidationError
 
 from archivist import models
+from archivist.agent.langchain import StoreRetriever
 from archivist.agent.retrieval import format_results
+from archivist.tools.errors import ArchivistError
 
 QUERY = "Within how many days can I request a refund"
 
@@ -80,3 +84,61 @@ def test_the_retriever_returns_the_tools_passages_as_documents(archivist, shop_s
     assert scoped and {d.metadata["source"] for d in scoped} == {"returns.md"}
     with pytest.raises(ToolException, match="No source in 'shop_docs' matches 'nothing.md'"):
         archivist.retriever(shop_store, source="nothing.md").invoke("refund")
+
+
+def test_a_retriever_call_sets_its_own_search_options(archivist, shop_store, ollama):
+    retriever = archivist.retriever(shop_store, k=3)
+    assert len(retriever.invoke(QUERY)) == 3
+    assert len(retriever.invoke(QUERY, k=1)) == 1
+    assert len(retriever.invoke(QUERY)) == 3  # a call's options are its own
+    scoped = retriever.invoke("refund", k=2, source="returns.md")
+    assert len(scoped) == 2 and {d.metadata["source"] for d in scoped} == {"returns.md"}
+    ollama.clear_requests()
+    sparse = retriever.invoke(QUERY, mode="sparse")
+    expected = archivist.search(QUERY, shop_store, k=3, mode="sparse")
+    assert [d.id for d in sparse] == [r["chunk_id"] for r in expected]
+    assert not ollama.requests_to("/api/embed")  # a sparse search embeds nothing
+
+    diverse = StoreRetriever(tool=archivist.tool(shop_store), k=4, mmr=0.2).invoke(QUERY)
+    assert [d.id for d in diverse] == [
+        r["chunk_id"] for r in archivist.search(QUERY, shop_store, k=4, mmr=0.2)
+    ]
+
+
+def test_a_retriever_refuses_what_it_does_not_know(archivist, shop_store):
+    tool = archivist.tool(shop_store)
+    with pytest.raises(ValidationError, match="top_k"):
+        StoreRetriever(tool=tool, top_k=3)
+    assert len(StoreRetriever(tool=tool, k=2).invoke(QUERY)) == 2
+    retriever = StoreRetriever(tool=tool)
+    with pytest.raises(ArchivistError, match="Unknown search option: top_k") as refused:
+        retriever.invoke(QUERY, top_k=1)
+    assert "k, mode, source, min_score, mmr" in refused.value.fix
+    with pytest.raises(ArchivistError, match="Unknown mode 'fuzzy'"):
+        retriever.invoke(QUERY, mode="fuzzy")
+
+
+class TestStoreRetrieverStandard(RetrieversIntegrationTests):
+    """LangChain's own checks of a retriever, on a store's."""
+
+    pytestmark = pytest.mark.anyio
+
+    @pytest.fixture(autouse=True)
+    def _tool(self, archivist, shop_store):
+        self.tool = archivist.tool(shop_store)
+
+    @pytest.fixture
+    def anyio_backend(self):
+        return "asyncio"
+
+    @property
+    def retriever_constructor(self) -> type[StoreRetriever]:
+        return StoreRetriever
+
+    @property
+    def retriever_constructor_params(self) -> dict:
+        return {"tool": self.tool}
+
+    @property
+    def retriever_query_example(self) -> str:
+        return QUERY
