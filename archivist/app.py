@@ -15,9 +15,9 @@ from archivist.agent.records import Turn
 from archivist.home import ensure_home
 from archivist.settings import Settings
 from archivist.tools.engine import writing as engine_writing
-from archivist.tools.errors import ArchivistError
+from archivist.tools.errors import ArchivistError, StoreDamaged, StoreNotFound
 from archivist.tools.search import SearchMode, SearchRequest
-from archivist.tools.store import KnowledgeStore, connect
+from archivist.tools.store import KnowledgeStore, connect, list_stores
 
 # A command imports what it uses when it uses it: listing stores needs neither LangChain nor
 # the model factory (docs/performance.md, "Start-up").
@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from archivist.agent.setup import AgentSetup, StoreTool
     from archivist.ingest.report import IngestReport
     from archivist.ingest.request import IngestRequest
+    from archivist.ingest.roots import Root
+    from archivist.ingest.status import RootStatus
     from archivist.tools.embedding import PrefixedEmbeddings
     from archivist.tools.progress import ProgressFn
     from archivist.turnlog import TurnLog
@@ -89,10 +91,51 @@ class Archivist:
         """Return the named store; by default it must exist and be readable by this release."""
         return stores.open_store(self.client, self.settings, name, must_exist)
 
-    def delete_source(self, store: str, source: str) -> int:
-        """Remove one source's chunks from a store; return how many there were."""
+    def store_names(self) -> list[str]:
+        """The names of the stores there are."""
+        return list_stores(self.client)
+
+    def store_size(self, store: str) -> int | None:
+        """How many chunks a store holds, None for a damaged one (it can still be deleted);
+        StoreNotFound when there is no store by that name."""
+        target = self.store(store, must_exist=False)
+        if not target.exists():
+            raise StoreNotFound(
+                f"There is no store named '{store}'.", "List the stores with: archivist stores"
+            )
+        try:
+            return target.count()
+        except StoreDamaged:
+            return None
+
+    def delete_store(self, store: str) -> int | None:
+        """Delete a whole store; return the chunks it held (None: it was damaged)."""
         with self.writing():
-            return self.store(store).delete_source(source)
+            # Counted once writing: an ingest waited for may have stored more.
+            removed = self.store_size(store)
+            self.store(store, must_exist=False).drop()
+        return removed
+
+    def delete_source(self, store: str, source: str) -> dict[str, Any]:
+        """Remove one source's chunks from a store (named as `sources` lists it, or by its
+        file name); return its name and how many chunks there were."""
+        with self.writing():
+            opened = self.store(store)
+            name = opened.find_source(source)
+            removed = opened.delete_source(name) if name is not None else 0
+        if not removed:
+            raise ArchivistError(
+                f"Store '{store}' has no source '{source}'.",
+                f"List its sources with: archivist sources --store {store}",
+            )
+        return {"source": name, "chunks": removed}
+
+    def find_root(self, store: str, root: str) -> Root | None:
+        """The root of a store named by its label, its location or a path (None: no such
+        root)."""
+        from archivist.ingest.roots import RootSet
+
+        return RootSet.of(self.store(store).info()).find(root)
 
     def delete_root(self, store: str, root: str) -> dict[str, Any]:
         """Remove one root of a store (named by its label, its location or a path) and all
@@ -140,6 +183,101 @@ class Archivist:
         """List the stores (or those of `only`) with their size, embedding model, sparse
         scheme and description; a damaged one with what is wrong and its fix instead."""
         return stores.describe_stores(self.client, only)
+
+    def source_status(self, store: str) -> list[RootStatus]:
+        """Every source of a store, by root, with its status against the disk (ok, changed,
+        deleted, new, failed, unknown: `archivist.ingest.status`)."""
+        from archivist.ingest.status import store_status
+
+        opened = self.store(store)
+        with self.released_on_failure():
+            return store_status(opened)
+
+    def copy_stores(
+        self,
+        *,
+        to_url: str | None = None,
+        to_home: Path | None = None,
+        from_url: str | None = None,
+        from_home: Path | None = None,
+        api_key: str | None = None,
+        from_api_key: str | None = None,
+        stores: Sequence[str] = (),
+        force: bool = False,
+        batch: int = 256,
+        grpc: bool = False,
+        on_progress: ProgressFn | None = None,
+    ) -> dict[str, Any]:
+        """Copy stores, their vectors as they are, from this home (or `from_home`, or the
+        server at `from_url`) to the server at `to_url` or the embedded store of `to_home`;
+        return where from, where to, and each store copied (`tools.migrate.copy_stores`)."""
+        from grpc import RpcError
+        from qdrant_client.http.exceptions import ApiException
+
+        from archivist.settings import mask_url
+        from archivist.tools.engine import writing
+        from archivist.tools.migrate import copy_stores
+
+        settings = self.settings
+        if (to_url is None) == (to_home is None):
+            raise ArchivistError(
+                "Say where to copy to.", "Give one of --to-url URL or --to-home PATH."
+            )
+        if from_url and from_home:
+            raise ArchivistError(
+                "Say where to copy from.", "Give --from-home or --from-url, not both."
+            )
+        source_home = None if from_url else (from_home or settings.home).expanduser()
+        if to_home and source_home and to_home.expanduser().resolve() == source_home.resolve():
+            raise ArchivistError("The source and the target are the same home.", "Choose another.")
+        if to_url and from_url and to_url.rstrip("/") == from_url.rstrip("/"):
+            raise ArchivistError(
+                "The source and the target are the same server.", "Choose another."
+            )
+        origin = mask_url(from_url) if from_url else str(source_home)
+        destination = mask_url(to_url) if to_url else str(to_home)
+        wait = settings.store_wait
+        source = target = None
+        try:
+            if source_home is not None:
+                source_settings = settings.with_overrides(home=source_home)
+                if not (
+                    source_settings.store_path.is_dir()
+                    or source_settings.legacy_store_path.is_dir()
+                ):
+                    raise ArchivistError(
+                        f"There is no embedded store in {source_home}.",
+                        "Give the folder ARCHIVIST_HOME pointed at (it holds an `edge` folder).",
+                    )
+                source = connect(
+                    source_settings.store_path,
+                    legacy_path=source_settings.legacy_store_path,
+                    wait=wait,
+                )
+            else:
+                source = connect(url=from_url, api_key=from_api_key, prefer_grpc=grpc, timeout=60)
+            if to_home is not None:
+                target = connect(
+                    settings.with_overrides(home=to_home.expanduser()).store_path, wait=wait
+                )
+                layout = None
+            else:
+                key = api_key or settings.qdrant_api_key
+                target = connect(url=to_url, api_key=key, prefer_grpc=grpc, timeout=60)
+                layout = settings.with_overrides(qdrant_url=to_url).server_layout
+            with writing(target):
+                copied = copy_stores(source, target, stores, layout, batch, force, on_progress)
+        except (ApiException, RpcError, OSError) as exc:
+            raise ArchivistError(
+                f"Cannot copy from {origin} to {destination}: {exc}",
+                "Check that the Qdrant server runs at that address (its /readyz answers) and "
+                "the API key (--api-key, QDRANT_API_KEY).",
+            ) from None
+        finally:
+            for client in (source, target):
+                if client is not None:
+                    client.close()
+        return {"from": origin, "to": destination, "stores": copied}
 
     def ingest(
         self,

@@ -19,7 +19,7 @@ import typer.main
 from archivist.home import ensure_home, private_umask
 from archivist.printable import escape_json_controls, printable, printable_name
 from archivist.settings import DEFAULT_STORE, Settings, load_settings
-from archivist.tools.errors import ArchivistError, StoreDamaged, StoreNotFound
+from archivist.tools.errors import ArchivistError, StoreNotFound
 from archivist.words import count, number
 
 if TYPE_CHECKING:
@@ -636,9 +636,7 @@ def search(
 ) -> None:
     """Run the store's retrieval tool alone."""
     archivist = _app(**_rerank(rerank, rerank_candidates))
-    request = archivist.search_request(
-        k=k, mode=mode, source=source, min_score=min_score, mmr=mmr
-    )
+    request = archivist.search_request(k=k, mode=mode, source=source, min_score=min_score, mmr=mmr)
     _offer_pull(
         archivist.settings,
         _models_used(archivist.settings, archivist.settings.embed_model),
@@ -759,14 +757,6 @@ def chat(
         for closable in reversed(opened):
             closable.close()
     raise typer.Exit(status)
-
-
-def _count_or_damaged(store: Any) -> int | None:
-    """A store's chunks, or None for a damaged store (which can still be deleted)."""
-    try:
-        return store.count()
-    except StoreDamaged:
-        return None
 
 
 def _sample_missing(store: Any) -> str:
@@ -1089,12 +1079,9 @@ def stores(as_json: JsonOpt = False) -> None:
 def sources(store: StoreOpt, as_json: JsonOpt = False) -> None:
     """List a store's sources by root, each with its chunks and its status against the disk:
     ok, changed, deleted, new (not yet stored), failed (with why), or unknown (no root)."""
-    from archivist.ingest.status import STATUSES, store_status
+    from archivist.ingest.status import STATUSES
 
-    archivist = _app()
-    opened = archivist.store(store)
-    with archivist.released_on_failure():
-        listing = store_status(opened)
+    listing = _app().source_status(store)
     rows = [row for status in listing for row in status.sources]
     if as_json:
         _print_json(rows)
@@ -1159,9 +1146,7 @@ def delete(
     if source is not None and root is not None:
         raise ArchivistError("--source and --root both say what to remove.", "Give one.")
     if root is not None:
-        from archivist.ingest.roots import RootSet
-
-        found = RootSet.of(archivist.store(store).info()).find(root)
+        found = archivist.find_root(store, root)
         if found is not None and not yes:
             what = f"the root {printable_name(found.location)} ({printable_name(found.label)})"
             if not _interactive(as_json):
@@ -1185,21 +1170,14 @@ def delete(
                 print(f"  {count(len(done['renamed']), 'source')} renamed without its label.")
         return
     if source is not None:
-        name = archivist.store(store).find_source(source)
-        removed = archivist.delete_source(store, name) if name is not None else 0
-        if not removed:
-            raise ArchivistError(
-                f"Store '{store}' has no source '{source}'.",
-                f"List its sources with: archivist sources --store {store}",
-            )
-        done = f"Removed {count(removed, 'chunk')} of {printable_name(name)} from {store}."
+        deleted = archivist.delete_source(store, source)
+        removed = deleted["chunks"]
+        done = (
+            f"Removed {count(removed, 'chunk')} of {printable_name(deleted['source'])} "
+            f"from {store}."
+        )
     else:
-        target = archivist.store(store, must_exist=False)
-        if not target.exists():
-            raise StoreNotFound(
-                f"There is no store named '{store}'.", "List the stores with: archivist stores"
-            )
-        removed = _count_or_damaged(target)
+        removed = archivist.store_size(store)
         if not yes:
             if not _interactive(as_json):
                 raise ArchivistError(
@@ -1214,10 +1192,7 @@ def delete(
             ):
                 _notice("Nothing was deleted.")
                 raise typer.Exit(1)
-        with archivist.writing():
-            # Counted again once writing: an ingest waited for may have stored more.
-            removed = _count_or_damaged(target)
-            target.drop()
+        removed = archivist.delete_store(store)
         held = "damaged" if removed is None else count(removed, "chunk")
         done = f"Deleted the store '{store}' ({held})."
     if as_json:
@@ -1258,82 +1233,34 @@ def migrate(
     as_json: JsonOpt = False,
 ) -> None:
     """Copy stores to a Qdrant server (or another home) without embedding anything again."""
-    from grpc import RpcError
-    from qdrant_client.http.exceptions import ApiException
-
-    from archivist.settings import mask_url
-    from archivist.tools.engine import writing
-    from archivist.tools.migrate import copy_stores
-    from archivist.tools.store import connect
-
-    settings = _settings()
-    if (to_url is None) == (to_home is None):
-        raise ArchivistError("Say where to copy to.", "Give one of --to-url URL or --to-home PATH.")
-    if from_url and from_home:
-        raise ArchivistError("Say where to copy from.", "Give --from-home or --from-url, not both.")
-    source_home = None if from_url else (from_home or settings.home).expanduser()
-    if to_home and source_home and to_home.expanduser().resolve() == source_home.resolve():
-        raise ArchivistError("The source and the target are the same home.", "Choose another.")
-    if to_url and from_url and to_url.rstrip("/") == from_url.rstrip("/"):
-        raise ArchivistError("The source and the target are the same server.", "Choose another.")
     if api_key or from_api_key:
         _notice(
             "Note: an API key given on the command line is visible to every user of this "
             "machine in the process list; set QDRANT_API_KEY in the environment instead."
         )
-    origin = mask_url(from_url) if from_url else str(source_home)
-    destination = mask_url(to_url) if to_url else str(to_home)
-
     from archivist.tools.progress import Copied, Event
 
     def progress(event: Event) -> None:
         if isinstance(event, Copied) and event.chunks == event.total:
             _notice(f"{event.store}: {count(event.chunks, 'chunk')} copied.")
 
-    source = target = None
-    try:
-        if source_home is not None:
-            source_settings = settings.with_overrides(home=source_home.expanduser())
-            if not (
-                source_settings.store_path.is_dir() or source_settings.legacy_store_path.is_dir()
-            ):
-                raise ArchivistError(
-                    f"There is no embedded store in {source_home}.",
-                    "Give the folder ARCHIVIST_HOME pointed at (it holds an `edge` folder).",
-                )
-            source = connect(
-                source_settings.store_path,
-                legacy_path=source_settings.legacy_store_path,
-                wait=wait,
-            )
-        else:
-            source = connect(url=from_url, api_key=from_api_key, prefer_grpc=grpc, timeout=60)
-        if to_home is not None:
-            target = connect(
-                settings.with_overrides(home=to_home.expanduser()).store_path, wait=wait
-            )
-            layout = None
-        else:
-            key = api_key or settings.qdrant_api_key
-            target = connect(url=to_url, api_key=key, prefer_grpc=grpc, timeout=60)
-            layout = settings.with_overrides(qdrant_url=to_url).server_layout
-        with writing(target):
-            copied = copy_stores(
-                source, target, stores or [], layout, batch, force, None if as_json else progress
-            )
-    except (ApiException, RpcError, OSError) as exc:
-        raise ArchivistError(
-            f"Cannot copy from {origin} to {destination}: {exc}",
-            "Check that the Qdrant server runs at that address (its /readyz answers) and the "
-            "API key (--api-key, QDRANT_API_KEY).",
-        ) from None
-    finally:
-        for client in (source, target):
-            if client is not None:
-                client.close()
+    done = _app(store_wait=wait).copy_stores(
+        to_url=to_url,
+        to_home=to_home,
+        from_url=from_url,
+        from_home=from_home,
+        api_key=api_key,
+        from_api_key=from_api_key,
+        stores=stores or [],
+        force=force,
+        batch=batch,
+        grpc=grpc,
+        on_progress=None if as_json else progress,
+    )
     if as_json:
-        _print_json({"from": origin, "to": destination, "stores": copied})
+        _print_json(done)
         return
+    origin, destination, copied = done["from"], done["to"], done["stores"]
     for entry in copied:
         copied = count(entry["chunks"], "chunk")
         print(f"{entry['store']}: {copied} copied in {entry['seconds']:g} s.")

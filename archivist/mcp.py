@@ -27,7 +27,6 @@ from archivist.agent.search_args import SearchArgs
 from archivist.app import Archivist
 from archivist.settings import Settings
 from archivist.tools.errors import ArchivistError, StoreDamaged
-from archivist.tools.store import list_stores
 from archivist.version import __version__
 
 LIST_STORES = "list_stores"
@@ -82,7 +81,7 @@ class StoreTools:
         ]
         try:
             with self.opened() as archivist:
-                for name in self.only or list_stores(archivist.client):
+                for name in self.only or archivist.store_names():
                     store = archivist.store(name, must_exist=False)
                     try:
                         if not store.exists():
@@ -120,7 +119,7 @@ class StoreTools:
         if name == LIST_STORES:
             listing = archivist.stores(only=self.only or None)
             return _result(json.dumps(listing, ensure_ascii=False), {"stores": listing})
-        served = self.only or list_stores(archivist.client)
+        served = self.only or archivist.store_names()
         if name not in map(tool_name, served):
             tools = ", ".join([*map(tool_name, served), LIST_STORES])
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool '{name}'. Tools: {tools}.")
