@@ -6,9 +6,12 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import StructuredTool
 from langgraph.graph import END
 
+from archivist.agent import search_tool as search_tools
 from archivist.agent.records import ToolCall
+from archivist.agent.retrieval import SearchResult
 from archivist.agent.state import turn_input
 from archivist.agent.steps import AgentSteps, Prompter, graded_reply, run_tool, search_rounds
+from archivist.tools.search import SearchRequest
 
 
 def passage(n: int, chunk: str) -> dict:
@@ -29,6 +32,15 @@ def search_tool(found: list[dict]) -> StructuredTool:
     return StructuredTool.from_function(
         search, name="search_docs", description="docs", response_format="content_and_artifact"
     )
+
+
+def store_tool(found: list[dict]) -> StructuredTool:
+    """A store's search tool (numbered passages, a SearchResult) that always finds `found`."""
+
+    def search(query: str, request: SearchRequest) -> SearchResult:
+        return SearchResult(query, request, found)
+
+    return search_tools.search_tool("search_docs", "docs", search, SearchRequest())
 
 
 def state_after(*calls: dict, steps: int = 1, earlier: list | None = None) -> dict:
@@ -67,7 +79,7 @@ def test_run_tools_numbers_passages_after_those_of_earlier_searches():
     earlier: list[ToolCall] = [
         {"name": "search_docs", "args": {"query": "x"}, "results": [passage(1, "a")]}
     ]
-    tool = search_tool([passage(1, "b"), passage(2, "c")])
+    tool = store_tool([passage(1, "b"), passage(2, "c")])
     update = steps([tool]).run_tools(
         state_after({"name": "search_docs", "args": {"query": "refund"}}, earlier=earlier)
     )
@@ -77,7 +89,7 @@ def test_run_tools_numbers_passages_after_those_of_earlier_searches():
 
 
 def test_with_a_grader_run_tools_leaves_the_searches_to_the_grade_step():
-    update = steps([search_tool([passage(1, "a")])], grader=object()).run_tools(
+    update = steps([store_tool([passage(1, "a")])], grader=object()).run_tools(
         state_after({"name": "search_docs", "args": {"query": "refund"}})
     )
     assert set(update) == {"ungraded"}
@@ -110,7 +122,7 @@ class MissingGrader:
 
 
 def test_search_rounds_build_new_records_and_leave_the_searches_given_unchanged():
-    first, _ = run_tool(search_tool([passage(1, "a")]), {"query": "refund"}, 1)
+    first, _ = run_tool(store_tool([passage(1, "a")]), {"query": "refund"}, 1)
     given = copy.deepcopy(first)
     records, used = search_rounds(MissingGrader(), [first], [], "refund?", 2)
     assert first == given
@@ -142,7 +154,7 @@ WRITTEN = '<tool_call>\n{"name": "search_docs", "arguments": {"query": "refund"}
 
 def test_call_model_runs_a_call_the_model_wrote_as_text_and_run_tools_marks_it():
     model = Replies(AIMessage(f"I will look that up.\n{WRITTEN}"))
-    agent = AgentSteps(model, [search_tool([passage(1, "a")])], Prompter("system", None))
+    agent = AgentSteps(model, [store_tool([passage(1, "a")])], Prompter("system", None))
     update = agent.call_model(turn_input("refund?"))
     [response] = update["messages"]
     assert response.content == "I will look that up."
