@@ -450,20 +450,18 @@ def test_the_chat_with_grade_shows_grades_and_keeps_its_thread(ollama, archivist
 
 
 def test_a_search_that_found_nothing_is_rewritten_without_a_grading_call(settings, ollama):
-    from langchain_core.tools import StructuredTool
+    from archivist.agent.retrieval import SearchResult
+    from archivist.agent.search_tool import search_tool
+    from archivist.tools.search import SearchRequest
 
     asked: list[str] = []
 
-    def search_nothing(query: str) -> tuple[str, list]:
+    def search_nothing(query: str, request: SearchRequest) -> SearchResult:
         asked.append(query)
-        return "No matching passages were found.", []
+        return SearchResult(query, request, [])
 
-    empty = StructuredTool.from_function(
-        func=search_nothing,
-        name="search_shop_docs",
-        description="Search the shop's documents.",
-        response_format="content_and_artifact",
-    )
+    description = "Search the shop's documents."
+    empty = search_tool("search_shop_docs", description, search_nothing, SearchRequest())
     ollama.script(MODEL, search("refund"), rewrite("money back"))
     result = run_turn(agent(settings, empty, 1), REFUND_Q)
     assert asked == ["refund", "money back"]
