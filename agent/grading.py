@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field
 
 from archivist.agent import prompts
 from archivist.agent.context import estimate_tokens
-from archivist.agent.records import ModelCall, Passage, ToolCall
+from archivist.agent.records import Grading, ModelCall, Passage, SearchCall
 from archivist.agent.retrieval import format_results
 
 STRUCTURED_TAG = "archivist:structured"
@@ -116,9 +116,9 @@ class Grader:
             Rewrite, method="json_schema", include_raw=True
         ).with_config(tags=[STRUCTURED_TAG], run_name="rewrite_query")
 
-    def grade(self, question: str, call: ToolCall) -> tuple[ToolCall, list[ModelCall]]:
-        """Grade a search's passages in one request; return the call with its `grades` and
-        `kept`, and the model calls made (one, or none for a search that found nothing).
+    def grade(self, question: str, call: SearchCall) -> tuple[Grading, list[ModelCall]]:
+        """Grade a search's passages in one request; return the grading step's record (its
+        `grades` and `kept`), and the model calls made (none for a search that found nothing).
 
         A passage the grader gives no verdict for is kept. A reply that is not valid JSON
         still counts for the whole verdicts it holds (salvaged_verdicts); with none, every
@@ -126,7 +126,7 @@ class Grader:
         """
         results = call["results"]
         if not results:
-            return {**call, "grades": [], "kept": []}, []
+            return {"grades": [], "kept": []}, []
         numbers = ", ".join(f"[{r['n']}]" for r in results)
         passages = format_results(call["name"], str(call["args"].get("query", "")), results)
         asked = ask_structured(
@@ -137,20 +137,16 @@ class Grader:
         )
         ours = {r["n"] for r in results}
         verdicts: dict[int, bool] = {}
-        failed: dict[str, str] = {}
+        graded: Grading = {}
         given = asked.value.grades if asked.value is not None else salvaged_verdicts(asked.text)
         for verdict in given:
             if verdict.n in ours:
                 verdicts.setdefault(verdict.n, verdict.relevant)
         if asked.value is None and not verdicts:
-            failed["grading_error"] = asked.error or "no verdicts"
-        graded: ToolCall = {
-            **call,
-            **failed,
-            "grades": [{"n": n, "relevant": v} for n, v in verdicts.items()],
-            "kept": [r["n"] for r in results if verdicts.get(r["n"], True)],
-            "grade_ms": asked.usage["ms"],
-        }
+            graded["grading_error"] = asked.error or "no verdicts"
+        graded["grades"] = [{"n": n, "relevant": v} for n, v in verdicts.items()]
+        graded["kept"] = [r["n"] for r in results if verdicts.get(r["n"], True)]
+        graded["grade_ms"] = asked.usage["ms"]
         return graded, [asked.usage]
 
     def rewrite(self, question: str, tried: Sequence[str]) -> tuple[list[str], ModelCall]:

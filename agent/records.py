@@ -25,8 +25,9 @@ class Grade(TypedDict):
     relevant: bool
 
 
-class ToolCall(TypedDict):
-    """One search a turn made: by the model, the application or the grader's rewrite."""
+class SearchCall(TypedDict):
+    """The search step: the tool a turn called (the model, the application or the grader's
+    rewrite), with what, and what came back."""
 
     name: str
     args: dict[str, Any]
@@ -35,28 +36,75 @@ class ToolCall(TypedDict):
     """Why the call failed (bad arguments, an unknown tool); then `results` is empty."""
     latency_ms: NotRequired[float]
     """The search's wall time, reranking included."""
-    rerank_ms: NotRequired[float]
-    """With reranking: the part of `latency_ms` spent scoring the candidates."""
-    rerank_model: NotRequired[str]
-    """With reranking: the model that scored them."""
-    grades: NotRequired[list[Grade]]
-    """With grading: the verdicts the grader gave (a passage without one is kept)."""
-    kept: NotRequired[list[int]]
-    """With grading: the numbers of the passages judged relevant."""
-    shown: NotRequired[list[int]]
-    """With grading: the numbers of the passages the model was given to answer from."""
-    grade_ms: NotRequired[float]
-    grading_error: NotRequired[str]
-    """Why the grader's reply could not be read (every passage was then kept)."""
-    rewritten_from: NotRequired[str]
-    """For a search the grader rewrote: the query it replaced."""
-    condensed_from: NotRequired[str]
-    """For a follow-up's search: the words it was asked with (the user's, copied), before the
-    conversation's subject was added (archivist.agent.followup)."""
-    rewrite_error: NotRequired[str]
-    """Why no rewrite followed this missed search."""
     from_text: NotRequired[bool]
     """True when the model wrote the call as text and Archivist recovered it."""
+
+
+# The later steps' records are `total=False` so that a search's record (`ToolCall`), which
+# merges in those of the steps that ran on it, requires none of their fields.
+
+
+class Reranking(TypedDict, total=False):
+    """The reranking step of a search whose request named a rerank model (both fields)."""
+
+    rerank_ms: float
+    """The part of the search's `latency_ms` spent scoring the candidates."""
+    rerank_model: str
+    """The model that scored them."""
+
+
+class Grading(TypedDict, total=False):
+    """The grading step: the grader's verdicts on a search's passages (`grades` and `kept`
+    always)."""
+
+    grades: list[Grade]
+    """The verdicts the grader gave (a passage without one is kept)."""
+    kept: list[int]
+    """The numbers of the passages judged relevant."""
+    grade_ms: float
+    grading_error: str
+    """Why the grader's reply could not be read (every passage was then kept)."""
+
+
+class Showing(TypedDict, total=False):
+    """The step that gave a graded search's passages to the model to answer from."""
+
+    shown: list[int]
+    """The numbers of the passages the model was given."""
+
+
+class Rewriting(TypedDict, total=False):
+    """The rewrite step, on the search it made or on the missed search it could not follow."""
+
+    rewritten_from: str
+    """For a search the grader rewrote: the query it replaced."""
+    rewrite_error: str
+    """Why no rewrite followed this missed search."""
+
+
+class Condensing(TypedDict, total=False):
+    """The condense step of a follow-up's search."""
+
+    condensed_from: str
+    """The words the search was asked with (the user's, copied), before the conversation's
+    subject was added (archivist.agent.followup)."""
+
+
+class ToolCall(SearchCall, Reranking, Grading, Showing, Rewriting, Condensing):
+    """One search a turn made, as `ask --json` and the turn log show it: the search step's
+    record, with the records of the steps that ran on it merged in (reranking, grading,
+    showing, rewriting, condensing). A step that did not run adds nothing: only the search
+    step's `name`, `args` and `results` are always there."""
+
+
+Step = Reranking | Grading | Showing | Rewriting | Condensing
+"""The record of a step that ran on a search after it."""
+
+
+def with_step(call: ToolCall, step: Step) -> ToolCall:
+    """A search's record with a later step's record merged in: a new record, the given one
+    left as it is (it may already sit in the graph's state)."""
+    return {**call, **step}  # type: ignore[typeddict-item] - the step's keys are ToolCall's
 
 
 class WrittenCall(TypedDict):

@@ -37,7 +37,16 @@ from archivist.agent.context import (
 )
 from archivist.agent.followup import Condenser, copies, history_of
 from archivist.agent.grading import Grader, assemble
-from archivist.agent.records import ModelCall, Passage, ToolCall
+from archivist.agent.records import (
+    Condensing,
+    ModelCall,
+    Passage,
+    Reranking,
+    Rewriting,
+    Showing,
+    ToolCall,
+    with_step,
+)
 from archivist.agent.retrieval import SearchResult, format_results
 from archivist.agent.search_tool import search_config
 from archivist.agent.state import AgentState, Ungraded
@@ -121,18 +130,18 @@ def run_tool(tool: BaseTool, args: dict[str, Any], first: int) -> tuple[ToolCall
     else:
         found: SearchResult = message.artifact
         results = [{**r, "n": n} for n, r in enumerate(found, start=first)]
-        outcome = {"results": results, **reranking(found)}
+        outcome = {"results": results}
+        if found.reranked_by is not None:
+            outcome |= reranking(found)
         content = message.content
     latency_ms = round((time.perf_counter() - started) * 1000, 1)
     record: ToolCall = {"name": tool.name, "args": args, **outcome, "latency_ms": latency_ms}
     return record, content
 
 
-def reranking(found: SearchResult) -> dict[str, Any]:
-    """What reranking a search's results cost, for its call record (nothing without it)."""
-    if found.reranked_by is None:
-        return {}
-    return {"rerank_ms": found.rerank_ms, "rerank_model": found.reranked_by}
+def reranking(found: SearchResult) -> Reranking:
+    """The reranking step's record of a reranked search: what it cost, and by which model."""
+    return Reranking(rerank_ms=found.rerank_ms or 0.0, rerank_model=found.reranked_by or "")
 
 
 def unknown_tool(
@@ -202,7 +211,8 @@ def search_rounds(
     records: list[ToolCall] = []
     used: list[ModelCall] = []
     for call in first:
-        graded, cost = grader.grade(question, call)
+        grading, cost = grader.grade(question, call)
+        graded = with_step(call, grading)
         used += cost
         records.append(graded)
         _emit(Searched(graded))
@@ -217,7 +227,7 @@ def search_rounds(
         used.append(usage)
         if not queries:
             reason = usage.get("error", "no new query was proposed")
-            records[-1] = {**records[-1], "rewrite_error": reason}
+            records[-1] = with_step(records[-1], Rewriting(rewrite_error=reason))
             break
         previous, latest = tried[-1], 0
         for query in queries:
@@ -225,9 +235,10 @@ def search_rounds(
                 args = {**kept_args.get(tool.name, {}), "query": query}
                 record, _ = run_tool(tool, args, next_n)
                 next_n += len(record["results"])
-                record = {**record, "rewritten_from": previous}
+                record = with_step(record, Rewriting(rewritten_from=previous))
                 if "error" not in record:
-                    record, cost = grader.grade(question, record)
+                    grading, cost = grader.grade(question, record)
+                    record = with_step(record, grading)
                     used += cost
                 records.append(record)
                 latest += 1
@@ -248,7 +259,7 @@ def graded_reply(
     if not any(r.get("kept") for r in records):
         tried = ", ".join(f'"{r["args"].get("query", "")}"' for r in records)
         content = prompts.NOTHING_RELEVANT.format(tool=records[0]["name"], tried=tried)
-        return content, 0, [{**r, "shown": []} for r in records]
+        return content, 0, [with_step(r, Showing(shown=[])) for r in records]
     lines = [
         f'No passage found for "{r["args"].get("query", "")}" is relevant to the question.'
         for r in records
@@ -261,7 +272,7 @@ def graded_reply(
     showed: list[ToolCall] = []
     for record in records:
         if not record.get("kept"):
-            showed.append({**record, "shown": []})
+            showed.append(with_step(record, Showing(shown=[])))
             continue
         query = str(record["args"].get("query", ""))
         source = record["args"].get("source") or None
@@ -270,7 +281,7 @@ def graded_reply(
             return format_results(name, query, passages, source=source)
 
         chosen = assemble(_kept(record), shown, share, render)
-        showed.append({**record, "shown": [r["n"] for r in chosen.passages]})
+        showed.append(with_step(record, Showing(shown=[r["n"] for r in chosen.passages])))
         cut += chosen.cut
         repeats |= chosen.repeats
         if "rewritten_from" in record:
@@ -390,7 +401,7 @@ class AgentSteps:
                 first = numbered([*state["calls"], *calls]) + 1
                 record, content = run_tool(tool, args, first)
                 if asked is not None:
-                    record = {**record, "condensed_from": asked}
+                    record = with_step(record, Condensing(condensed_from=asked))
             if request["id"] in written:
                 record = {**record, "from_text": True}
             calls.append(record)
@@ -487,7 +498,7 @@ class RetrieveThenAnswer:
         for tool in self.tools:
             record, _ = run_tool(tool, {"query": query}, numbered(calls) + 1)
             if query != question:
-                record = {**record, "condensed_from": question}
+                record = with_step(record, Condensing(condensed_from=question))
             calls.append(record)
             if self.grader is None:
                 _emit(Searched(record))
@@ -524,7 +535,7 @@ class RetrieveThenAnswer:
         records, used = search_rounds(self.grader, first, self.tools, question, numbered(first) + 1)
         _, shown, _ = self.graded_context(records, question)
         showed: list[ToolCall] = [
-            {**r, "shown": [n for n in shown if n in {p["n"] for p in r["results"]}]}
+            with_step(r, Showing(shown=[n for n in shown if n in {p["n"] for p in r["results"]}]))
             for r in records
         ]
         return {"calls": showed, "grader_calls": used, "ungraded": []}
