@@ -425,3 +425,54 @@ def test_a_server_returns_what_the_embedded_store_returns(store):
 
 def _search(store, query, mode):
     return store.search(embed_text(query, DIM), query, SearchRequest(k=5, mode=mode, mmr=0.7))
+
+
+def test_a_searchs_options_are_the_settings_resolved_once_and_changed_by_those_given(
+    archivist, shop_store, monkeypatch
+):
+    monkeypatch.setenv("ARCHIVIST_K", "3")
+    monkeypatch.setenv("ARCHIVIST_SEARCH_MODE", "sparse")
+    app = Archivist(load_settings().with_overrides(ollama_host=archivist.settings.ollama_host))
+    try:
+        assert app.search_request() == SearchRequest(k=3, mode="sparse")
+        assert app.search_request(k=2, mmr=0.5) == SearchRequest(k=2, mode="sparse", mmr=0.5)
+        found = app.search("refund days", shop_store)
+        assert found.request == SearchRequest(k=3, mode="sparse") and len(found) == 3
+        # Every option of the request reaches the store, named or not in the signature.
+        query = "refund days"
+        for options in ({"fusion": "rrf", "mode": "hybrid"}, {"diversify": False, "k": 4}):
+            request = app.search_request(**options)
+            store = app.store(shop_store)
+            vector = app.embeddings_for(store).embed_query(query)
+            expected = [r["chunk_id"] for r in store.search(vector, query, request)]
+            assert [r["chunk_id"] for r in app.search(query, shop_store, **options)] == expected
+        with pytest.raises(ArchivistError, match="Unknown search option: top_k") as refused:
+            app.search(query, shop_store, top_k=3)
+        assert "k, mode, source, min_score, mmr, rerank" in refused.value.fix
+    finally:
+        app.close()
+
+
+def test_a_request_refuses_options_that_cannot_be_searched_with():
+    for options, said in (
+        ({"mode": "fuzzy"}, "Unknown mode 'fuzzy'"),
+        ({"k": 0}, "k=0 is not a number of results"),
+        ({"min_score": float("nan")}, "--min-score nan is not a score"),
+        ({"mmr": 1.5}, "--mmr 1.5 is not a weight"),
+        ({"fusion": "sum"}, "Unknown fusion 'sum'"),
+    ):
+        with pytest.raises(ArchivistError, match=said):
+            SearchRequest(**options)
+    asked = SearchRequest(rerank="m", candidates=20)
+    assert asked.with_options(rerank=False) == SearchRequest(candidates=20)
+    assert asked.with_options(rerank=True, k=None) is asked
+
+
+def test_search_refuses_an_unknown_mode_before_asking_ollama(ollama, home):
+    done = run_cli("search", "refund", "--mode", "fuzzy", ollama_url=ollama.url, home=home)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert (
+        "Unknown mode 'fuzzy'" in done.stderr
+        and "Use --mode hybrid, dense or sparse" in done.stderr
+    )
+    assert ollama.requests == []
