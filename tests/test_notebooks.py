@@ -1,6 +1,5 @@
 """The notebooks: stored clean, run top to bottom against the fake Ollama, and read well."""
 
-import inspect
 import re
 import tempfile
 from dataclasses import dataclass
@@ -17,7 +16,7 @@ from nbclient import NotebookClient
 
 from archivist.tools import store as store_module
 from archivist.tools.errors import ArchivistError
-from archivist.tools.store import KnowledgeStore
+from archivist.tools.search import SearchRequest
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
@@ -216,7 +215,7 @@ def test_questions_and_chunk_sizes_stay_in_the_order_defined() -> None:
 
 
 def test_the_stated_fusion_is_the_stores_default() -> None:
-    default = inspect.signature(KnowledgeStore.search).parameters["fusion"].default
+    default = SearchRequest().fusion
     text = markdown_of(ROOT / "notebooks" / "02_retrieval_lab.ipynb")
 
     named = set(re.findall(r"`(fuse_\w+)`", text))
