@@ -179,3 +179,21 @@ def test_progress_counts_the_runs_and_says_the_time_left(monkeypatch) -> None:
     assert "refund-window · 10 s elapsed, about 20 s left" in shown[0]
     assert "2/3 runs" in shown[1] and "20 s elapsed, about 10 s left" in shown[1]
     assert [duration(s) for s in (0.4, 59, 60, 200)] == ["0 s", "59 s", "1 min", "3 min 20 s"]
+
+
+def test_the_facade_deletes_a_source_and_a_store_and_says_what_there_was(
+    archivist: Archivist, shop_store: str
+) -> None:
+    held = archivist.store_size(shop_store)
+    refund = archivist.store(shop_store).sources()["refund.md"]
+    done = archivist.delete_source(shop_store, "refund.md")
+    assert done == {"source": "refund.md", "chunks": refund.chunks}
+    assert "refund.md" not in archivist.store(shop_store).source_names()
+    with pytest.raises(ArchivistError, match="has no source 'refund.md'") as missing:
+        archivist.delete_source(shop_store, "refund.md")
+    assert f"archivist sources --store {shop_store}" in missing.value.fix
+    assert archivist.store_names() == [shop_store]
+    assert archivist.delete_store(shop_store) == held - refund.chunks
+    assert archivist.store_names() == []
+    with pytest.raises(ArchivistError, match=f"no store named '{shop_store}'"):
+        archivist.store_size(shop_store)
