@@ -172,7 +172,11 @@ def run_search(
     returns `request.candidates` passages and the reranker's top `k` are the results.
     """
     if request.rerank and (reranker is None or reranker.model != request.rerank):
-        raise ValueError(f"the search asks for reranking by {request.rerank}: give its reranker")
+        built = f"reranks with {reranker.model}" if reranker else "has no reranker"
+        raise ArchivistError(
+            f"This search {built}: it cannot rerank with {request.rerank}.",
+            f"Build it with that model: archivist.retriever(store, rerank='{request.rerank}').",
+        )
     sources = None
     source = clean_source(request.source)
     if source:
@@ -190,7 +194,7 @@ def run_search(
     passages: list[Passage] = [
         {**r, "score": round(r["score"], 4), **place(r["metadata"])} for r in found
     ]
-    if not request.rerank or reranker is None:
+    if not request.rerank or reranker is None:  # (a request to rerank has its reranker)
         return SearchResult(query, request, passages)
     started = time.perf_counter()
     ranked = reranker(query, passages, request.k)

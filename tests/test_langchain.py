@@ -116,6 +116,8 @@ def test_a_retriever_refuses_what_it_does_not_know(archivist, shop_store):
     assert "k, mode, source, min_score, mmr" in refused.value.fix
     with pytest.raises(ArchivistError, match="Unknown mode 'fuzzy'"):
         retriever.invoke(QUERY, mode="fuzzy")
+    with pytest.raises(ArchivistError, match="has no reranker: it cannot rerank with m:1b"):
+        retriever.invoke(QUERY, rerank="m:1b")
 
 
 class TestStoreRetrieverStandard(RetrieversIntegrationTests):
