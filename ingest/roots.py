@@ -629,7 +629,7 @@ def remove_root(store: RootsStore, root: Root) -> tuple[int, dict[str, str]]:
 def _rename(store: RootsStore, renames: dict[str, str]) -> None:
     """Rename stored sources a layer at a time, recording after each what is left to do, so
     that a rename cut short is finished, never done twice."""
-    from archivist.tools.store import rename_layers
+    from archivist.tools.catalog import rename_layers
 
     left = dict(renames)
     for layer in rename_layers(renames):

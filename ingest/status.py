@@ -15,8 +15,9 @@ from archivist.ingest.discovery import Failure, discover_one
 from archivist.ingest.roots import Root, RootSet
 from archivist.ingest.splitter import SplitterSettings
 from archivist.ingest.sync import content_hash
+from archivist.tools.catalog import SourceInfo
 from archivist.tools.errors import ArchivistError
-from archivist.tools.store import KnowledgeStore, SourceInfo
+from archivist.tools.store import KnowledgeStore
 
 STATUSES = ("ok", "changed", "deleted", "new", "failed", "unknown")
 """`unknown`: a source no root records (stored before the store kept its roots)."""
