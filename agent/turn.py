@@ -15,8 +15,8 @@ from archivist.agent.records import ModelCall, Turn, Usage
 from archivist.agent.setup import AGENT, AgentSetup
 from archivist.agent.state import turn_input
 from archivist.agent.textcalls import StreamFilter, turn_text_calls
+from archivist.tools.passage import heading_path
 from archivist.tools.progress import CHANNEL, ProgressFn, Thinking, Token
-from archivist.tools.store import heading_path
 
 
 class _Relay(BaseCallbackHandler):

@@ -168,7 +168,6 @@ class Archivist:
         """The ingest run that brings one recorded root of a store up to date: the root read
         again with its recorded options, its deleted files removed."""
         from archivist.ingest.request import IngestRequest
-        from archivist.ingest.roots import request_arguments
 
         if root.kind != "url" and not Path(root.location).exists():
             raise ArchivistError(
@@ -177,7 +176,7 @@ class Archivist:
                 f"Bring it back, or remove it: archivist delete --store {store} --root "
                 f"{root.label}",
             )
-        return IngestRequest.build([root.location], store, prune=True, **request_arguments(root))
+        return IngestRequest.from_recorded(root, store, prune=True)
 
     def stores(self, only: Sequence[str] | None = None) -> list[dict[str, Any]]:
         """List the stores (or those of `only`) with their size, embedding model, sparse

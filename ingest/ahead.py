@@ -287,9 +287,7 @@ def embed_first_files(
         thread.start()
         return True
 
-    resolution = rooting.resolve(
-        request.paths, rooting.RootSet.of({}), rooting.request_options(request)
-    )
+    resolution = rooting.resolve(request.paths, rooting.RootSet.of({}), request.recorded_options())
     files, _, _ = rooting.discover_scopes(resolution, request)
     texts: list[str] = []
     batch = request.embed.batch_size

@@ -3,19 +3,92 @@
 The command line, the server, the chat's sample and notebooks build an `IngestRequest`
 (`IngestRequest.build`); the facade, the plan and the graph pass it on as it is. The plan
 gives the graph a copy with chunk sizes fitted to the embedding model (`fitted`).
+
+The options that shape a root's documents are recorded with the root in the store
+(`recorded_options`), and read back to read it again the same way (`from_recorded`, for
+`archivist sync` and the sources' status). Each field says in its metadata whether it is
+recorded and how (`recorded(...)`): an option recorded under its own name, as `build` takes
+it, needs nothing more than `metadata=recorded()`.
 """
 
 import os
 import stat
-from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
 
 from archivist.ingest.embedder import EmbedSettings
 from archivist.ingest.loaders import LoaderOptions, LoadError
+from archivist.ingest.roots import KINDS, Root
 from archivist.ingest.splitter import SplitterSettings
 from archivist.ingest.sync import FolderRules, Shard
 from archivist.ingest.urls import INSTALL, WebOptions, available, check_url, is_url
 from archivist.tools.errors import ArchivistError
+
+RECORDED = "recorded"
+"""The field metadata key holding how a request field is recorded (a `Recorded`)."""
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """How a request field is kept among the options a store records with each root, and
+    read back into `IngestRequest.build`'s arguments when the root is read again."""
+
+    write: Callable[[Any], dict[str, Any]] | None = None
+    """The field's value → its recorded options, JSON values (None: the value under the
+    field's name)."""
+    read: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None
+    """A root's recorded options → `build` arguments (None: the field's name, where recorded:
+    a store recorded before the option existed gets `build`'s default)."""
+    kinds: tuple[str, ...] = KINDS
+    """The kinds of root it is read back for (a crawl's bounds mean nothing to a folder);
+    none: recorded for what reads the store (the sources' status), never read back."""
+
+
+def recorded(
+    write: Callable[[Any], dict[str, Any]] | None = None,
+    read: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None,
+    kinds: tuple[str, ...] = KINDS,
+) -> dict[str, Recorded]:
+    """Field metadata recording a request field with each root (see `Recorded`)."""
+    return {RECORDED: Recorded(write, read, kinds)}
+
+
+def _write_loader(loader: LoaderOptions) -> dict[str, Any]:
+    return {
+        "text_extensions": sorted(loader.text_extensions),
+        "loaders": [f"{pattern}={spec}" for pattern, spec in loader.extra_loaders],
+        "text_field": loader.text_field,
+        "id_field": loader.id_field,
+    }
+
+
+def _read_loader(options: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "text_extensions": options.get("text_extensions") or (),
+        "loaders": options.get("loaders") or (),
+        "text_field": options.get("text_field"),
+        "id_field": options.get("id_field"),
+    }
+
+
+def _write_rules(rules: FolderRules) -> dict[str, Any]:
+    return {"include": list(rules.include), "exclude": list(rules.exclude)}
+
+
+def _read_rules(options: Mapping[str, Any]) -> dict[str, Any]:
+    return {"include": options.get("include") or (), "exclude": options.get("exclude") or ()}
+
+
+def _write_web(web: WebOptions) -> dict[str, Any]:
+    return {"max_pages": web.max_pages, "max_depth": web.max_depth}
+
+
+def _read_web(options: Mapping[str, Any]) -> dict[str, Any]:
+    return {"max_pages": options.get("max_pages"), "max_depth": options.get("max_depth")}
+
+
+_FILES = ("folder", "file")
 
 
 @dataclass(frozen=True)
@@ -34,18 +107,33 @@ class IngestRequest:
     """Rebuild a store made with another embedding model or sparse scheme."""
     shard: Shard | None = None
     """Only this part of the sources: N runs of parts 1…N together do what one run does."""
-    splitter: SplitterSettings = field(default_factory=SplitterSettings)
-    chunk_size: int | None = None
+    splitter: SplitterSettings = field(
+        default_factory=SplitterSettings,
+        metadata=recorded(write=lambda s: {"splitter": s.as_dict()}, kinds=()),
+    )
+    """How documents are split; recorded as fitted to the embedding model, which the
+    sources' status compares with (`build` makes it again from the chunk sizes)."""
+    chunk_size: int | None = field(default=None, metadata=recorded())
     """The chunk size asked for (None: the default, which shrinks to fit the model)."""
-    chunk_overlap: int | None = None
+    chunk_overlap: int | None = field(default=None, metadata=recorded())
     """The chunk overlap asked for (None: the default)."""
     embed: EmbedSettings = field(default_factory=EmbedSettings)
-    loader: LoaderOptions = field(default_factory=LoaderOptions)
-    folder_rules: FolderRules = field(default_factory=FolderRules)
+    loader: LoaderOptions = field(
+        default_factory=LoaderOptions,
+        metadata=recorded(write=_write_loader, read=_read_loader, kinds=_FILES),
+    )
+    """How files are read (`--text-field`, `--id-field`, `--text-ext`, `--loader`)."""
+    folder_rules: FolderRules = field(
+        default_factory=FolderRules,
+        metadata=recorded(write=_write_rules, read=_read_rules, kinds=_FILES),
+    )
     """Which files inside the folders are read (`--include`/`--exclude`)."""
     allow_chat_embedder: bool = False
     """Embed with a model Ollama does not list as an embedding model."""
-    web: WebOptions = field(default_factory=WebOptions)
+    web: WebOptions = field(
+        default_factory=WebOptions,
+        metadata=recorded(write=_write_web, read=_read_web, kinds=("url",)),
+    )
     """How the URLs among `paths` are crawled (`--max-pages`, `--max-depth`)."""
     load_timeout: float | None = None
     """Seconds one file's load may take before the file fails and the run goes on (0: no
@@ -165,6 +253,39 @@ class IngestRequest:
             web=web_options,
             load_timeout=load_timeout,
         )
+
+    def recorded_options(self) -> dict[str, Any]:
+        """The options that shape a root's documents, as the store records them with each
+        root this run reads (JSON values)."""
+        options: dict[str, Any] = {}
+        for item in fields(self):
+            how = item.metadata.get(RECORDED)
+            if how is not None:
+                value = getattr(self, item.name)
+                options.update(how.write(value) if how.write else {item.name: value})
+        return options
+
+    @classmethod
+    def recorded_arguments(cls, kind: str, options: Mapping[str, Any]) -> dict[str, Any]:
+        """The `build` arguments that read a root of `kind` with recorded `options` again
+        as it was read."""
+        arguments: dict[str, Any] = {}
+        for item in fields(cls):
+            how = item.metadata.get(RECORDED)
+            if how is None or kind not in how.kinds:
+                continue
+            if how.read is not None:
+                arguments.update(how.read(options))
+            elif item.name in options:
+                arguments[item.name] = options[item.name]
+        return arguments
+
+    @classmethod
+    def from_recorded(cls, root: Root, store: str, *, prune: bool = False) -> "IngestRequest":
+        """The run that reads a recorded root of `store` again with the options recorded
+        with it (checked as `build` checks them)."""
+        arguments = cls.recorded_arguments(root.kind, root.options)
+        return cls.build([root.location], store, prune=prune, **arguments)
 
     def fitted(self, context: int, model: str) -> "IngestRequest":
         """This request with chunk sizes that fit an embedding model reading `context` tokens:

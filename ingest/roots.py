@@ -6,19 +6,27 @@ that shaped its documents, so that the store can be synced again without retypin
 source's identity is (root, path inside the root); its name, the chunks' `source`, is unique
 in the store: the path inside the root in a store of one root, `label/path` with several (a
 file root's name is its label). Labels are made once, when a root is added, and kept.
+The options are the ingest request's to write and read back (`IngestRequest.recorded_options`,
+`IngestRequest.from_recorded`).
 """
+
+from __future__ import annotations
 
 import functools
 import hashlib
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
 from archivist.ingest.urls import prefix_of
+
+if TYPE_CHECKING:  # the request records its options with the roots: it imports this module
+    from archivist.ingest.discovery import Failure, SourceFile
+    from archivist.ingest.request import IngestRequest
 
 ROOTS_KEY = "roots"
 """The store metadata key holding the roots (a list of `Root.to_dict()`)."""
@@ -26,6 +34,23 @@ RENAMING_KEY = "renaming"
 """The store metadata key holding source renames under way ({old name: new name}): a rename
 cut short is finished by the next ingest."""
 KINDS = ("folder", "file", "url")
+
+
+class RootsStore(Protocol):
+    """What the roots need of a store: its metadata, where they are recorded, and its
+    sources' names (a `KnowledgeStore`)."""
+
+    def info(self) -> dict[str, Any]: ...
+
+    def exists(self) -> bool: ...
+
+    def annotate(self, **fields: Any) -> None: ...
+
+    def source_names(self) -> list[str]: ...
+
+    def rename_sources(self, renames: dict[str, str]) -> int: ...
+
+    def delete_source(self, source: str) -> int: ...
 
 
 @dataclass
@@ -42,10 +67,10 @@ class Root:
     """Short and unique in the store: the folder's (file's, site's) name, with as many of its
     parents as it takes to be unique (`en`, `docs/en`)."""
     options: dict[str, Any] = field(default_factory=dict)
-    """The options that shaped its documents, as `ingest` takes them: include, exclude,
-    text_extensions, loaders, text_field, id_field, chunk_size, chunk_overlap, and the
-    splitter the chunk sizes came to (fitted to the embedding model). Other kinds may add
-    their own (a crawl's max_pages)."""
+    """The options that shaped its documents, as `ingest` takes them (include, exclude,
+    text_extensions, loaders, text_field, id_field, chunk_size, chunk_overlap, a crawl's
+    max_pages and max_depth) and the splitter the chunk sizes came to (fitted to the
+    embedding model): `IngestRequest.recorded_options`."""
     added_at: float = 0.0
     files: dict[str, list[Any]] = field(default_factory=dict)
     """Path inside the root → [size, mtime_ns, content hash, settings digest] as last read:
@@ -61,7 +86,7 @@ class Root:
         return hashlib.sha256(f"{kind}\0{location}".encode()).hexdigest()[:12]
 
     @classmethod
-    def new(cls, kind: str, location: str, options: dict[str, Any]) -> "Root":
+    def new(cls, kind: str, location: str, options: dict[str, Any]) -> Root:
         return cls(cls.make_id(kind, location), kind, location, "", dict(options), time.time())
 
     def to_dict(self) -> dict[str, Any]:
@@ -78,7 +103,7 @@ class Root:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Root":
+    def from_dict(cls, data: dict[str, Any]) -> Root:
         return cls(
             id=data["id"],
             kind=data["kind"],
@@ -148,7 +173,7 @@ class RootSet:
         self._owners: dict[str, tuple[Root, str]] | None = None
 
     @classmethod
-    def of(cls, metadata: dict[str, Any]) -> "RootSet":
+    def of(cls, metadata: dict[str, Any]) -> RootSet:
         """The roots a store's metadata records (an entry that is not a root is passed over:
         its sources then show as no root's)."""
         roots = []
@@ -272,7 +297,10 @@ class Resolution:
 
 
 def resolve(
-    paths: Sequence[str], before: RootSet, options: dict[str, Any], is_url=None
+    paths: Sequence[str],
+    before: RootSet,
+    options: dict[str, Any],
+    is_url: Callable[[str], bool] | None = None,
 ) -> Resolution:
     """Resolve a run's paths against the store's roots: a path inside a recorded folder (or
     a recorded file) is part of that root; any other becomes a new root, taking in the roots
@@ -367,47 +395,7 @@ def relative_to(sub: str, relative: str) -> str:
     return str(PurePosixPath(sub) / relative) if sub else relative
 
 
-def request_options(request: Any) -> dict[str, Any]:
-    """The options of an ingest request that shape a root's documents, to record."""
-    loader = request.loader
-    return {
-        "include": list(request.folder_rules.include),
-        "exclude": list(request.folder_rules.exclude),
-        "text_extensions": sorted(loader.text_extensions),
-        "loaders": [f"{pattern}={spec}" for pattern, spec in loader.extra_loaders],
-        "text_field": loader.text_field,
-        "id_field": loader.id_field,
-        "chunk_size": request.chunk_size,
-        "chunk_overlap": request.chunk_overlap,
-        "splitter": request.splitter.as_dict(),
-        "max_pages": request.web.max_pages,
-        "max_depth": request.web.max_depth,
-    }
-
-
-def request_arguments(root: Root) -> dict[str, Any]:
-    """The `IngestRequest.build` arguments that read a root again as it was read."""
-    o = root.options
-    if root.kind == "url":  # a site: crawled again within the same bounds
-        return {
-            "max_pages": o.get("max_pages"),
-            "max_depth": o.get("max_depth"),
-            "chunk_size": o.get("chunk_size"),
-            "chunk_overlap": o.get("chunk_overlap"),
-        }
-    return {
-        "include": o.get("include") or (),
-        "exclude": o.get("exclude") or (),
-        "text_extensions": o.get("text_extensions") or (),
-        "loaders": o.get("loaders") or (),
-        "text_field": o.get("text_field"),
-        "id_field": o.get("id_field"),
-        "chunk_size": o.get("chunk_size"),
-        "chunk_overlap": o.get("chunk_overlap"),
-    }
-
-
-def _digests(request: Any) -> dict[bool, str]:
+def _digests(request: IngestRequest) -> dict[bool, str]:
     """The settings digest of a run's files: {holds records: digest}."""
     from archivist.ingest.sync import settings_digest
 
@@ -417,7 +405,9 @@ def _digests(request: Any) -> dict[bool, str]:
     }
 
 
-def prepare_roots(store: Any, request: Any) -> tuple[Resolution, list, list, list]:
+def prepare_roots(
+    store: RootsStore, request: IngestRequest
+) -> tuple[Resolution, list[SourceFile], list[Failure], list[Failure]]:
     """Resolve a run's paths against the roots `store` records, discover their files, and
     give stored sources the names the roots now call for (a rename cut short is finished
     first); record the roots. Return the resolution, the files to ingest (named), the
@@ -428,7 +418,7 @@ def prepare_roots(store: Any, request: Any) -> tuple[Resolution, list, list, lis
         _rename(store, pending)
         info = store.info()
     before = RootSet.of(info)
-    resolution = resolve(request.paths, before, request_options(request))
+    resolution = resolve(request.paths, before, request.recorded_options())
     files, failed, skipped = discover_scopes(resolution, request)
     held = store.source_names() if store.exists() else []
     renames = renames_for(held, before, resolution)
@@ -445,12 +435,14 @@ def prepare_roots(store: Any, request: Any) -> tuple[Resolution, list, list, lis
     return resolution, files, failed, skipped
 
 
-def discover_scopes(resolution: Resolution, request: Any) -> tuple[list, list, list]:
+def discover_scopes(
+    resolution: Resolution, request: IngestRequest
+) -> tuple[list[SourceFile], list[Failure], list[Failure]]:
     """The files of a run's scopes on disk (not its sites: the crawler reads those), named
     for their roots; return them, the failures and the files skipped."""
     from archivist.ingest.discovery import Failure, discover_one, source_name
 
-    files: dict[str, Any] = {}
+    files: dict[str, SourceFile] = {}
     failed: list[Failure] = []
     skipped: list[Failure] = []
     for scope in resolution.scopes:
@@ -480,7 +472,7 @@ def url_roots(resolution: Resolution) -> list[Root]:
     return list(found.values())
 
 
-def page_files(sites: Sequence[Root], files: Iterable[Any]) -> list[Any]:
+def page_files(sites: Sequence[Root], files: Iterable[SourceFile]) -> list[SourceFile]:
     """The crawled pages (files of the web cache named by their URLs) as files of their
     sites: each with its root, its path inside it, and its cached file's size and time."""
     from archivist.ingest.discovery import SourceFile
@@ -506,7 +498,7 @@ def page_files(sites: Sequence[Root], files: Iterable[Any]) -> list[Any]:
 
 
 def unowned_renames(
-    held: Sequence[str], before: RootSet, renames: dict[str, str], files: Iterable[Any]
+    held: Sequence[str], before: RootSet, renames: dict[str, str], files: Iterable[SourceFile]
 ) -> dict[str, str]:
     """Sources no root records (a store made before roots were kept), given to the files of
     this run whose path inside their root is their name: renamed where that file's name
@@ -533,7 +525,9 @@ def unowned_renames(
     return found
 
 
-def cached_hashes(roots: RootSet, files: Iterable[Any], request: Any) -> dict[str, str]:
+def cached_hashes(
+    roots: RootSet, files: Iterable[SourceFile], request: IngestRequest
+) -> dict[str, str]:
     """The content hashes of files unchanged since they were last read (the same size,
     modification time and settings), by source: these files need not be hashed again."""
     cached: dict[str, str] = {}
@@ -553,7 +547,7 @@ def cached_hashes(roots: RootSet, files: Iterable[Any], request: Any) -> dict[st
     return cached
 
 
-def record_run(store: Any, state: dict[str, Any]) -> None:
+def record_run(store: RootsStore, state: Mapping[str, Any]) -> None:
     """Record what an ingest run read of its roots (in the store's metadata): each file's
     size, modification time and hash, failures and their reasons, the sources removed."""
     request = state["request"]
@@ -618,7 +612,7 @@ def root_sources(roots: RootSet, root: Root, names: Iterable[str]) -> list[str]:
     return found
 
 
-def remove_root(store: Any, root: Root) -> tuple[int, dict[str, str]]:
+def remove_root(store: RootsStore, root: Root) -> tuple[int, dict[str, str]]:
     """Remove a root and every source of it from `store`; the other sources get the names the
     remaining roots call for (a store left with one root drops the labels). Return the chunks
     removed and the renames."""
@@ -632,10 +626,10 @@ def remove_root(store: Any, root: Root) -> tuple[int, dict[str, str]]:
     return removed, renames
 
 
-def _rename(store: Any, renames: dict[str, str]) -> None:
+def _rename(store: RootsStore, renames: dict[str, str]) -> None:
     """Rename stored sources a layer at a time, recording after each what is left to do, so
     that a rename cut short is finished, never done twice."""
-    from archivist.tools.store import rename_layers
+    from archivist.tools.catalog import rename_layers
 
     left = dict(renames)
     for layer in rename_layers(renames):

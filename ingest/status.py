@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from archivist.ingest.discovery import Failure, discover_one
-from archivist.ingest.roots import Root, RootSet, request_arguments
+from archivist.ingest.roots import Root, RootSet
 from archivist.ingest.splitter import SplitterSettings
 from archivist.ingest.sync import content_hash
+from archivist.tools.catalog import SourceInfo
 from archivist.tools.errors import ArchivistError
-from archivist.tools.store import KnowledgeStore, SourceInfo
+from archivist.tools.store import KnowledgeStore
 
 STATUSES = ("ok", "changed", "deleted", "new", "failed", "unknown")
 """`unknown`: a source no root records (stored before the store kept its roots)."""
@@ -117,7 +118,7 @@ def _files_of(root: Root, roots: RootSet, store: str) -> tuple[list, list[Failur
     from archivist.ingest.request import IngestRequest
 
     try:
-        request = IngestRequest.build([root.location], store, **request_arguments(root))
+        request = IngestRequest.from_recorded(root, store)
     except ArchivistError:
         request = IngestRequest.build([root.location], store)
     files: dict[str, Any] = {}

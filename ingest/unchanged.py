@@ -49,7 +49,7 @@ def unchanged_report(
     except ValueError:
         return None
     before = rooting.RootSet.of(info)
-    resolution = rooting.resolve(request.paths, before, rooting.request_options(request))
+    resolution = rooting.resolve(request.paths, before, request.recorded_options())
     if resolution.roots.to_list() != before.to_list():
         return None  # a root or its options to record
     files, failed, skipped = rooting.discover_scopes(resolution, request)

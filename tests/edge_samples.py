@@ -55,12 +55,12 @@ def fill(client: Any, records: ModuleType) -> list[str]:
 def small_segments(monkeypatch: Any, gate: Path | None = None) -> None:
     """Thresholds for 64-d vectors (256 bytes each): index every ~240 unindexed vectors; with
     `gate`, the child indexing a segment waits until that file exists."""
-    from archivist.tools import edge
+    from archivist.tools.edge import indexing
 
-    monkeypatch.setattr(edge, "INDEXING_THRESHOLD_KB", 60)
-    monkeypatch.setattr(edge, "SEGMENT_KB", 70)
-    monkeypatch.setattr(edge, "TAIL_INDEX_KB", 20)
-    monkeypatch.setattr(edge, "INDEX_CHECK_POINTS", 50)
+    monkeypatch.setattr(indexing, "INDEXING_THRESHOLD_KB", 60)
+    monkeypatch.setattr(indexing, "SEGMENT_KB", 70)
+    monkeypatch.setattr(indexing, "TAIL_INDEX_KB", 20)
+    monkeypatch.setattr(indexing, "INDEX_CHECK_POINTS", 50)
     if gate is not None:
         wait = (
             "import os, time\n"
@@ -69,7 +69,7 @@ def small_segments(monkeypatch: Any, gate: Path | None = None) -> None:
             "        break\n"
             "    time.sleep(0.01)\n"
         )
-        monkeypatch.setattr(edge, "INDEX_PROGRAM", wait + edge.INDEX_PROGRAM)
+        monkeypatch.setattr(indexing, "INDEX_PROGRAM", wait + indexing.INDEX_PROGRAM)
 
 
 def grow(client: Any, records: ModuleType, vectors: Any, start: int, stop: int) -> None:

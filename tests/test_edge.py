@@ -15,7 +15,8 @@ from qdrant_client import QdrantClient, models
 
 from archivist.app import Archivist
 from archivist.tools import points
-from archivist.tools.edge import CHECKSUM_FILE, COLLECTION_FILE, MIGRATING_FILE, EdgeClient
+from archivist.tools.edge import EdgeClient
+from archivist.tools.edge.files import CHECKSUM_FILE, COLLECTION_FILE, MIGRATING_FILE
 from archivist.tools.errors import StoreLocked
 from archivist.tools.migrate import migrate_legacy, migrate_local
 from archivist.tools.search import SearchRequest
@@ -160,7 +161,7 @@ def test_a_chunks_metadata_is_kept_as_json_text_in_the_shard_and_given_back_as_i
 ):
     import qdrant_edge as qe
 
-    from archivist.tools.edge import _vectors_to_edge
+    from archivist.tools.edge.convert import vectors_to_edge
 
     metadata = {"headings": ["Guide", "退货"], "lines": [3, 9], "page": None, "start": 0}
     client = EdgeClient(tmp_path / "edge")
@@ -173,9 +174,7 @@ def test_a_chunks_metadata_is_kept_as_json_text_in_the_shard_and_given_back_as_i
         # A chunk as stores written before hold it: its metadata a nested object in the shard.
         vectors = {DENSE: embed_text("old", 64), SPARSE: _sparse("old")}
         old = {"text": "old", "source": "old.md", "chunk_index": 0, "metadata": {"lines": [1, 2]}}
-        shard.update(
-            qe.UpdateOperation.upsert_points([qe.Point(7, _vectors_to_edge(vectors), old)])
-        )
+        shard.update(qe.UpdateOperation.upsert_points([qe.Point(7, vectors_to_edge(vectors), old)]))
         raw, _ = shard.scroll(qe.ScrollRequest(limit=10, with_payload=True, with_vector=False))
         in_shard = {r.payload["source"]: r.payload["metadata"] for r in raw}
         assert isinstance(in_shard["guide.md"], str)
@@ -534,10 +533,10 @@ def test_a_growing_store_is_indexed_a_segment_at_a_time_by_a_child_while_writes_
 def test_writes_kept_during_a_build_are_applied_in_their_order_a_slice_per_later_write(
     tmp_path, monkeypatch, gate
 ):
-    from archivist.tools import edge
+    from archivist.tools.edge import indexing
 
     small_segments(monkeypatch, gate)
-    monkeypatch.setattr(edge, "BACKLOG_SLICE", 2)
+    monkeypatch.setattr(indexing, "BACKLOG_SLICE", 2)
     vectors = random_vectors(400)
     client = dense_store(tmp_path / "edge", models)
     grow(client, models, vectors, 0, 250)
@@ -562,12 +561,12 @@ def test_writes_kept_during_a_build_are_applied_in_their_order_a_slice_per_later
 def test_writes_not_yet_applied_when_the_next_segment_is_due_wait_for_its_build(
     tmp_path, monkeypatch, gate, capfd
 ):
-    from archivist.tools import edge
+    from archivist.tools.edge import indexing
 
     small_segments(monkeypatch, gate)
-    monkeypatch.setattr(edge, "BACKLOG_SLICE", 1)  # one kept write applied per later write
-    monkeypatch.setattr(edge, "INDEX_CHECK_POINTS", 10)
-    monkeypatch.setattr(edge, "INDEXING_THRESHOLD_KB", 15)  # a segment: 60 points
+    monkeypatch.setattr(indexing, "BACKLOG_SLICE", 1)  # one kept write applied per later write
+    monkeypatch.setattr(indexing, "INDEX_CHECK_POINTS", 10)
+    monkeypatch.setattr(indexing, "INDEXING_THRESHOLD_KB", 15)  # a segment: 60 points
     vectors = random_vectors(300)
     client = dense_store(tmp_path / "edge", models)
 
@@ -621,14 +620,14 @@ def test_a_writer_that_only_writes_indexes_its_segments_itself(tmp_path, monkeyp
 
 
 def test_an_ingest_has_its_segments_indexed_by_a_child(archivist, tmp_path, monkeypatch):
-    from archivist.tools import edge
+    from archivist.tools.edge import indexing
 
     marker = tmp_path / "child-ran"
     # 768-d chunks: a segment is every ~10 of them.
-    monkeypatch.setattr(edge, "INDEXING_THRESHOLD_KB", 30)
-    monkeypatch.setattr(edge, "INDEX_CHECK_POINTS", 5)
-    program = f"open({str(marker)!r}, 'w').close()\n" + edge.INDEX_PROGRAM
-    monkeypatch.setattr(edge, "INDEX_PROGRAM", program)
+    monkeypatch.setattr(indexing, "INDEXING_THRESHOLD_KB", 30)
+    monkeypatch.setattr(indexing, "INDEX_CHECK_POINTS", 5)
+    program = f"open({str(marker)!r}, 'w').close()\n" + indexing.INDEX_PROGRAM
+    monkeypatch.setattr(indexing, "INDEX_PROGRAM", program)
     report = archivist.ingest([str(SHOP)], "shop_docs")
     assert report.points >= 20 and marker.exists()
     assert archivist.search("refund days", "shop_docs")[0]["source"].startswith("refund")
@@ -638,12 +637,12 @@ def test_an_ingest_near_its_end_has_its_store_compacted_beside_its_last_requests
     archivist, tmp_path, monkeypatch
 ):
     from archivist.ingest import graph
-    from archivist.tools import edge
+    from archivist.tools.edge import indexing
 
     for i in range(96):  # six load steps of 16 files, a chunk each
         (tmp_path / "docs" / f"note-{i:02}.md").parent.mkdir(exist_ok=True)
         (tmp_path / "docs" / f"note-{i:02}.md").write_text(f"# Note {i}\n\nParcel {i} ships.\n")
-    monkeypatch.setattr(edge, "COMPACT_POINTS", 30)
+    monkeypatch.setattr(indexing, "COMPACT_POINTS", 30)
     monkeypatch.setattr(graph, "COMPACT_AHEAD", 28)
     asked, compactions = [], []
     ask = KnowledgeStore.compact_aside
@@ -671,10 +670,10 @@ def test_an_ingest_near_its_end_has_its_store_compacted_beside_its_last_requests
 def test_a_child_that_fails_to_index_loses_nothing_and_this_process_indexes_instead(
     tmp_path, monkeypatch, capfd
 ):
-    from archivist.tools import edge
+    from archivist.tools.edge import indexing
 
     small_segments(monkeypatch)
-    monkeypatch.setattr(edge, "INDEX_PROGRAM", "raise SystemExit('no room for the index')")
+    monkeypatch.setattr(indexing, "INDEX_PROGRAM", "raise SystemExit('no room for the index')")
     vectors = random_vectors(650)
     client = dense_store(tmp_path / "edge", models)
     grow(client, models, vectors, 0, 250)
@@ -695,13 +694,13 @@ def test_a_child_that_fails_to_index_loses_nothing_and_this_process_indexes_inst
 
 
 def test_where_no_child_can_start_the_segment_is_indexed_here(tmp_path, monkeypatch, capfd):
-    from archivist.tools import edge
+    from archivist.tools.edge import indexing
 
     def no_processes(*args, **kwargs):
         raise OSError(11, "Resource temporarily unavailable")
 
     small_segments(monkeypatch)
-    monkeypatch.setattr(edge.subprocess, "Popen", no_processes)
+    monkeypatch.setattr(indexing.subprocess, "Popen", no_processes)
     vectors = random_vectors(300)
     client = dense_store(tmp_path / "edge", models)
     grow(client, models, vectors, 0, 300)
@@ -777,11 +776,11 @@ def _nearest(client, vectors, ids) -> list[list[tuple[str, float]]]:
 def test_a_store_written_past_the_compaction_size_is_compacted_at_close_and_searches_the_same(
     tmp_path, monkeypatch
 ):
-    from archivist.tools import edge
+    from archivist.tools.edge import indexing
 
     vectors = random_vectors(160)
     for folder, size in (("kept", 10**9), ("compacted", 100)):
-        monkeypatch.setattr(edge, "COMPACT_POINTS", size)
+        monkeypatch.setattr(indexing, "COMPACT_POINTS", size)
         client = dense_store(tmp_path / folder, models)
         grow(client, models, vectors, 0, 150)
         client.close()
@@ -811,12 +810,12 @@ def test_a_store_written_past_the_compaction_size_is_compacted_at_close_and_sear
 def test_a_writer_near_its_end_has_the_store_compacted_by_a_child_and_its_close_adds_nothing(
     tmp_path, monkeypatch, capfd
 ):
-    from archivist.tools import edge
+    from archivist.tools.edge import indexing
 
-    monkeypatch.setattr(edge, "COMPACT_POINTS", 100)
+    monkeypatch.setattr(indexing, "COMPACT_POINTS", 100)
     gate = tmp_path / "gate"
     held = f"import os, time\nwhile not os.path.exists({str(gate)!r}): time.sleep(0.01)\n"
-    monkeypatch.setattr(edge, "COMPACT_PROGRAM", held + edge.COMPACT_PROGRAM)
+    monkeypatch.setattr(indexing, "COMPACT_PROGRAM", held + indexing.COMPACT_PROGRAM)
     vectors = random_vectors(200)
     kept = dense_store(tmp_path / "kept", models, aside=False)
     grow(kept, models, vectors, 0, 150)
@@ -850,10 +849,10 @@ def test_a_writer_near_its_end_has_the_store_compacted_by_a_child_and_its_close_
 def test_a_child_that_fails_to_compact_loses_nothing_and_the_close_compacts_instead(
     tmp_path, monkeypatch, capfd
 ):
-    from archivist.tools import edge
+    from archivist.tools.edge import indexing
 
-    monkeypatch.setattr(edge, "COMPACT_POINTS", 100)
-    monkeypatch.setattr(edge, "COMPACT_PROGRAM", "raise SystemExit('no room for it')")
+    monkeypatch.setattr(indexing, "COMPACT_POINTS", 100)
+    monkeypatch.setattr(indexing, "COMPACT_PROGRAM", "raise SystemExit('no room for it')")
     vectors = random_vectors(200)
     client = dense_store(tmp_path / "edge", models)
     grow(client, models, vectors, 0, 150)
@@ -873,10 +872,10 @@ def test_a_child_that_fails_to_compact_loses_nothing_and_the_close_compacts_inst
 
 
 def test_a_compacted_store_that_grows_to_an_index_gets_its_graph(tmp_path, monkeypatch, capfd):
-    from archivist.tools import edge
+    from archivist.tools.edge import indexing
 
     small_segments(monkeypatch)  # an index once 240 vectors are unindexed
-    monkeypatch.setattr(edge, "COMPACT_POINTS", 100)
+    monkeypatch.setattr(indexing, "COMPACT_POINTS", 100)
     vectors = random_vectors(300)
     client = dense_store(tmp_path / "edge", models)
     grow(client, models, vectors, 0, 150)
@@ -890,7 +889,7 @@ def test_a_compacted_store_that_grows_to_an_index_gets_its_graph(tmp_path, monke
     assert "Indexing store 'docs' (250 chunks)" in capfd.readouterr().err
     client.close()
     graphs = _segment_graphs(tmp_path / "edge")
-    assert ("hnsw", edge.HNSW_M) in graphs and ("hnsw", 0) not in graphs
+    assert ("hnsw", indexing.HNSW_M) in graphs and ("hnsw", 0) not in graphs
     config = json.loads((tmp_path / "edge" / "docs" / COLLECTION_FILE).read_text())
     assert "compacted" not in config
     client = EdgeClient(tmp_path / "edge")

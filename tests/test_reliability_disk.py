@@ -47,7 +47,7 @@ def test_a_disk_filling_up_stops_the_ingest_cleanly_and_a_rerun_finishes(
 ):
     root = corpus(tmp_path / "kb")
     # The disk looks full from the store's fourth check of its room on (every 8 points).
-    monkeypatch.setattr("archivist.tools.edge.ROOM_CHECK_POINTS", 8)
+    monkeypatch.setattr("archivist.tools.edge.client.ROOM_CHECK_POINTS", 8)
     real = shutil.disk_usage
     checks = []
 
@@ -56,7 +56,7 @@ def test_a_disk_filling_up_stops_the_ingest_cleanly_and_a_rerun_finishes(
         found = real(path)
         return found._replace(free=0) if len(checks) > 3 else found
 
-    monkeypatch.setattr("archivist.tools.edge.shutil.disk_usage", usage)
+    monkeypatch.setattr("archivist.tools.edge.client.shutil.disk_usage", usage)
     stopped = run_cli(
         "ingest", str(root), "--store", "kb", *INGEST, ollama_url=ollama.url, home=home
     )
@@ -65,7 +65,7 @@ def test_a_disk_filling_up_stops_the_ingest_cleanly_and_a_rerun_finishes(
     assert "what was stored is kept" in stopped.stderr
     assert "  stored doc00.md" in stopped.stderr
 
-    monkeypatch.setattr("archivist.tools.edge.shutil.disk_usage", real)
+    monkeypatch.setattr("archivist.tools.edge.client.shutil.disk_usage", real)
     listed = run_cli("sources", "--store", "kb", "--json", ollama_url=ollama.url, home=home)
     kept = [s for s in json.loads(listed.stdout) if s["complete"]]
     assert 0 < len(kept) < 24

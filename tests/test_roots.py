@@ -5,6 +5,7 @@ import json
 import os
 import shutil
 import subprocess
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from conftest import ROOT, SHOP, run_cli, write_files
 from test_release_store import released_home
 
 from archivist.app import Archivist
+from archivist.ingest.request import RECORDED, IngestRequest
 from archivist.ingest.roots import Root, RootSet, assign_labels, resolve
 from archivist.settings import Settings
 
@@ -205,6 +207,59 @@ def test_a_url_root_fits_the_same_record():
         "https://example.org/blog/a.html",
     ]
     assert Root.from_dict(json.loads(json.dumps(root.to_dict()))) == root
+
+
+# For each recorded field of `IngestRequest`, `build` arguments giving it a value other than
+# the default (the splitter comes of the chunk sizes).
+RECORDED_SAMPLES = {
+    "splitter": {},
+    "chunk_size": {"chunk_size": 600},
+    "chunk_overlap": {"chunk_overlap": 60},
+    "loader": {
+        "text_extensions": [".py", ".toml"],
+        "loaders": ["*.slow=misbehaving_loaders:EndlessLoader"],
+        "text_field": "body",
+        "id_field": "key",
+    },
+    "folder_rules": {"include": ["*.md"], "exclude": ["drafts/"]},
+    "web": {"max_pages": 10, "max_depth": 2},
+}
+
+
+def test_every_recorded_option_is_read_back_for_the_roots_it_applies_to(tmp_path):
+    recorded = {
+        f.name: f.metadata[RECORDED] for f in fields(IngestRequest) if RECORDED in f.metadata
+    }
+    assert set(recorded) == set(RECORDED_SAMPLES), "give a new recorded option a sample above"
+    folder = write_files(tmp_path / "docs", {"a.md": "# A\n\nAy."})
+    asked = {key: value for sample in RECORDED_SAMPLES.values() for key, value in sample.items()}
+    request = IngestRequest.build([str(folder)], "s", **asked)
+    options = json.loads(json.dumps(request.recorded_options()))  # as the store keeps them
+    assert options["splitter"] == request.splitter.as_dict()
+    for kind, location in (
+        ("folder", str(folder)),
+        ("file", str(folder / "a.md")),
+        ("url", "https://example.org/docs/"),
+    ):
+        root = Root.from_dict(json.loads(json.dumps(Root.new(kind, location, options).to_dict())))
+        restored = IngestRequest.from_recorded(root, "s", prune=True)
+        read_back = [name for name, how in recorded.items() if kind in how.kinds]
+        expected = {k: v for name in read_back for k, v in RECORDED_SAMPLES[name].items()}
+        assert restored == IngestRequest.build([location], "s", prune=True, **expected), kind
+        default = IngestRequest.build([location], "s")
+        for name in read_back:
+            assert getattr(restored, name) == getattr(request, name), (kind, name)
+            assert getattr(restored, name) != getattr(default, name), (kind, name)
+    assert {name for name, how in recorded.items() if "url" in how.kinds} == {
+        "chunk_size",
+        "chunk_overlap",
+        "web",
+    }
+    # A root recorded before an option existed (or before options were kept) reads as
+    # `build`'s defaults.
+    for kind, location in (("folder", str(folder)), ("url", "https://example.org/docs/")):
+        bare = Root.from_dict({"id": "x", "kind": kind, "location": location})
+        assert IngestRequest.from_recorded(bare, "s") == IngestRequest.build([location], "s")
 
 
 def test_a_released_store_keeps_its_names_and_gets_its_root(fake_models, home):

@@ -445,7 +445,7 @@ def test_a_page_reached_twice_by_redirects_is_stored_once_and_depth_zero_reads_o
 
 
 def test_a_site_is_recorded_as_a_root_beside_a_folder(fake_models, archivist, site, tmp_path):
-    from archivist.ingest.roots import RootSet, request_arguments
+    from archivist.ingest.roots import RootSet
 
     docs_site(site)
     folder = tmp_path / "notes"
@@ -457,7 +457,7 @@ def test_a_site_is_recorded_as_a_root_beside_a_folder(fake_models, archivist, si
     roots = RootSet.of(store.info())
     site_root = next(r for r in roots.roots if r.kind == "url")
     assert site_root.location == f"{site.url}/docs/"
-    assert request_arguments(site_root)["max_pages"] == 10
+    assert IngestRequest.from_recorded(site_root, "docs").web.max_pages == 10
     # Its pages are recorded by their paths under the prefix; their names stay their URLs
     # while the folder's files get the folder's label in a store of two roots.
     assert set(site_root.files) == {"", "install.html", "refunds.html", "shipping.html"}

@@ -16,7 +16,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from archivist.tools.edge import MIGRATING_FILE, EdgeClient
+from archivist.tools.edge import EdgeClient
+from archivist.tools.edge.files import MIGRATING_FILE
 from archivist.tools.engine import Engine, scroll_pages
 from archivist.tools.errors import ArchivistError, StoreLocked
 from archivist.tools.store import (

@@ -2,7 +2,7 @@
 
 They have the names and fields of the `qdrant_client.models` the stores use, so one store code
 path builds either (`engine.records(client)` picks): a Qdrant server's client takes
-qdrant-client's pydantic models, and Qdrant Edge (tools/edge.py) takes these, and reads
+qdrant-client's pydantic models, and Qdrant Edge (tools/edge/) takes these, and reads
 qdrant-client's as well. Building qdrant-client's models costs about a second of CPU at import;
 these are plain dataclasses, so a command on the embedded store starts without it. Each has
 a docstring, if only to spare `dataclass` building one from its signature at import.
