@@ -8,6 +8,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable
+from contextlib import nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -723,13 +724,15 @@ def chat(
     if terminal:
         from rich.console import Console
 
-        from archivist.terminal import RichView, prompt_reader
+        from archivist.terminal import RichView, keys_unechoed, prompt_reader
 
         view = RichView(Console(highlight=False), show_thinking)
         say = view.info
+        quiet = keys_unechoed(sys.stdin)
     else:
         view = PlainView(sys.stdout, sys.stderr, show_thinking)
         say = _notice
+        quiet = nullcontext()
     starting = None
     if early:
         from archivist.starting import Starting
@@ -747,7 +750,8 @@ def chat(
         else stdin_reader(sys.stdin)
     )
     try:
-        status = chat_loop(conversation, read, view)
+        with quiet:
+            status = chat_loop(conversation, read, view)
     except StartFailed as failed:
         raise failed.error from None
     finally:

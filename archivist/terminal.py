@@ -1,10 +1,10 @@
 """The chat on a terminal: prompt_toolkit for input, rich for streamed Markdown answers."""
 
 import asyncio
-from collections.abc import Callable
-from contextlib import suppress
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TextIO
 
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.live import Live
@@ -171,6 +171,35 @@ class RichView:
                 at = end
             text.append(printable(r["text"][at:]))
             self.console.print(text, highlight=False)
+
+
+@contextmanager
+def keys_unechoed(stream: TextIO) -> Iterator[None]:
+    """Keep the terminal from echoing keys pressed while an answer streams.
+
+    Its echo of Ctrl-C (`^C`), or of text typed ahead, lands after the live answer's last
+    line, which rich pads to the terminal's width: the line wraps, the display's bottom moves
+    down one line, and when the answer is printed for good its top line is left standing
+    above it, shown twice. The prompt echoes what it reads itself (it reads key by key), and
+    keys typed ahead are still read there. The terminal's settings are restored on the way
+    out, however the chat ends.
+    """
+    try:
+        import termios
+
+        fd = stream.fileno()
+        saved = termios.tcgetattr(fd)
+    except (ImportError, OSError, ValueError):  # not a terminal, or no termios (Windows)
+        yield
+        return
+    quiet = list(saved)
+    quiet[3] &= ~termios.ECHO
+    termios.tcsetattr(fd, termios.TCSANOW, quiet)
+    try:
+        yield
+    finally:
+        with suppress(OSError):
+            termios.tcsetattr(fd, termios.TCSANOW, saved)
 
 
 class News(Protocol):
