@@ -1197,9 +1197,9 @@ def delete(
     else:
         target = archivist.store(store, must_exist=False)
         if not target.exists():
-            raise StoreNotFound(
-                f"There is no store named '{store}'.", "List the stores with: archivist stores"
-            )
+            from archivist.stores import missing_store
+
+            raise missing_store(archivist.client, store, "List the stores with: archivist stores")
         removed = _count_or_damaged(target)
         if not yes:
             if not _interactive(as_json):

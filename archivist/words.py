@@ -1,4 +1,8 @@
-"""What people read: counted nouns (`1 chunk`, `1,394 chunks`), numbers, and what a score is."""
+"""What people read: counted nouns (`1 chunk`, `1,394 chunks`), numbers, the names closest to
+a mistyped one, and what a score is."""
+
+import difflib
+from collections.abc import Iterable
 
 
 def number(n: int) -> str:
@@ -9,6 +13,25 @@ def number(n: int) -> str:
 def count(n: int, noun: str, plural: str | None = None) -> str:
     """Say `n noun` with the noun in the plural unless n is 1 (default plural: noun + s)."""
     return f"{number(n)} {noun if n == 1 else plural or noun + 's'}"
+
+
+def closest(typed: str, names: Iterable[str], n: int = 3) -> list[str]:
+    """The names most like a mistyped one (case ignored), likest first, as a mistyped command
+    gets "did you mean"; none when nothing is close."""
+    folded: dict[str, str] = {}
+    for name in names:
+        folded.setdefault(name.lower(), name)
+    found = difflib.get_close_matches(typed.lower(), folded, n=n, cutoff=0.6)
+    return [folded[name] for name in found]
+
+
+def did_you_mean(names: list[str]) -> str:
+    """` Did you mean 'a'?` (or `'a' or 'b'?`): '' when there is none to offer."""
+    if not names:
+        return ""
+    quoted = [f"'{name}'" for name in names]
+    either = quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + f" or {quoted[-1]}"
+    return f" Did you mean {either}?"
 
 
 SCORES = {
