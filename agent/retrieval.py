@@ -13,7 +13,7 @@ from archivist.agent.records import Passage
 from archivist.tools.errors import ArchivistError
 from archivist.tools.passage import place
 from archivist.tools.store import KnowledgeStore, SearchMode, tool_name
-from archivist.words import number
+from archivist.words import closest, number
 
 if TYPE_CHECKING:
     from langchain_core.tools import BaseTool
@@ -119,6 +119,43 @@ def examples(names: Sequence[str], n: int = 5) -> list[str]:
     return picked
 
 
+def nearest_sources(typed: str, names: Sequence[str], n: int = 5) -> list[str]:
+    """The sources, folders (`components/button/`) and files most like a `source` that matched
+    nothing, likest first: as full names, file names and folder names."""
+    called: dict[str, str] = {}  # what a thing may be called → how it is written in a filter
+    for name in names:
+        called.setdefault(name, name)
+        folder, _, file = name.rpartition("/")
+        called.setdefault(file, name)
+        called.setdefault(file.rpartition(".")[0] or file, name)
+        while folder:
+            called.setdefault(folder, folder + "/")
+            called.setdefault(folder.rpartition("/")[2], folder + "/")
+            folder = folder.rpartition("/")[0]
+    wanted = typed.strip().strip("/")
+    return list(dict.fromkeys(called[c] for c in closest(wanted, called, n * 3)))[:n]
+
+
+def nearest_text(typed: str, names: Sequence[str]) -> str:
+    """`The closest: a, b.` — or, when nothing is close, `Sources include: …` (a few from
+    across the store), or that it is empty."""
+    if not names:
+        return "The store holds no sources yet."
+    if near := nearest_sources(typed, names):
+        return f"The closest: {', '.join(near)}."
+    return f"Sources include: {', '.join(examples(names))}."
+
+
+def ambiguity_note(source: str, places: Sequence[str]) -> str | None:
+    """Say that a `source` filter named several folders or files (all searched), if it did."""
+    if len(places) < 2:
+        return None
+    return (
+        f"--source {source} names {number(len(places))} places: {', '.join(places)}; all are "
+        "searched. Give more of the path to search one."
+    )
+
+
 class QueryEmbeddings(Protocol):
     """What a search needs of an embedding model: a query's vector."""
 
@@ -148,11 +185,10 @@ def store_results(
         if source:
             sources = store.match_sources(source)
             if not sources:
-                known = store.source_names()
-                sample = ", ".join(known[:LISTED_SOURCES]) or "none"
                 raise UnknownSource(
-                    f"No source in '{store.name}' matches '{source}'. Sources include: "
-                    f"{sample}. Call {name} again with one of them, or without `source`."
+                    f"No source in '{store.name}' matches '{source}'. "
+                    f"{nearest_text(source, store.source_names())} Call {name} again with one "
+                    "of them, or without `source`."
                 )
         vector = None if mode == "sparse" else embeddings.embed_query(query)
         wanted = reranker.fetch(k) if reranker else k

@@ -5,6 +5,7 @@ import copy
 import functools
 import json
 import os
+import shlex
 import sys
 import threading
 from collections.abc import Callable
@@ -20,7 +21,12 @@ import typer.main
 from archivist.home import ensure_home, private_umask
 from archivist.printable import escape_json_controls, printable, printable_name
 from archivist.settings import DEFAULT_STORE, Settings, load_settings
-from archivist.tools.errors import ArchivistError, StoreDamaged, StoreNotFound
+from archivist.tools.errors import (
+    ArchivistError,
+    OllamaUnreachable,
+    StoreDamaged,
+    StoreNotFound,
+)
 from archivist.words import count, number
 
 GENERATE = "eval generate"
@@ -636,15 +642,26 @@ def search(
     if mode not in (None, "hybrid", "dense", "sparse"):
         raise ArchivistError(f"Unknown mode '{mode}'.", "Use --mode hybrid, dense or sparse.")
     archivist = _app(**_rerank(rerank, rerank_candidates))
-    _offer_pull(
-        archivist.settings,
-        _models_used(archivist.settings, archivist.settings.embed_model),
-        as_json,
-    )
+    sparse = (mode or archivist.settings.search_mode) == "sparse"  # asks Ollama for nothing
+    embedder = [] if sparse else [archivist.settings.embed_model]
+    _offer_pull(archivist.settings, _models_used(archivist.settings, *embedder), as_json)
     try:
         results = archivist.search(query, store, k, mode, source, min_score, mmr)
     except StoreNotFound as exc:
         raise _missing_store(exc, store) from None
+    except OllamaUnreachable as exc:
+        if sparse or archivist.settings.rerank_model:
+            raise
+        raise OllamaUnreachable(
+            exc.message,
+            f"{exc.fix}\nKeyword search (BM25) needs no Ollama: archivist search "
+            f"{shlex.quote(query)} --store {store} --mode sparse",
+        ) from None
+    if source is not None:
+        from archivist.agent.retrieval import ambiguity_note
+
+        if note := ambiguity_note(source, archivist.store(store).match_sources(source).places):
+            _notice(f"Note: {note}")
     line = rerank_line(results)
     if as_json:
         if line:
