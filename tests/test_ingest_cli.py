@@ -120,3 +120,44 @@ def test_ingest_without_ollama_stops_cleanly(home, tmp_path):
     done = run_cli("ingest", str(root), "--store", "kb", ollama_url="http://127.0.0.1:9", home=home)
     assert done.returncode == 1
     assert "Cannot reach Ollama" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_include_patterns_that_match_nothing_stop_the_run_and_create_no_store(
+    ollama, home, tmp_path
+):
+    root = write_files(
+        tmp_path / "components",
+        {"button/index.en-US.md": "# Button\n\nPress it.", "form/index.en-US.md": "# Form"},
+    )
+
+    def ingest(store, *patterns):
+        options = [arg for p in patterns for arg in ("--include", p)]
+        return run_cli(
+            "ingest", str(root), "--store", store, *options, ollama_url=ollama.url, home=home
+        )
+
+    # Written from the folder's parent: matches nothing inside it.
+    done = ingest("x", "components/button/index.en-US.md")
+    assert done.returncode == 1 and done.stdout == ""
+    assert (
+        f"Error: --include 'components/button/index.en-US.md' matched no file in {root}: the "
+        "patterns are relative to the folder ingested. Nothing was stored.\n"
+        "Write them from inside it: --include 'button/index.en-US.md', or start one with '**/' "
+        "to match at any depth.\n"
+    ) in done.stderr
+    stores = json.loads(run_cli("stores", "--json", ollama_url=ollama.url, home=home).stdout)
+    assert stores == []  # no empty store left behind
+    # Into a store that exists: refused too, and its roots are left as they were.
+    assert ingest("x", "button/*.md").returncode == 0
+    before = run_cli("sources", "--store", "x", "--json", ollama_url=ollama.url, home=home)
+    assert ingest("x", "*.txt").returncode == 1
+    after = run_cli("sources", "--store", "x", "--json", ollama_url=ollama.url, home=home)
+    assert after.stdout == before.stdout
+    assert [s["source"] for s in json.loads(after.stdout)] == ["button/index.en-US.md"]
+    # The patterns the root records, once they match nothing on disk: a sync removes what
+    # they matched, rather than refusing.
+    (root / "button" / "index.en-US.md").unlink()
+    synced = run_cli("sync", "--store", "x", ollama_url=ollama.url, home=home)
+    assert synced.returncode == 0, synced.stderr
+    after = run_cli("sources", "--store", "x", "--json", ollama_url=ollama.url, home=home)
+    assert json.loads(after.stdout) == []
