@@ -1106,7 +1106,8 @@ def stores(as_json: JsonOpt = False) -> None:
 @app.command()
 def sources(store: StoreOpt, as_json: JsonOpt = False) -> None:
     """List a store's sources by root, each with its chunks and its status against the disk:
-    ok, changed, deleted, new (not yet stored), failed (with why), or unknown (no root)."""
+    ok, changed, deleted, new (not yet stored), incomplete (an ingest stopped while storing
+    it), failed (with why), or unknown (no root)."""
     from archivist.ingest.status import STATUSES, store_status
 
     archivist = _app()
@@ -1136,15 +1137,13 @@ def sources(store: StoreOpt, as_json: JsonOpt = False) -> None:
             lines.append(line)
         print("\n".join(lines))  # one write for thousands of sources
     roots = sum(1 for status in listing if status.root is not None)
-    print(
-        f"{store}: {count(len(rows), 'source')} in {count(roots, 'root')}: "
-        f"{_status_counts(totals)}"
-        + (
-            f". Bring it up to date with: archivist sync --store {store}"
-            if any(totals[k] for k in ("changed", "deleted", "new"))
-            else ""
-        )
-    )
+    then = ""
+    if totals["incomplete"]:
+        then = f". Finish the stopped ingest with: archivist sync --store {store}"
+    elif any(totals[k] for k in ("changed", "deleted", "new")):
+        then = f". Bring it up to date with: archivist sync --store {store}"
+    counted = f"{count(len(rows), 'source')} in {count(roots, 'root')}"
+    print(f"{store}: {counted}: {_status_counts(totals)}{then}")
 
 
 def _status_counts(counts: dict[str, int]) -> str:
