@@ -670,12 +670,10 @@ def search(
         return
     if line:
         print(line + "\n")
-    from archivist.render import place_text
+    from archivist.render import place_text, relevance_text
 
     for r in results:
-        reranked = f", relevance {r['rerank_score']:.2f}" if "rerank_score" in r else ""
-        score = f"score {r['score']:.3f}{reranked}"
-        print(f"[{r['rank']}] {place_text(r)} ({score})\n{printable(r['text'])}\n")
+        print(f"[{r['rank']}] {place_text(r)}{relevance_text(r)}\n{printable(r['text'])}\n")
     if not results:
         print("No matching passages.")
 

@@ -17,7 +17,7 @@ from rich.text import Text
 from archivist.agent.records import ShownPassage, Turn
 from archivist.chat import invalid_line, sources_line, unsearched_line
 from archivist.printable import printable
-from archivist.render import notice_text, place_text, tool_line
+from archivist.render import notice_text, place_text, relevance_text, tool_line
 from archivist.tools.progress import Event, Note, Retried, Searched, Thinking, Token
 
 
@@ -161,7 +161,7 @@ class RichView:
         for r in results:
             cited = " · cited" if r["cited"] else ""
             # Above the rule rather than in it: a rule cuts a long place short.
-            title = f"[{r['n']}] {place_text(r)} · score {r['score']:.3f}{cited}"
+            title = f"[{r['n']}] {place_text(r)}{relevance_text(r)}{cited}"
             self.console.print(Rule(style="dim"))
             self.console.print(Text(title, style="bold"), soft_wrap=True, highlight=False)
             text, at = Text(), 0

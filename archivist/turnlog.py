@@ -225,9 +225,7 @@ def details(turn: dict[str, Any]) -> str:
                 mark = "  relevant" if verdict else "  irrelevant" if verdict is False else ""
                 if shown is not None and r["n"] not in shown:
                     mark += ", not shown"
-            lines.append(
-                f"  [{r['n']}] {place_text(r)}  score {r['score']:.3f}  chunk {r['chunk_id']}{mark}"
-            )
+            lines.append(f"  [{r['n']}] {place_text(r)}  chunk {r['chunk_id']}{mark}")
         if call.get("grading_error"):
             lines.append(f"  grading failed (all kept): {call['grading_error']}")
         if call.get("rewrite_error"):

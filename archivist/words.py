@@ -1,5 +1,5 @@
 """What people read: counted nouns (`1 chunk`, `1,394 chunks`), numbers, the names closest to
-a mistyped one, and what a score is."""
+a mistyped one."""
 
 import difflib
 from collections.abc import Iterable
@@ -32,17 +32,3 @@ def did_you_mean(names: list[str]) -> str:
     quoted = [f"'{name}'" for name in names]
     either = quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + f" or {quoted[-1]}"
     return f" Did you mean {either}?"
-
-
-SCORES = {
-    "hybrid": "how far a passage stands out among the search's candidates: its dense and BM25 "
-    "z-scores, weighted and added (0 is the candidates' average, so a score can be negative; "
-    "higher is better)",
-    "dense": "the cosine similarity of the passage's embedding to the query's (higher is better)",
-    "sparse": "the passage's BM25 score for the query's words (0: none of them; higher is better)",
-}
-
-
-def score_legend(mode: str) -> str:
-    """Say what a search result's score means in a search mode (hybrid, dense or sparse)."""
-    return f"Score: {SCORES.get(mode, SCORES['hybrid'])}."
