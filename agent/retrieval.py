@@ -185,10 +185,11 @@ def store_results(
         if source:
             sources = store.match_sources(source)
             if not sources:
+                names = store.source_names()
+                retry = "with one of them, or without `source`" if names else "without `source`"
                 raise UnknownSource(
                     f"No source in '{store.name}' matches '{source}'. "
-                    f"{nearest_text(source, store.source_names())} Call {name} again with one "
-                    "of them, or without `source`."
+                    f"{nearest_text(source, names)} Call {name} again {retry}."
                 )
         vector = None if mode == "sparse" else embeddings.embed_query(query)
         wanted = reranker.fetch(k) if reranker else k

@@ -356,7 +356,9 @@ def ingest(
     include: Annotated[
         list[str] | None,
         typer.Option(
-            metavar="GLOB", help="Only files matching this glob (gitignore syntax; repeatable)."
+            metavar="GLOB",
+            help="Only files matching this glob, relative to the folder ingested (gitignore "
+            "syntax; repeatable).",
         ),
     ] = None,
     exclude: Annotated[
@@ -623,10 +625,15 @@ def search(
     k: Annotated[int | None, typer.Option("-k", help="How many results.", min=1, max=50)] = None,
     mode: Annotated[str | None, typer.Option(help="hybrid, dense or sparse.")] = None,
     source: Annotated[
-        str | None, typer.Option(help="Only this source: a file name, folder or name prefix.")
+        str | None,
+        typer.Option(
+            help="Only this file or folder (its name or path), root (its label), or the files "
+            "whose names begin so."
+        ),
     ] = None,
     min_score: Annotated[
-        float | None, typer.Option(help="Drop results scoring below this (in the mode's score).")
+        float | None,
+        typer.Option(help="Drop results whose score (as --json shows it) is below this."),
     ] = None,
     mmr: Annotated[
         float | None,
@@ -638,7 +645,7 @@ def search(
     rerank_candidates: RerankCandidatesOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Run the store's retrieval tool alone."""
+    """Search a store: its best passages for QUERY, best first (the agent's search alone)."""
     if mode not in (None, "hybrid", "dense", "sparse"):
         raise ArchivistError(f"Unknown mode '{mode}'.", "Use --mode hybrid, dense or sparse.")
     archivist = _app(**_rerank(rerank, rerank_candidates))
@@ -1484,6 +1491,7 @@ METAVARS = {
     "embed_models": "MODEL",
     "judge": "MODEL",
     "k": "N",
+    "rerank_candidates": "N",
     "limit": "N",
     "repeat": "N",
     "seed": "N",
