@@ -122,27 +122,37 @@ def examples(names: Sequence[str], n: int = 5) -> list[str]:
 def nearest_sources(typed: str, names: Sequence[str], n: int = 5) -> list[str]:
     """The sources, folders (`components/button/`) and files most like a `source` that matched
     nothing, likest first: as full names, file names and folder names."""
-    called: dict[str, str] = {}  # what a thing may be called → how it is written in a filter
+    # What a thing may be called, without its extension (".md" alike in every name would make
+    # unlike names look close) → how it is written in a filter.
+    called: dict[str, str] = {}
     for name in names:
-        called.setdefault(name, name)
+        called.setdefault(_stem(name), name)
         folder, _, file = name.rpartition("/")
-        called.setdefault(file, name)
-        called.setdefault(file.rpartition(".")[0] or file, name)
+        called.setdefault(_stem(file), name)
         while folder:
             called.setdefault(folder, folder + "/")
             called.setdefault(folder.rpartition("/")[2], folder + "/")
             folder = folder.rpartition("/")[0]
-    wanted = typed.strip().strip("/")
-    return list(dict.fromkeys(called[c] for c in closest(wanted, called, n * 3)))[:n]
+    wanted = _stem(typed.strip().strip("/"))
+    near = closest(wanted, called, n * 3, cutoff=0.75)
+    return list(dict.fromkeys(called[c] for c in near))[:n]
+
+
+def _stem(name: str) -> str:
+    """A name without its extension (`guide/refund.md` → `guide/refund`)."""
+    folder, slash, file = name.rpartition("/")
+    return folder + slash + (file.rpartition(".")[0] or file)
 
 
 def nearest_text(typed: str, names: Sequence[str]) -> str:
-    """`The closest: a, b.` — or, when nothing is close, `Sources include: …` (a few from
-    across the store), or that it is empty."""
+    """`The closest: a, b.` — or, when nothing is close, all the sources of a small store, a
+    few from across a large one (`Sources include: …`), or that it is empty."""
     if not names:
         return "The store holds no sources yet."
     if near := nearest_sources(typed, names):
         return f"The closest: {', '.join(near)}."
+    if len(names) <= LISTED_SOURCES:
+        return f"Its sources: {', '.join(names)}."
     return f"Sources include: {', '.join(examples(names))}."
 
 

@@ -15,13 +15,13 @@ def count(n: int, noun: str, plural: str | None = None) -> str:
     return f"{number(n)} {noun if n == 1 else plural or noun + 's'}"
 
 
-def closest(typed: str, names: Iterable[str], n: int = 3) -> list[str]:
+def closest(typed: str, names: Iterable[str], n: int = 3, cutoff: float = 0.6) -> list[str]:
     """The names most like a mistyped one (case ignored), likest first, as a mistyped command
-    gets "did you mean"; none when nothing is close."""
+    gets "did you mean"; none as close as `cutoff` (difflib's ratio, 0 to 1)."""
     folded: dict[str, str] = {}
     for name in names:
         folded.setdefault(name.lower(), name)
-    found = difflib.get_close_matches(typed.lower(), folded, n=n, cutoff=0.6)
+    found = difflib.get_close_matches(typed.lower(), folded, n=n, cutoff=cutoff)
     return [folded[name] for name in found]
 
 

@@ -21,7 +21,6 @@ from archivist.tools.store import KnowledgeStore, SourceInfo
 STATUSES = ("ok", "changed", "deleted", "new", "incomplete", "failed", "unknown")
 """`incomplete`: a source stored in part (its ingest was stopped before all its chunks were
 stored); `unknown`: a source no root records (stored before the store kept its roots)."""
-STOPPED = "stored in part: its ingest was stopped"
 
 
 @dataclass
@@ -66,7 +65,7 @@ def store_status(store: KnowledgeStore) -> list[RootStatus]:
                     shown.add(name)
                     reason = f"{root.location} is missing" if missing else None
                     state = "deleted" if missing else "ok" if source.complete else "incomplete"
-                    reason = reason or (None if source.complete else STOPPED)
+                    reason = reason or (None if source.complete else _in_part(source))
                     status.sources.append(_row(name, source, root, state, reason))
             continue
         files, failed = _files_of(root, roots, store.name)
@@ -86,7 +85,7 @@ def store_status(store: KnowledgeStore) -> list[RootStatus]:
             elif not stored:
                 state, reason = "new", None
             elif not held[stored[0]].complete:
-                state, reason = "incomplete", STOPPED
+                state, reason = "incomplete", _in_part(held[stored[0]])
             elif not moved and (file.has_records or entry[2] == held[stored[0]].doc_hash):
                 state, reason = "ok", None
             elif file.has_records:
@@ -136,6 +135,14 @@ def _files_of(root: Root, roots: RootSet, store: str) -> tuple[list, list[Failur
         files, failed, skipped,
     )  # fmt: skip
     return list(files.values()), failed
+
+
+def _in_part(source: SourceInfo) -> str:
+    """Why a source is `incomplete`: `stored in part (2 of 5 chunks): its ingest was stopped`."""
+    return (
+        f"stored in part ({source.chunks:,} of {source.expected_chunks:,} chunks): its ingest "
+        "was stopped"
+    )
 
 
 def _splitter(root: Root, fallback: dict[str, Any] | None) -> SplitterSettings:

@@ -207,3 +207,14 @@ def test_a_folder_named_archivist_beside_a_script_is_named_in_the_error(tmp_path
         timeout=60,
     )
     assert version.stdout == f"archivist {archivist.__version__}\n", version.stderr
+
+
+def test_a_mistyped_name_gets_the_names_most_like_it():
+    from archivist.words import closest, did_you_mean
+
+    stores = ["antd", "antd_zh", "shop_docs"]
+    assert closest("antdd", stores)[0] == "antd" and closest("ANTD_AP", stores)[0] == "antd"
+    assert closest("zebra", stores) == []
+    assert did_you_mean(["antd"]) == " Did you mean 'antd'?"
+    assert did_you_mean(["a", "b", "c"]) == " Did you mean 'a', 'b' or 'c'?"
+    assert did_you_mean([]) == ""
