@@ -17,7 +17,7 @@ from archivist.tools.passage import place
 from archivist.tools.search import DEFAULT as DEFAULT_SEARCH
 from archivist.tools.search import SearchRequest
 from archivist.tools.store import KnowledgeStore, tool_name
-from archivist.words import number
+from archivist.words import closest, number
 
 if TYPE_CHECKING:
     from langchain_core.tools import BaseTool
@@ -123,6 +123,53 @@ def examples(names: Sequence[str], n: int = 5) -> list[str]:
     return picked
 
 
+def nearest_sources(typed: str, names: Sequence[str], n: int = 5) -> list[str]:
+    """The sources, folders (`components/button/`) and files most like a `source` that matched
+    nothing, likest first: as full names, file names and folder names."""
+    # What a thing may be called, without its extension (".md" alike in every name would make
+    # unlike names look close) → how it is written in a filter.
+    called: dict[str, str] = {}
+    for name in names:
+        called.setdefault(_stem(name), name)
+        folder, _, file = name.rpartition("/")
+        called.setdefault(_stem(file), name)
+        while folder:
+            called.setdefault(folder, folder + "/")
+            called.setdefault(folder.rpartition("/")[2], folder + "/")
+            folder = folder.rpartition("/")[0]
+    wanted = _stem(typed.strip().strip("/"))
+    near = closest(wanted, called, n * 3, cutoff=0.75)
+    return list(dict.fromkeys(called[c] for c in near))[:n]
+
+
+def _stem(name: str) -> str:
+    """A name without its extension (`guide/refund.md` → `guide/refund`)."""
+    folder, slash, file = name.rpartition("/")
+    return folder + slash + (file.rpartition(".")[0] or file)
+
+
+def nearest_text(typed: str, names: Sequence[str]) -> str:
+    """`The closest: a, b.` — or, when nothing is close, all the sources of a small store, a
+    few from across a large one (`Sources include: …`), or that it is empty."""
+    if not names:
+        return "The store holds no sources yet."
+    if near := nearest_sources(typed, names):
+        return f"The closest: {', '.join(near)}."
+    if len(names) <= LISTED_SOURCES:
+        return f"Its sources: {', '.join(names)}."
+    return f"Sources include: {', '.join(examples(names))}."
+
+
+def ambiguity_note(source: str, places: Sequence[str]) -> str | None:
+    """Say that a `source` filter named several folders or files (all searched), if it did."""
+    if len(places) < 2:
+        return None
+    return (
+        f"--source {source} names {number(len(places))} places: {', '.join(places)}; all are "
+        "searched. Give more of the path to search one."
+    )
+
+
 class QueryEmbeddings(Protocol):
     """What a search needs of an embedding model: a query's vector."""
 
@@ -182,12 +229,11 @@ def run_search(
     if source:
         sources = store.match_sources(source)
         if not sources:
-            known = store.source_names()
-            sample = ", ".join(known[:LISTED_SOURCES]) or "none"
+            names = store.source_names()
+            retry = "with one of them, or without `source`" if names else "without `source`"
             raise UnknownSource(
-                f"No source in '{store.name}' matches '{source}'. Sources include: "
-                f"{sample}. Call {tool_name(store.name)} again with one of them, or without "
-                "`source`."
+                f"No source in '{store.name}' matches '{source}'. "
+                f"{nearest_text(source, names)} Call {tool_name(store.name)} again {retry}."
             )
     vector = None if request.mode == "sparse" else embeddings.embed_query(query)
     found = store.search(vector, query, request, sources)

@@ -9,7 +9,7 @@ from typing import Any, Protocol, TextIO
 
 from archivist.agent.records import ShownPassage, Turn
 from archivist.printable import printable, printable_name
-from archivist.render import notice_text, place_text, tool_line
+from archivist.render import notice_text, place_text, relevance_text, tool_line
 from archivist.tools.errors import ArchivistError
 from archivist.tools.progress import Event, Note, ProgressFn, Retried, Searched, Thinking, Token
 from archivist.words import count
@@ -58,10 +58,6 @@ class Conversation(Protocol):
 
     def sources(self) -> list[ShownPassage]:
         """Return the last turn's search results, numbered, with what the answer used."""
-        ...
-
-    def scores(self) -> str:
-        """Say what a search result's score means."""
         ...
 
 
@@ -144,10 +140,7 @@ def run_command(line: str, conversation: Conversation, view: View) -> bool:
     elif name == "/new":
         view.info(f"Started a new conversation (thread {conversation.new()}).")
     elif name == "/sources":
-        results = conversation.sources()
-        if results:
-            view.info(conversation.scores())
-        view.sources(results)
+        view.sources(conversation.sources())
     elif name == "/stores":
         view.info(stores_text(conversation.stores()))
     elif name == "/model" and not argument:
@@ -276,7 +269,7 @@ class PlainView:
             self._write("No search results yet in this conversation.\n")
         for r in results:
             cited = " · cited" if r["cited"] else ""
-            self._write(f"[{r['n']}] {place_text(r)} (score {r['score']:.3f}){cited}\n")
+            self._write(f"[{r['n']}] {place_text(r)}{relevance_text(r)}{cited}\n")
             self._write(marked(r["text"], r["used"]) + "\n\n")
 
 

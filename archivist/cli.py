@@ -5,9 +5,11 @@ import copy
 import functools
 import json
 import os
+import shlex
 import sys
 import threading
 from collections.abc import Callable
+from contextlib import nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +21,11 @@ import typer.main
 from archivist.home import ensure_home, private_umask
 from archivist.printable import escape_json_controls, printable, printable_name
 from archivist.settings import DEFAULT_STORE, Settings, load_settings
-from archivist.tools.errors import ArchivistError, StoreNotFound
+from archivist.tools.errors import (
+    ArchivistError,
+    OllamaUnreachable,
+    StoreNotFound,
+)
 from archivist.words import count, number
 
 if TYPE_CHECKING:
@@ -352,7 +358,9 @@ def ingest(
     include: Annotated[
         list[str] | None,
         typer.Option(
-            metavar="GLOB", help="Only files matching this glob (gitignore syntax; repeatable)."
+            metavar="GLOB",
+            help="Only files matching this glob, relative to the folder ingested (gitignore "
+            "syntax; repeatable).",
         ),
     ] = None,
     exclude: Annotated[
@@ -619,10 +627,15 @@ def search(
     k: Annotated[int | None, typer.Option("-k", help="How many results.", min=1, max=50)] = None,
     mode: Annotated[str | None, typer.Option(help="hybrid, dense or sparse.")] = None,
     source: Annotated[
-        str | None, typer.Option(help="Only this source: a file name, folder or name prefix.")
+        str | None,
+        typer.Option(
+            help="Only this file or folder (its name or path), root (its label), or the files "
+            "whose names begin so."
+        ),
     ] = None,
     min_score: Annotated[
-        float | None, typer.Option(help="Drop results scoring below this (in the mode's score).")
+        float | None,
+        typer.Option(help="Drop results whose score (as --json shows it) is below this."),
     ] = None,
     mmr: Annotated[
         float | None,
@@ -634,18 +647,29 @@ def search(
     rerank_candidates: RerankCandidatesOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Run the store's retrieval tool alone."""
+    """Search a store: its best passages for QUERY, best first (the agent's search alone)."""
     archivist = _app(**_rerank(rerank, rerank_candidates))
     request = archivist.search_request(k=k, mode=mode, source=source, min_score=min_score, mmr=mmr)
-    _offer_pull(
-        archivist.settings,
-        _models_used(archivist.settings, archivist.settings.embed_model),
-        as_json,
-    )
+    sparse = request.mode == "sparse"  # asks Ollama for nothing
+    embedder = [] if sparse else [archivist.settings.embed_model]
+    _offer_pull(archivist.settings, _models_used(archivist.settings, *embedder), as_json)
     try:
         results = archivist.search(query, store, request=request)
     except StoreNotFound as exc:
         raise _missing_store(exc, store) from None
+    except OllamaUnreachable as exc:
+        if sparse or archivist.settings.rerank_model:
+            raise
+        raise OllamaUnreachable(
+            exc.message,
+            f"{exc.fix}\nKeyword search (BM25) needs no Ollama: archivist search "
+            f"{shlex.quote(query)} --store {store} --mode sparse",
+        ) from None
+    if source is not None:
+        from archivist.agent.retrieval import ambiguity_note
+
+        if note := ambiguity_note(source, archivist.store(store).match_sources(source).places):
+            _notice(f"Note: {note}")
     line = rerank_line(results)
     if as_json:
         if line:
@@ -654,12 +678,10 @@ def search(
         return
     if line:
         print(line + "\n")
-    from archivist.render import place_text
+    from archivist.render import place_text, relevance_text
 
     for r in results:
-        reranked = f", relevance {r['rerank_score']:.2f}" if "rerank_score" in r else ""
-        score = f"score {r['score']:.3f}{reranked}"
-        print(f"[{r['rank']}] {place_text(r)} ({score})\n{printable(r['text'])}\n")
+        print(f"[{r['rank']}] {place_text(r)}{relevance_text(r)}\n{printable(r['text'])}\n")
     if not results:
         print("No matching passages.")
 
@@ -724,13 +746,15 @@ def chat(
     if terminal:
         from rich.console import Console
 
-        from archivist.terminal import RichView, prompt_reader
+        from archivist.terminal import RichView, keys_unechoed, prompt_reader
 
         view = RichView(Console(highlight=False), show_thinking)
         say = view.info
+        quiet = keys_unechoed(sys.stdin)
     else:
         view = PlainView(sys.stdout, sys.stderr, show_thinking)
         say = _notice
+        quiet = nullcontext()
     starting = None
     if early:
         from archivist.starting import Starting
@@ -748,7 +772,8 @@ def chat(
         else stdin_reader(sys.stdin)
     )
     try:
-        status = chat_loop(conversation, read, view)
+        with quiet:
+            status = chat_loop(conversation, read, view)
     except StartFailed as failed:
         raise failed.error from None
     finally:
@@ -1078,7 +1103,8 @@ def stores(as_json: JsonOpt = False) -> None:
 @app.command()
 def sources(store: StoreOpt, as_json: JsonOpt = False) -> None:
     """List a store's sources by root, each with its chunks and its status against the disk:
-    ok, changed, deleted, new (not yet stored), failed (with why), or unknown (no root)."""
+    ok, changed, deleted, new (not yet stored), incomplete (an ingest stopped while storing
+    it), failed (with why), or unknown (no root)."""
     from archivist.ingest.status import STATUSES
 
     listing = _app().source_status(store)
@@ -1105,15 +1131,13 @@ def sources(store: StoreOpt, as_json: JsonOpt = False) -> None:
             lines.append(line)
         print("\n".join(lines))  # one write for thousands of sources
     roots = sum(1 for status in listing if status.root is not None)
-    print(
-        f"{store}: {count(len(rows), 'source')} in {count(roots, 'root')}: "
-        f"{_status_counts(totals)}"
-        + (
-            f". Bring it up to date with: archivist sync --store {store}"
-            if any(totals[k] for k in ("changed", "deleted", "new"))
-            else ""
-        )
-    )
+    then = ""
+    if totals["incomplete"]:
+        then = f". Finish the stopped ingest with: archivist sync --store {store}"
+    elif any(totals[k] for k in ("changed", "deleted", "new")):
+        then = f". Bring it up to date with: archivist sync --store {store}"
+    counted = f"{count(len(rows), 'source')} in {count(roots, 'root')}"
+    print(f"{store}: {counted}: {_status_counts(totals)}{then}")
 
 
 def _status_counts(counts: dict[str, int]) -> str:
@@ -1396,6 +1420,7 @@ METAVARS = {
     "embed_models": "MODEL",
     "judge": "MODEL",
     "k": "N",
+    "rerank_candidates": "N",
     "limit": "N",
     "repeat": "N",
     "seed": "N",

@@ -18,7 +18,6 @@ from archivist.app import Archivist
 from archivist.tools.errors import StoreNotFound
 from archivist.tools.progress import ProgressFn
 from archivist.turnlog import logged_turn
-from archivist.words import score_legend
 
 
 def new_thread_id() -> str:
@@ -147,7 +146,3 @@ class Conversation:
             return []
         results = [r for call in turn["tool_calls"] for r in call["results"]]
         return shown_passages(results, turn["answer"], [c["n"] for c in turn["citations"]])
-
-    def scores(self) -> str:
-        """Say what the search results' scores mean in the search mode in use."""
-        return score_legend(self.archivist.settings.search_mode)

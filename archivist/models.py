@@ -28,7 +28,7 @@ from archivist.deadline import DeadlineTransport
 from archivist.light_ollama import context_of
 from archivist.settings import Settings, mask_url, split_credentials
 from archivist.tools.embedding import PrefixedEmbeddings
-from archivist.tools.errors import ArchivistError, ModelMissing
+from archivist.tools.errors import ArchivistError, ModelMissing, OllamaUnreachable
 from archivist.tools.progress import CHANNEL, Retried
 
 T = TypeVar("T")
@@ -474,7 +474,7 @@ def explain(exc: BaseException, settings: Settings) -> ArchivistError | None:
     """Turn an Ollama client failure into a message that says what to do, if it is one."""
     host = mask_url(settings.ollama_host)
     if isinstance(exc, ConnectionError | httpx.ConnectError | httpx.RemoteProtocolError):
-        return ArchivistError(
+        return OllamaUnreachable(
             f"Cannot reach Ollama at {host}.",
             "Start it with `ollama serve` (or open the Ollama app), or set OLLAMA_HOST to the "
             "address of a running Ollama.",

@@ -33,6 +33,15 @@ def place_text(record: Mapping[str, Any]) -> str:
     return text
 
 
+def relevance_text(result: Mapping[str, Any]) -> str:
+    """` (relevance 0.91)` for a reranked result: the reranking model's probability that it
+    is relevant; '' otherwise. A search's own `score` is not shown to people: it only orders
+    the results, on a scale that differs with the search mode (`--json` keeps it)."""
+    if "rerank_score" in result:
+        return f" (relevance {result['rerank_score']:.2f})"
+    return ""
+
+
 def retry_notice(event: Retried) -> str:
     """Say that a refused request is tried again, as the ingest bar, `ask` and the chat do."""
     if event.request == "chat":

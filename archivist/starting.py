@@ -141,7 +141,3 @@ class Starting:
     def sources(self) -> list[ShownPassage]:
         """Return the last search results once built."""
         return self.ready().sources()
-
-    def scores(self) -> str:
-        """Say what the scores mean once built."""
-        return self.ready().scores()

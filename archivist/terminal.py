@@ -1,10 +1,10 @@
 """The chat on a terminal: prompt_toolkit for input, rich for streamed Markdown answers."""
 
 import asyncio
-from collections.abc import Callable
-from contextlib import suppress
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TextIO
 
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.live import Live
@@ -17,7 +17,7 @@ from rich.text import Text
 from archivist.agent.records import ShownPassage, Turn
 from archivist.chat import invalid_line, sources_line, unsearched_line
 from archivist.printable import printable
-from archivist.render import notice_text, place_text, tool_line
+from archivist.render import notice_text, place_text, relevance_text, tool_line
 from archivist.tools.progress import Event, Note, Retried, Searched, Thinking, Token
 
 
@@ -161,7 +161,7 @@ class RichView:
         for r in results:
             cited = " · cited" if r["cited"] else ""
             # Above the rule rather than in it: a rule cuts a long place short.
-            title = f"[{r['n']}] {place_text(r)} · score {r['score']:.3f}{cited}"
+            title = f"[{r['n']}] {place_text(r)}{relevance_text(r)}{cited}"
             self.console.print(Rule(style="dim"))
             self.console.print(Text(title, style="bold"), soft_wrap=True, highlight=False)
             text, at = Text(), 0
@@ -171,6 +171,35 @@ class RichView:
                 at = end
             text.append(printable(r["text"][at:]))
             self.console.print(text, highlight=False)
+
+
+@contextmanager
+def keys_unechoed(stream: TextIO) -> Iterator[None]:
+    """Keep the terminal from echoing keys pressed while an answer streams.
+
+    Its echo of Ctrl-C (`^C`), or of text typed ahead, lands after the live answer's last
+    line, which rich pads to the terminal's width: the line wraps, the display's bottom moves
+    down one line, and when the answer is printed for good its top line is left standing
+    above it, shown twice. The prompt echoes what it reads itself (it reads key by key), and
+    keys typed ahead are still read there. The terminal's settings are restored on the way
+    out, however the chat ends.
+    """
+    try:
+        import termios
+
+        fd = stream.fileno()
+        saved = termios.tcgetattr(fd)
+    except (ImportError, OSError, ValueError):  # not a terminal, or no termios (Windows)
+        yield
+        return
+    quiet = list(saved)
+    quiet[3] &= ~termios.ECHO
+    termios.tcsetattr(fd, termios.TCSANOW, quiet)
+    try:
+        yield
+    finally:
+        with suppress(OSError):
+            termios.tcsetattr(fd, termios.TCSANOW, saved)
 
 
 class News(Protocol):

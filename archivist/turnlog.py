@@ -42,6 +42,8 @@ CREATE TABLE IF NOT EXISTS turns (
 );
 CREATE INDEX IF NOT EXISTS turns_thread ON turns (thread_id, id);
 """
+STOPPED = "stopped by the user"
+"""The error a turn stopped with Ctrl-C is logged with."""
 _JSON_COLUMNS = ("stores", "tool_calls", "citations", "invalid_citations", "notes")
 _RESULT_FIELDS = ("n", "rank", "score", "source", "chunk_id")
 
@@ -139,19 +141,36 @@ def logged_turn(
     thread_id: str | None = None,
     on_event: ProgressFn | None = None,
 ) -> Turn:
-    """Run a turn and log it; a failed or stopped turn is logged with its error."""
+    """Run a turn and log it; a failed or stopped turn is logged with its error, the searches
+    it finished and the answer it had begun to stream."""
     from archivist.agent.turn import run_turn
+    from archivist.tools.progress import Searched, Token
+
+    calls: list[ToolCall] = []
+    streamed: list[str] = []
+
+    def heard(event: Any) -> None:
+        # What a turn cut short has shown so far: its searches, and the answer begun since.
+        if isinstance(event, Searched):
+            calls.append(event.call)
+            streamed.clear()
+        elif isinstance(event, Token):
+            streamed.append(event.text)
+        if on_event is not None:
+            on_event(event)
 
     started = time.perf_counter()
     try:
-        result = run_turn(setup, question, thread_id, on_event)
+        result = run_turn(setup, question, thread_id, heard)
     except BaseException as exc:
-        reason = "stopped by the user" if isinstance(exc, KeyboardInterrupt) else repr(exc)
+        reason = STOPPED if isinstance(exc, KeyboardInterrupt) else repr(exc)
         partial = {
             "question": question,
             "model": setup.model,
             "mode": setup.mode,
             "stores": setup.stores,
+            "tool_calls": calls,
+            "answer": "".join(streamed) or None,
             "latency_ms": round((time.perf_counter() - started) * 1000),
         }
         log.record(partial, command, thread_id, error=reason)
@@ -172,7 +191,12 @@ def summary(turn: dict[str, Any]) -> str:
     searches = len(turn["tool_calls"])
     rewrites = sum(1 for c in turn["tool_calls"] if "rewritten_from" in c)
     rewritten = f" ({rewrites} rewritten)" if rewrites else ""
-    outcome = f"error: {turn['error']}" if turn["error"] else f"{turn['latency_ms']} ms"
+    if turn["error"] == STOPPED:
+        outcome = f"stopped after {turn['latency_ms']} ms"
+    elif turn["error"]:
+        outcome = f"error: {turn['error']}"
+    else:
+        outcome = f"{turn['latency_ms']} ms"
     question = " ".join(turn["question"].split())
     if len(question) > 60:
         question = question[:59] + "…"
@@ -201,15 +225,14 @@ def details(turn: dict[str, Any]) -> str:
                 mark = "  relevant" if verdict else "  irrelevant" if verdict is False else ""
                 if shown is not None and r["n"] not in shown:
                     mark += ", not shown"
-            lines.append(
-                f"  [{r['n']}] {place_text(r)}  score {r['score']:.3f}  chunk {r['chunk_id']}{mark}"
-            )
+            lines.append(f"  [{r['n']}] {place_text(r)}  chunk {r['chunk_id']}{mark}")
         if call.get("grading_error"):
             lines.append(f"  grading failed (all kept): {call['grading_error']}")
         if call.get("rewrite_error"):
             lines.append(f"  no rewrite: {call['rewrite_error']}")
     if turn["answer"] is not None:
-        lines.append(f"Answer: {turn['answer']}")
+        cut = " (cut short)" if turn["error"] else ""
+        lines.append(f"Answer{cut}: {turn['answer']}")
     if turn["citations"]:
         lines.append(
             "Citations: " + " · ".join(f"[{c['n']}] {place_text(c)}" for c in turn["citations"])
@@ -223,6 +246,8 @@ def details(turn: dict[str, Any]) -> str:
         else ""
     )
     lines.append(f"Latency: {turn['latency_ms']} ms{tokens}")
-    if turn["error"]:
+    if turn["error"] == STOPPED:
+        lines.append("Stopped by the user (Ctrl-C).")
+    elif turn["error"]:
         lines.append(f"Error: {turn['error']}")
     return "\n".join(lines)

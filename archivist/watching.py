@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from archivist.tools.errors import ArchivistError
+from archivist.words import count
 
 DEBOUNCE_MS = 400
 """How long events gather into one batch after the first (milliseconds)."""
@@ -139,7 +140,8 @@ class Watcher:
             self.say(f"{store}: {exc.message}")
             return
         for item in report.stored:
-            self.say(f"{store}: {item['status']} {item['source']} ({item['chunks']} chunks)")
+            chunks = count(item["chunks"], "chunk")
+            self.say(f"{store}: {item['status']} {item['source']} ({chunks})")
         for source in report.removed:
             self.say(f"{store}: removed {source}")
         for failure in report.failed:

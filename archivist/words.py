@@ -1,4 +1,8 @@
-"""What people read: counted nouns (`1 chunk`, `1,394 chunks`), numbers, and what a score is."""
+"""What people read: counted nouns (`1 chunk`, `1,394 chunks`), numbers, the names closest to
+a mistyped one."""
+
+import difflib
+from collections.abc import Iterable
 
 
 def number(n: int) -> str:
@@ -11,15 +15,20 @@ def count(n: int, noun: str, plural: str | None = None) -> str:
     return f"{number(n)} {noun if n == 1 else plural or noun + 's'}"
 
 
-SCORES = {
-    "hybrid": "how far a passage stands out among the search's candidates: its dense and BM25 "
-    "z-scores, weighted and added (0 is the candidates' average, so a score can be negative; "
-    "higher is better)",
-    "dense": "the cosine similarity of the passage's embedding to the query's (higher is better)",
-    "sparse": "the passage's BM25 score for the query's words (0: none of them; higher is better)",
-}
+def closest(typed: str, names: Iterable[str], n: int = 3, cutoff: float = 0.6) -> list[str]:
+    """The names most like a mistyped one (case ignored), likest first, as a mistyped command
+    gets "did you mean"; none as close as `cutoff` (difflib's ratio, 0 to 1)."""
+    folded: dict[str, str] = {}
+    for name in names:
+        folded.setdefault(name.lower(), name)
+    found = difflib.get_close_matches(typed.lower(), folded, n=n, cutoff=cutoff)
+    return [folded[name] for name in found]
 
 
-def score_legend(mode: str) -> str:
-    """Say what a search result's score means in a search mode (hybrid, dense or sparse)."""
-    return f"Score: {SCORES.get(mode, SCORES['hybrid'])}."
+def did_you_mean(names: list[str]) -> str:
+    """` Did you mean 'a'?` (or `'a' or 'b'?`): '' when there is none to offer."""
+    if not names:
+        return ""
+    quoted = [f"'{name}'" for name in names]
+    either = quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + f" or {quoted[-1]}"
+    return f" Did you mean {either}?"

@@ -23,6 +23,10 @@ DEPENDENCY_FOLDERS = frozenset(
 )
 
 
+NOT_INCLUDED = "not matched by --include"
+"""Why a file a folder holds is left out when --include patterns are given."""
+
+
 @dataclass
 class Failure:
     """A file that could not be ingested (or was skipped), and why."""
@@ -223,7 +227,7 @@ def _walk(
             elif excluded and excluded.match(rel):
                 reason = "excluded by --exclude"
             elif chosen and not chosen.match(rel):
-                reason = "not matched by --include"
+                reason = NOT_INCLUDED
             elif found := _ignored(active, rel):
                 reason = f"ignored by {found}"
             if reason:

@@ -212,7 +212,8 @@ class IngestSteps:
     def _prepare(self, state: IngestState, run: str) -> dict[str, Any]:
         request = state["request"]
         store = self.store
-        if store.exists():
+        created = not store.exists()
+        if not created:
             dimension = store.fingerprint.get("dimension")
         else:
             # A new store: every file is loaded, so the loading process starts now, its own
@@ -225,7 +226,12 @@ class IngestSteps:
             request.description,
         )
         shard = request.shard
-        resolution, files, failed, skipped = rooting.prepare_roots(store, request)
+        try:
+            resolution, files, failed, skipped = rooting.prepare_roots(store, request)
+        except rooting.NothingIncluded:
+            if created:
+                store.drop()  # no empty store left behind by a run that stores nothing
+            raise
         # A run that stopped between storing a document's new version and removing its old
         # one left both: finish that now, since the file now looks unchanged.
         store.finish_replacements()

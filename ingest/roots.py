@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
 from archivist.ingest.urls import prefix_of
+from archivist.tools.errors import ArchivistError
 
 if TYPE_CHECKING:  # the request records its options with the roots: it imports this module
     from archivist.ingest.discovery import Failure, SourceFile
@@ -421,6 +422,7 @@ def prepare_roots(
     resolution = resolve(request.paths, before, request.recorded_options())
     files, failed, skipped = discover_scopes(resolution, request)
     held = store.source_names() if store.exists() else []
+    check_included(resolution, before, request.folder_rules.include, files, failed, skipped)
     renames = renames_for(held, before, resolution)
     renames.update(unowned_renames(held, before, renames, files))
     # A new name already taken (by a source no root records) is left alone.
@@ -433,6 +435,63 @@ def prepare_roots(
         store.annotate(**{ROOTS_KEY: resolution.roots.to_list()})
     resolution.renamed = renames
     return resolution, files, failed, skipped
+
+
+class NothingIncluded(ArchivistError):
+    """A run's --include patterns match no file in its folders."""
+
+
+def check_included(
+    resolution: Resolution,
+    recorded: RootSet,
+    include: Sequence[str],
+    files: Sequence[Any],
+    failed: Sequence[Any],
+    skipped: Sequence[Any],
+) -> None:
+    """Refuse a run whose `include` patterns match no file in its folders, before anything
+    is created or recorded: the patterns are relative to each folder, and a path written from
+    elsewhere matches nothing. Patterns a folder's root already records (`recorded`) go on:
+    a sync whose matching files were all deleted removes their sources."""
+    from archivist.ingest.discovery import NOT_INCLUDED
+
+    if not include or files or failed:
+        return
+    # Reasons a file is left out before --include is asked about it.
+    before = ("hidden file", "excluded by --exclude", NOT_INCLUDED)
+    if any(not s.source.endswith("/") and s.reason not in before for s in skipped):
+        return  # matched, then left out for another reason (ignored, not a document)
+    folders = [sc for sc in resolution.scopes if sc.root and os.path.isdir(sc.path)]
+    if not folders:
+        return
+    for scope in folders:
+        root = recorded.get(scope.root)
+        if root is not None and root.options.get("include") == list(include):
+            return
+    where = ", ".join(sc.path for sc in folders)
+    inside = [_from_inside(p, folders) for p in include]
+    fix = "Write them from inside it (e.g. 'guides/*.md')"
+    if inside != list(include):
+        fix = f"Write them from inside it: {_options(inside)}"
+    raise NothingIncluded(
+        f"{_options(include)} matched no file in {where}: the patterns are relative to the folder "
+        "ingested. Nothing was stored.",
+        f"{fix}, or start one with '**/' to match at any depth.",
+    )
+
+
+def _options(patterns: Sequence[str]) -> str:
+    return " ".join(f"--include '{p}'" for p in patterns)
+
+
+def _from_inside(pattern: str, folders: Sequence[Scope]) -> str:
+    """A pattern written from a folder's parent (`components/button/*.md` for the folder
+    `components`), written from inside it (`button/*.md`); else as it is."""
+    for scope in folders:
+        name = Path(scope.path).name
+        if pattern.startswith(name + "/"):
+            return pattern[len(name) + 1 :]
+    return pattern
 
 
 def discover_scopes(

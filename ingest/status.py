@@ -19,8 +19,9 @@ from archivist.tools.catalog import SourceInfo
 from archivist.tools.errors import ArchivistError
 from archivist.tools.store import KnowledgeStore
 
-STATUSES = ("ok", "changed", "deleted", "new", "failed", "unknown")
-"""`unknown`: a source no root records (stored before the store kept its roots)."""
+STATUSES = ("ok", "changed", "deleted", "new", "incomplete", "failed", "unknown")
+"""`incomplete`: a source stored in part (its ingest was stopped before all its chunks were
+stored); `unknown`: a source no root records (stored before the store kept its roots)."""
 
 
 @dataclass
@@ -40,7 +41,8 @@ class RootStatus:
 
 def store_status(store: KnowledgeStore) -> list[RootStatus]:
     """Every source of `store`, and every file of its roots not yet stored, with its status
-    (`ok`, `changed`, `deleted`, `new`, `failed`, or `unknown` without a root), by root."""
+    (`ok`, `changed`, `deleted`, `new`, `incomplete`, `failed`, or `unknown` without a root),
+    by root."""
     info = store.info()
     roots = RootSet.of(info)
     held = store.sources()
@@ -63,7 +65,8 @@ def store_status(store: KnowledgeStore) -> list[RootStatus]:
                 if found is not None and found[0].id == root.id:
                     shown.add(name)
                     reason = f"{root.location} is missing" if missing else None
-                    state = "deleted" if missing else "ok"
+                    state = "deleted" if missing else "ok" if source.complete else "incomplete"
+                    reason = reason or (None if source.complete else _in_part(source))
                     status.sources.append(_row(name, source, root, state, reason))
             continue
         files, failed = _files_of(root, roots, store.name)
@@ -82,6 +85,8 @@ def store_status(store: KnowledgeStore) -> list[RootStatus]:
                 state, reason = "failed", failure[2]
             elif not stored:
                 state, reason = "new", None
+            elif not held[stored[0]].complete:
+                state, reason = "incomplete", _in_part(held[stored[0]])
             elif not moved and (file.has_records or entry[2] == held[stored[0]].doc_hash):
                 state, reason = "ok", None
             elif file.has_records:
@@ -131,6 +136,14 @@ def _files_of(root: Root, roots: RootSet, store: str) -> tuple[list, list[Failur
         files, failed, skipped,
     )  # fmt: skip
     return list(files.values()), failed
+
+
+def _in_part(source: SourceInfo) -> str:
+    """Why a source is `incomplete`: `stored in part (2 of 5 chunks): its ingest was stopped`."""
+    return (
+        f"stored in part ({source.chunks:,} of {source.expected_chunks:,} chunks): its ingest "
+        "was stopped"
+    )
 
 
 def _splitter(root: Root, fallback: dict[str, Any] | None) -> SplitterSettings:

@@ -1,13 +1,15 @@
 """`archivist chat` in a pseudo-terminal: Ctrl-C, Ctrl-D, and Ollama failing mid-chat."""
 
+import json
 import re
 
 from chat_terminal import TOOL_LINE, ask, chat_requests, leave, ready, spawn_chat
+from conftest import cli
 
 REFUND_Q = "How many days do I have to ask for a refund?"
 
 
-def start_slow_answer(ollama, home, store):
+def start_slow_answer(ollama, home, store, **terminal):
     """Start a chat and ask a question whose answer stops after its first sentence until the
     test opens the fake's gate; return once that sentence is shown.
 
@@ -20,7 +22,7 @@ def start_slow_answer(ollama, home, store):
         {"tool_calls": [{"name": "search_shop_docs", "arguments": {"query": "refund"}}]},
         {"content": f"Refunds are simple. {words} [1]", "hold_after": 3},
     )
-    child = spawn_chat("--store", store, ollama_url=ollama.url, home=home)
+    child = spawn_chat("--store", store, ollama_url=ollama.url, home=home, **terminal)
     child.sendline(REFUND_Q)
     child.expect_exact("Refunds are simple.")
     return child
@@ -44,6 +46,46 @@ def test_ctrl_c_stops_a_slow_answer_and_returns_to_the_prompt(ollama, home, stor
     # The finished search is kept with its result; the stopped answer is not.
     assert [m["role"] for m in greeting[1:]] == ["user", "assistant", "tool", "user"]
     assert greeting[1]["content"] == REFUND_Q and "tool_calls" in greeting[2]
+
+
+def test_the_log_of_a_stopped_turn_shows_its_search_what_was_streamed_and_the_stop(
+    ollama, home, store
+):
+    child = start_slow_answer(ollama, home, store)
+    child.sendintr()
+    child.expect_exact("(stopped)")
+    ollama.open_gate()
+    ready(child)
+    assert leave(child) == 0
+    [turn] = json.loads(cli("logs", "--json", ollama=ollama, home=home).stdout)
+    assert turn["error"] == "stopped by the user"
+    [call] = turn["tool_calls"]
+    assert call["name"] == "search_shop_docs" and call["args"] == {"query": "refund"}
+    assert len(call["results"]) == 5 and all(r["chunk_id"] for r in call["results"])
+    assert turn["answer"].startswith("Refunds are simple.") and "word59" not in turn["answer"]
+    [line] = cli("logs", ollama=ollama, home=home).stdout.splitlines()
+    assert re.search(r"  1 search  stopped after \d+ ms  How many days", line), line
+    shown = cli("logs", "show", str(turn["id"]), ollama=ollama, home=home).stdout
+    assert re.search(r'search_shop_docs\("refund"\) · 5 results · \d+ ms', shown), shown
+    assert f"chunk {call['results'][0]['chunk_id']}" in shown
+    assert "\nAnswer (cut short): Refunds are simple." in shown
+    assert shown.rstrip().endswith("\nStopped by the user (Ctrl-C).") and "Error:" not in shown
+
+
+def test_ctrl_c_on_a_live_display_leaves_the_partial_answer_shown_once(ollama, home, store):
+    # An xterm 140 columns wide, as a person's: the answer streams in rich's live display,
+    # whose lines are padded to the terminal's width. The terminal's own echo of Ctrl-C
+    # (`^C`) used to wrap below the display, which then printed its top line twice.
+    child = start_slow_answer(ollama, home, store, term="xterm", columns=140)
+    child.sendintr()
+    child.expect_exact("(stopped)")
+    ollama.open_gate()
+    ready(child)
+    shown = child.screen.lines()
+    assert shown.count("Refunds are simple.") == 1, shown
+    assert shown[shown.index("Refunds are simple.") + 1] == "(stopped)"
+    assert not any("^C" in line for line in shown)
+    assert leave(child) == 0
 
 
 def test_ctrl_c_clears_the_prompt_and_ollama_failing_mid_chat_is_said_and_the_chat_goes_on(

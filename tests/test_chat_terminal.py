@@ -48,9 +48,9 @@ def test_sources_stores_new_and_model_commands(ollama, home, archivist, store):
 
     # /sources printed the full text of every passage the search returned.
     flat = " ".join(sources.split())
-    assert "Score: how far a passage stands out among the search's candidates" in flat
+    assert "score" not in flat.lower()  # the passages in order; a score is no help to read
     for result in archivist.search(REFUND_Q.rstrip("?"), store):
-        title = f"[{result['rank']}] {place_text(result)} · score {result['score']:.3f}"
+        title = f"[{result['rank']}] {place_text(result)}"
         assert title in sources, sources
         assert " ".join(result["text"].split()) in flat
     chats = chat_requests(ollama)

@@ -181,4 +181,4 @@ def test_the_terminal_highlights_the_sentences_used_and_shows_the_whole_place():
     assert "\x1b[1;33mUsed one.\x1b[0m Not this." in styled
     # Wider than the terminal, the title wraps instead of being cut.
     flat = " ".join(console.export_text().split())
-    assert f"[2] {place_text(passage)} · score 0.500 · cited" in flat
+    assert f"[2] {place_text(passage)} · cited" in flat

@@ -141,6 +141,18 @@ def test_an_unknown_store_says_how_to_create_it(ollama, home):
     assert "archivist ingest PATH --store nope" in done.stderr
 
 
+def test_a_mistyped_store_is_answered_with_the_names_most_like_it(ollama, home, store):
+    done = run_cli("search", "refund", "--store", "shop_doc", ollama_url=ollama.url, home=home)
+    assert done.returncode == 1
+    assert done.stderr.startswith(
+        "Error: There is no store named 'shop_doc'. Did you mean 'shop_docs'?\n"
+        "Create it with: archivist ingest PATH --store shop_doc"
+    ), done.stderr
+    # Nothing like it: no guess.
+    done = run_cli("search", "refund", "--store", "zebra", ollama_url=ollama.url, home=home)
+    assert "There is no store named 'zebra'.\n" in done.stderr and "Did you mean" not in done.stderr
+
+
 def test_chat_with_piped_input_answers_and_exits(ollama, home, store):
     done = run_cli(
         "chat",

@@ -2,11 +2,14 @@
 
 import json
 import os
+import re
 
+import pytest
 from conftest import run_cli, write_files
 from samples import broken_png_reason, make_docx, make_pdf
 
 from archivist.ingest.loaders import MAX_FILE_BYTES
+from archivist.tools.errors import ArchivistError
 
 
 def broken_corpus(root):
@@ -120,3 +123,80 @@ def test_ingest_without_ollama_stops_cleanly(home, tmp_path):
     done = run_cli("ingest", str(root), "--store", "kb", ollama_url="http://127.0.0.1:9", home=home)
     assert done.returncode == 1
     assert "Cannot reach Ollama" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_include_patterns_that_match_nothing_stop_the_run_and_create_no_store(
+    ollama, home, tmp_path
+):
+    root = write_files(
+        tmp_path / "components",
+        {"button/index.en-US.md": "# Button\n\nPress it.", "form/index.en-US.md": "# Form"},
+    )
+
+    def ingest(store, *patterns):
+        options = [arg for p in patterns for arg in ("--include", p)]
+        return run_cli(
+            "ingest", str(root), "--store", store, *options, ollama_url=ollama.url, home=home
+        )
+
+    # Written from the folder's parent: matches nothing inside it.
+    done = ingest("x", "components/button/index.en-US.md")
+    assert done.returncode == 1 and done.stdout == ""
+    assert (
+        f"Error: --include 'components/button/index.en-US.md' matched no file in {root}: the "
+        "patterns are relative to the folder ingested. Nothing was stored.\n"
+        "Write them from inside it: --include 'button/index.en-US.md', or start one with '**/' "
+        "to match at any depth.\n"
+    ) in done.stderr
+    stores = json.loads(run_cli("stores", "--json", ollama_url=ollama.url, home=home).stdout)
+    assert stores == []  # no empty store left behind
+    # Into a store that exists: refused too, and its roots are left as they were.
+    assert ingest("x", "button/*.md").returncode == 0
+    before = run_cli("sources", "--store", "x", "--json", ollama_url=ollama.url, home=home)
+    assert ingest("x", "*.txt").returncode == 1
+    after = run_cli("sources", "--store", "x", "--json", ollama_url=ollama.url, home=home)
+    assert after.stdout == before.stdout
+    assert [s["source"] for s in json.loads(after.stdout)] == ["button/index.en-US.md"]
+    # The patterns the root records, once they match nothing on disk: a sync removes what
+    # they matched, rather than refusing.
+    (root / "button" / "index.en-US.md").unlink()
+    synced = run_cli("sync", "--store", "x", ollama_url=ollama.url, home=home)
+    assert synced.returncode == 0, synced.stderr
+    after = run_cli("sources", "--store", "x", "--json", ollama_url=ollama.url, home=home)
+    assert json.loads(after.stdout) == []
+
+
+def test_sources_after_a_stopped_ingest_show_the_half_stored_one_and_how_to_finish(
+    archivist, ollama, home, tmp_path
+):
+    from archivist.ingest.embedder import EmbedSettings
+
+    long = "\n\n".join(f"Section {i}. " + "Tents and boots and lamps. " * 12 for i in range(5))
+    root = write_files(tmp_path / "kb", {"a.md": "# A\n\nAlpha.", "b.md": long})
+    # Two chunks a request, one at a time: the probe, [a0, b0] and [b1, b2] are answered, and
+    # the run stops with b.md stored in part.
+    fast = EmbedSettings(batch_size=2, concurrency=1, attempts=1, backoff=0.01)
+    ollama.fail("/api/embed", 500, "llama runner process has terminated", 1, 3)
+    with pytest.raises(ArchivistError):
+        archivist.ingest([str(root)], "kb", embed=fast, chunk_size=200, chunk_overlap=0)
+    archivist.close()
+    done = run_cli("sources", "--store", "kb", ollama_url=ollama.url, home=home)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[1].startswith("  ok\ta.md\t1 chunk\t")
+    assert lines[2].startswith("  incomplete\tb.md\t")
+    assert re.search(r"\tstored in part \(\d+ of \d+ chunks\): its ingest was stopped$", lines[2])
+    assert lines[-1] == (
+        "kb: 2 sources in 1 root: 1 ok, 1 incomplete. Finish the stopped ingest with: "
+        "archivist sync --store kb"
+    )
+    listed = json.loads(
+        run_cli("sources", "--store", "kb", "--json", ollama_url=ollama.url, home=home).stdout
+    )
+    assert [(s["source"], s["status"], s["complete"]) for s in listed] == [
+        ("a.md", "ok", True), ("b.md", "incomplete", False)
+    ]  # fmt: skip
+    # The command it names finishes it.
+    assert run_cli("sync", "--store", "kb", ollama_url=ollama.url, home=home).returncode == 0
+    done = run_cli("sources", "--store", "kb", ollama_url=ollama.url, home=home)
+    assert done.stdout.splitlines()[-1] == "kb: 2 sources in 1 root: 2 ok"

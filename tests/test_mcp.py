@@ -180,6 +180,9 @@ def test_an_unknown_store_stops_the_server_before_it_starts(ollama, home, store)
     assert "There is no store named 'nowhere'" in done.stderr
     assert "archivist ingest PATH --store nowhere" in done.stderr
     assert "Traceback" not in done.stderr
+    mistyped = run_cli("mcp", "--store", "shop_docs_x", ollama_url=ollama.url, home=home)
+    assert mistyped.returncode == 1 and mistyped.stdout == ""
+    assert "There is no store named 'shop_docs_x'. Did you mean 'shop_docs'?" in mistyped.stderr
 
 
 def test_a_store_built_with_another_model_is_served_with_that_model(archivist, ollama):

@@ -51,7 +51,7 @@ def test_escapes_in_documents_and_file_names_never_reach_the_terminal(ollama, ho
     assert "30 days.\\x1b[2J\\x1b]0;pwned\\x07\\x9b31m" in asked.stdout
     cli("logs")
     shown = cli("logs", "show", "1")
-    assert "] evil\\x1b]0;t\\x07\\x0aname.md  score" in shown.stdout
+    assert "] evil\\x1b]0;t\\x07\\x0aname.md  chunk " in shown.stdout
     assert "Answer: # Refunds Refunds are paid within 30 days.\\x1b[2J" in shown.stdout
     chatted = cli("chat", "--store", "docs", stdin="How many days for refunds?\n/sources\n/exit\n")
     assert "\\x1b[2J" in chatted.stdout

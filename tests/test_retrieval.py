@@ -476,3 +476,87 @@ def test_search_refuses_an_unknown_mode_before_asking_ollama(ollama, home):
         and "Use --mode hybrid, dense or sparse" in done.stderr
     )
     assert ollama.requests == []
+
+
+COMPONENTS = {
+    "components/form/index.md": "# Form\n\nA form collects input; refunds need one.",
+    "components/form/demo/basic.md": "# Basic\n\nA basic form for refunds.",
+    "components/progress/demo/format.md": "# Format\n\nFormat the progress of refunds.",
+    "components/button/index.md": "# Button\n\nA button sends the refunds form.",
+}
+
+
+def _sources(done) -> list[str]:
+    assert done.returncode == 0, done.stderr
+    return sorted({r["source"] for r in json.loads(done.stdout)})
+
+
+def test_a_folder_or_component_name_as_source_means_the_folder(settings, ollama, home, tmp_path):
+    kb = write_files(tmp_path / "kb", COMPONENTS)
+    _ingest(settings, kb, "docs")
+
+    def search(source: str):
+        return run_cli(
+            "search", "refunds", "--store", "docs", "--source", source, "--mode", "sparse",
+            "-k", "10", "--json", ollama_url=ollama.url, home=home,
+        )  # fmt: skip
+
+    form = ["components/form/demo/basic.md", "components/form/index.md"]
+    # Not the names that merely start with it (components/progress/demo/format.md).
+    for name in ("form", "Form/", "components/form"):
+        done = search(name)
+        assert _sources(done) == form and "Note:" not in done.stderr
+    # A second folder called so: both are searched, and the ambiguity is said.
+    write_files(kb, {"docs/form/intro.md": "# Intro\n\nThe form guide for refunds."})
+    _ingest(settings, kb, "docs")
+    done = search("form")
+    assert _sources(done) == sorted([*form, "docs/form/intro.md"])
+    assert (
+        "Note: --source form names 2 places: components/form/, docs/form/; all are searched. "
+        "Give more of the path to search one.\n"
+    ) in done.stderr
+    assert _sources(search("docs/form")) == ["docs/form/intro.md"]
+    # A file name's beginning still finds the file, where no folder is named so.
+    assert _sources(search("forma")) == ["components/progress/demo/format.md"]
+
+
+def test_an_unknown_source_is_answered_with_the_closest_names(settings, ollama, home, tmp_path):
+    kb = write_files(tmp_path / "kb", COMPONENTS)
+    _ingest(settings, kb, "docs")
+    done = run_cli(
+        "search", "refunds", "--store", "docs", "--source", "buton", "--mode", "sparse",
+        ollama_url=ollama.url, home=home,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert "Error: No source in 'docs' matches 'buton'. The closest: components/button/" in (
+        done.stderr
+    )
+    assert "Sources include" not in done.stderr
+    # Nothing close: a store this small names all its sources.
+    done = run_cli(
+        "search", "refunds", "--store", "docs", "--source", "zzz", "--mode", "sparse",
+        ollama_url=ollama.url, home=home,
+    )  # fmt: skip
+    assert f"Its sources: {', '.join(sorted(COMPONENTS))}.\n" in done.stderr
+
+
+def test_keyword_search_needs_no_ollama_and_search_with_ollama_down_says_so(
+    archivist, shop_store, ollama, home
+):
+    archivist.close()  # released for the command
+    store = shop_store
+    ollama.clear_requests()
+    sparse = ("search", "refund", "--store", store, "--mode", "sparse")
+    assert run_cli(*sparse, ollama_url=ollama.url, home=home).returncode == 0
+    assert ollama.requests_to("/api/embed") == [] and ollama.requests_to("/api/show") == []
+    ollama.stop()
+    down = run_cli("search", "refund", "--store", store, ollama_url=ollama.url, home=home)
+    assert down.returncode == 1
+    assert "Cannot reach Ollama at" in down.stderr
+    assert (
+        "Keyword search (BM25) needs no Ollama: archivist search refund --store shop_docs "
+        "--mode sparse\n"
+    ) in down.stderr
+    done = run_cli(*sparse, ollama_url=ollama.url, home=home)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("[1] refund.md")

@@ -219,7 +219,7 @@ def test_watch_follows_edits_renames_deletes_and_a_burst(fake_models, home, tmp_
         (kb / "a.md").write_text("# A\n\nAlpha two.")
         assert synced(watcher, 1)
         assert texts(home)["a.md"].endswith("Alpha two.")
-        assert lines == ["s: updated a.md (1 chunks)"]
+        assert lines == ["s: updated a.md (1 chunk)"]
         # An editor's save: written aside, then renamed over the file.
         (kb / ".b.md.tmp").write_text("# B\n\nBravo saved by rename.")
         os.replace(kb / ".b.md.tmp", kb / "b.md")
@@ -281,7 +281,7 @@ def test_ingest_watch_stops_cleanly_on_ctrl_c(fake_models, home, tmp_path, follo
             reader = threading.Thread(target=lambda: said.extend(process.stdout), daemon=True)
             reader.start()
             (kb / "b.md").write_text("# B\n\nBravo.")
-            assert until(lambda: "s: new b.md (1 chunks)\n" in said, timeout=60)
+            assert until(lambda: "s: new b.md (1 chunk)\n" in said, timeout=60)
             process.send_signal(signal.SIGINT)
             process.wait(timeout=30)
             stderr = process.stderr.read()

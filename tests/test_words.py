@@ -100,15 +100,26 @@ def test_stores_are_listed_under_a_header(ollama, home, store):
     assert lines[1].startswith("shop_docs\t")
 
 
-def test_sources_in_the_chat_say_what_a_score_is(ollama, home, store):
-    done = cli("chat", ollama=ollama, home=home, stdin=f"{REFUND_Q}\n/sources\n")
-    assert done.returncode == 0, done.stderr
-    listing = done.stdout[done.stdout.index("Score: ") :]
-    assert listing.startswith(
-        "Score: how far a passage stands out among the search's candidates: its dense and BM25 "
-        "z-scores, weighted and added (0 is the candidates' average, so a score can be "
-        "negative; higher is better).\n[1] "
+def test_results_people_read_show_no_raw_score_and_json_keeps_it(ollama, home, store):
+    # A hybrid score (-0.715) or a BM25 one (3.2) is on no scale a person can read: the
+    # listings show the order; --json keeps the number, and a reranker's relevance is shown.
+    searched = cli("search", "refund", "--store", store, ollama=ollama, home=home)
+    assert searched.returncode == 0, searched.stderr
+    assert searched.stdout.startswith("[1] refund.md") and "score" not in searched.stdout
+    as_json = cli("search", "refund", "--store", store, "--json", ollama=ollama, home=home)
+    assert all(isinstance(r["score"], float) for r in json.loads(as_json.stdout))
+    chatted = cli("chat", ollama=ollama, home=home, stdin=f"{REFUND_Q}\n/sources\n")
+    assert chatted.returncode == 0, chatted.stderr
+    listing = chatted.stdout[chatted.stdout.index("\n[1] ") :]
+    assert "score" not in listing.lower()
+    [turn] = json.loads(cli("logs", "--json", ollama=ollama, home=home).stdout)
+    shown = cli("logs", "show", str(turn["id"]), ollama=ollama, home=home).stdout
+    assert re.search(r"^  \[1\] \S+\.md.*  chunk \S+$", shown, re.M) and "score" not in shown
+    reranked = cli(
+        "search", "refund", "--store", store, "--rerank", "qwen2.5:3b", ollama=ollama, home=home
     )
+    assert reranked.returncode == 0, reranked.stderr
+    assert re.search(r"^\[1\] refund\.md[^\n]* \(relevance \d\.\d\d\)$", reranked.stdout, re.M)
 
 
 def test_the_tool_schema_is_written_for_the_model_that_calls_it():
@@ -196,3 +207,14 @@ def test_a_folder_named_archivist_beside_a_script_is_named_in_the_error(tmp_path
         timeout=60,
     )
     assert version.stdout == f"archivist {archivist.__version__}\n", version.stderr
+
+
+def test_a_mistyped_name_gets_the_names_most_like_it():
+    from archivist.words import closest, did_you_mean
+
+    stores = ["antd", "antd_zh", "shop_docs"]
+    assert closest("antdd", stores)[0] == "antd" and closest("ANTD_AP", stores)[0] == "antd"
+    assert closest("zebra", stores) == []
+    assert did_you_mean(["antd"]) == " Did you mean 'antd'?"
+    assert did_you_mean(["a", "b", "c"]) == " Did you mean 'a', 'b' or 'c'?"
+    assert did_you_mean([]) == ""

@@ -40,6 +40,41 @@ class SourceInfo:
         return self.chunks == self.expected_chunks
 
 
+class SourceMatch(list):
+    """The sources a `source` filter refers to (a list of names), with `places`: the folders
+    (`components/form/`) and files a name or path found, more than one when it is ambiguous
+    (empty for a root label or a name prefix)."""
+
+    def __init__(self, names: Iterable[str], places: Iterable[str] = ()) -> None:
+        super().__init__(names)
+        self.places = list(places)
+
+
+def _named_places(wanted: str, names: list[str]) -> list[str]:
+    """The folders whose path ends with `wanted` (lower case, no trailing `/`), each as
+    `path/`, and the files whose name without its extension is `wanted`; none at all when no
+    folder is named so (a file name alone is matched as a name prefix)."""
+    folders: set[str] = set()
+    files: list[str] = []
+    for name in names:
+        low = name.lower()
+        at = -1
+        while (at := low.find(wanted + "/", at + 1)) != -1:
+            if at == 0 or low[at - 1] == "/":
+                folders.add(name[: at + len(wanted)] + "/")
+                break
+        if low.rsplit("/", 1)[-1].rpartition(".")[0] == wanted:
+            files.append(name)
+    if not folders:
+        return []
+    return sorted(folders) + [f for f in files if not any(_under(f, d) for d in folders)]
+
+
+def _under(name: str, place: str) -> bool:
+    """Whether source `name` is the file `place`, or inside the folder `place` (`…/`)."""
+    return name.startswith(place) if place.endswith("/") else name == place
+
+
 class SourceCatalog:
     """A store's sources, their versions and chunks: a part of `KnowledgeStore`, whose
     `count`, `info`, `_match` (a payload condition) and `_held` (the store kept through a
@@ -227,26 +262,33 @@ class SourceCatalog:
         """Return the names of every source in the store (from the payload index)."""
         return sorted(self._facet("source"))
 
-    def match_sources(self, pattern: str) -> list[str]:
-        """Return the sources a file name, path, folder or name prefix refers to.
+    def match_sources(self, pattern: str) -> SourceMatch:
+        """Return the sources a root label, file name, path, folder or name prefix refers to.
 
         Forgiving on purpose, since a model fills it in: case is ignored, and "refund",
-        "refund.md", "policies/refund.md" and "policies/" all find "policies/refund.md".
+        "refund.md", "policies/refund.md" and "policies/" all find "policies/refund.md". A
+        name that is a folder's ("form", "components/form") finds that folder's sources (and
+        a file named so, `form.md`), not the names that merely start with it (`format.md`);
+        the match's `places` say which folders and files it found.
         """
         wanted = pattern.strip().replace("\\", "/").removeprefix("./").lstrip("/").lower()
         if not wanted:
-            return []
+            return SourceMatch([])
         names = self.source_names()
         if labelled := self._root_sources(wanted.rstrip("/"), names):
-            return labelled
+            return SourceMatch(labelled)
         exact = [n for n in names if n.lower() == wanted or n.lower().endswith("/" + wanted)]
         if exact:
-            return exact
-        return [
-            n
-            for n in names
-            if n.lower().startswith(wanted) or n.lower().rsplit("/", 1)[-1].startswith(wanted)
-        ]
+            return SourceMatch(exact, exact)
+        if named := _named_places(wanted.rstrip("/"), names):
+            return SourceMatch([n for n in names if any(_under(n, p) for p in named)], named)
+        return SourceMatch(
+            [
+                n
+                for n in names
+                if n.lower().startswith(wanted) or n.lower().rsplit("/", 1)[-1].startswith(wanted)
+            ]
+        )
 
     def _root_sources(self, label: str, names: list[str]) -> list[str]:
         """The sources of the root labelled `label` (case ignored), when the store records

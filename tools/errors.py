@@ -33,6 +33,10 @@ class StoreLocked(ArchivistError):
     """Another process holds the embedded store."""
 
 
+class OllamaUnreachable(ArchivistError):
+    """Nothing answers at Ollama's address."""
+
+
 class ModelMissing(ArchivistError):
     """Ollama does not have a model Archivist needs."""
 
