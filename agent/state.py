@@ -1,8 +1,7 @@
 """What the agent graphs hold between steps, and the input that starts a turn."""
 
-from typing import Annotated, Any, NotRequired
-
 from collections.abc import Sequence
+from typing import Annotated, Any, NotRequired
 
 from langchain_core.messages import BaseMessage, HumanMessage
 from langgraph.graph import MessagesState

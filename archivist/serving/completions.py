@@ -164,8 +164,8 @@ class ChatRequest:
         ]
         stream = body.get("stream") is True
         options = body.get("stream_options")
-        include_usage = stream and isinstance(options, dict) and options.get("include_usage") is True
-        return cls(model, said[-1][1], history, stream, include_usage)
+        include_usage = stream and isinstance(options, dict) and options.get("include_usage")
+        return cls(model, said[-1][1], history, stream, include_usage is True)
 
 
 def _texts(messages: list[Any]) -> list[tuple[dict[str, Any], str]]:
