@@ -1,8 +1,13 @@
 """Errors that carry the fix: every expected failure tells the user what to do next."""
 
 
-class ArchivistError(Exception):
-    """An expected failure with a message a person can act on."""
+class ArchivistError(RuntimeError):
+    """An expected failure with a message a person can act on.
+
+    A RuntimeError, so servers that show a failed run's message only for the builtin kinds
+    (LangGraph Server shows "An internal error occurred" for the others) show this one's:
+    it is written for the person who can fix it.
+    """
 
     def __init__(self, message: str, fix: str | None = None) -> None:
         super().__init__(message)
