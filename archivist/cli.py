@@ -1359,10 +1359,22 @@ def mcp(
     rerank_candidates: RerankCandidatesOpt = None,
 ) -> None:
     """Serve the stores' search tools to MCP clients (desktop apps, IDEs), over stdio or HTTP."""
-    from archivist.mcp import HTTP_PATH, StoreTools, http_socket, serve_http, serve_stdio
+    from archivist.mcp import (
+        HTTP_PATH,
+        StoreTools,
+        http_socket,
+        refuse_stdio,
+        serve_http,
+        serve_stdio,
+    )
 
     tools = StoreTools(_settings(**_rerank(rerank, rerank_candidates)), stores or [])
-    tools.check()
+    try:
+        tools.check()
+    except ArchivistError as exc:
+        if http is None:
+            refuse_stdio(exc)  # the client that started it is told why, then the command fails
+        raise
     if http is None:
         serve_stdio(tools)
         return
