@@ -1372,7 +1372,7 @@ def mcp(
     try:
         tools.check()
     except ArchivistError as exc:
-        if http is None:
+        if http is None and not sys.stdin.isatty():
             refuse_stdio(exc)  # the client that started it is told why, then the command fails
         raise
     if http is None:
