@@ -237,6 +237,13 @@ def test_a_chat_model_ollama_lacks_is_named_with_the_pull_command(client):
     with pytest.raises(openai.NotFoundError) as refused:
         whole(client, user(QUESTION), model="archivist/shop_docs@nosuch:7b")
     assert "ollama pull nosuch:7b" in refused.value.body["message"]
+    with pytest.raises(openai.NotFoundError) as refused:  # named in the header instead
+        client.chat.completions.create(
+            model="archivist",
+            messages=[user(QUESTION)],
+            extra_headers={"X-Archivist-Chat-Model": "other:1b"},
+        )
+    assert "ollama pull other:1b" in refused.value.body["message"]
 
 
 def test_a_huge_body_is_refused_with_413_and_a_long_message_with_400(server):

@@ -179,7 +179,9 @@ class Routes:
         service = self.service
         try:
             chat = ChatRequest.read(await _body(request))
-            target = service.resolve(chat.model, request.headers.get(CHAT_MODEL_HEADER))
+            # Off the event loop: listing the stores may wait for the embedded store's turn.
+            named = request.headers.get(CHAT_MODEL_HEADER)
+            target = await anyio.to_thread.run_sync(service.resolve, chat.model, named)
             setup = await anyio.to_thread.run_sync(service.setup, target)
             if not chat.stream:
                 return await self._whole(setup, chat)

@@ -410,13 +410,10 @@ class ChatService:
         self, setup: AgentSetup, request: ChatRequest, on_event: ProgressFn | None = None
     ) -> Turn:
         """Answer a request's question after its history; the turn is logged as `serve`."""
-        with models.explained(self.settings):
-            return self._logged(setup, request, on_event)
-
-    def _logged(self, setup: AgentSetup, request: ChatRequest, on_event: ProgressFn | None):
         from archivist.turnlog import logged_turn
 
         log = self.archivist.turn_log
-        return logged_turn(
-            log, "serve", setup, request.question, on_event=on_event, history=request.history
-        )
+        with models.explained(self.settings):
+            return logged_turn(
+                log, "serve", setup, request.question, on_event=on_event, history=request.history
+            )
