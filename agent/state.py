@@ -1,8 +1,9 @@
 """What the agent graphs hold between steps, and the input that starts a turn."""
 
+from collections.abc import Sequence
 from typing import Annotated, Any, NotRequired
 
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import BaseMessage, HumanMessage
 from langgraph.graph import MessagesState
 from typing_extensions import TypedDict
 
@@ -52,6 +53,7 @@ def turn_reset() -> dict[str, Any]:
     }
 
 
-def turn_input(question: str) -> dict[str, Any]:
-    """Return the graph input that starts a new turn with `question`."""
-    return {"messages": [HumanMessage(question)], **turn_reset()}
+def turn_input(question: str, history: Sequence[BaseMessage] = ()) -> dict[str, Any]:
+    """Return the graph input that starts a new turn with `question`, after the earlier
+    messages of `history` (a conversation its client keeps, sent whole with each question)."""
+    return {"messages": [*history, HumanMessage(question)], **turn_reset()}

@@ -62,6 +62,7 @@ def run_turn(
     question: str,
     thread_id: str | None = None,
     on_event: ProgressFn | None = None,
+    history: Sequence[BaseMessage] = (),
 ) -> Turn:
     """Run one turn of an agent and describe it as `ask --json` does.
 
@@ -69,7 +70,9 @@ def run_turn(
     `Thinking` text as the model streams it, `Searched` with each finished tool call's record,
     `Note` when the context guard left something out or a call written as text could not be
     run, `Retried` when a model request Ollama refused is tried again. A model able to search
-    that answered without searching gets `searched: false` and a note saying so.
+    that answered without searching gets `searched: false` and a note saying so. `history`:
+    the conversation before the question, for a caller that keeps it (a graph without a
+    checkpointer); a checkpointed thread keeps its own.
     """
     started = time.perf_counter()
     config: dict[str, Any] = {
@@ -78,7 +81,7 @@ def run_turn(
     }
     if on_event is not None:
         config["callbacks"] = [_Relay(on_event)]
-    state = setup.graph.invoke(turn_input(question), config)
+    state = setup.graph.invoke(turn_input(question, history), config)
     messages = state["messages"]
     answer = messages[-1].content
     citations, invalid = check_citations(answer, state["calls"])

@@ -1313,16 +1313,65 @@ def mcp(
     rerank_candidates: RerankCandidatesOpt = None,
 ) -> None:
     """Serve the stores' search tools to MCP clients (desktop apps, IDEs), over stdio or HTTP."""
-    from archivist.mcp import HTTP_PATH, StoreTools, http_socket, serve_http, serve_stdio
+    from archivist.mcp import (
+        HTTP_PATH,
+        StoreTools,
+        http_socket,
+        refuse_stdio,
+        serve_http,
+        serve_stdio,
+    )
 
     tools = StoreTools(_settings(**_rerank(rerank, rerank_candidates)), stores or [])
-    tools.check()
+    try:
+        tools.check()
+    except ArchivistError as exc:
+        if http is None and not sys.stdin.isatty():
+            refuse_stdio(exc)  # the client that started it is told why, then the command fails
+        raise
     if http is None:
         serve_stdio(tools)
         return
     sock = http_socket(http)
     _notice(f"Serving MCP at http://127.0.0.1:{http}{HTTP_PATH} (Ctrl-C stops).")
     serve_http(tools, sock)
+
+
+@app.command()
+def serve(
+    stores: Annotated[
+        list[str] | None,
+        typer.Option("--store", "-s", help="A store to serve (repeatable). Default: all."),
+    ] = None,
+    host: Annotated[
+        str,
+        typer.Option(
+            "--host", help="The address to listen on (another than 127.0.0.1 needs --api-key)."
+        ),
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="The port.")] = 8000,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            "--api-key",
+            help="Ask clients for this key (Authorization: Bearer KEY). Default: "
+            "ARCHIVIST_API_KEY, else none.",
+        ),
+    ] = None,
+    model: ModelOpt = None,
+    rerank: RerankOpt = None,
+    rerank_candidates: RerankCandidatesOpt = None,
+) -> None:
+    """Serve the stores as models behind the OpenAI chat-completions API (/v1)."""
+    from archivist.serving.api import serve as serve_api
+    from archivist.serving.completions import ChatService
+
+    archivist = _app(chat_model=model, api_key=api_key, **_rerank(rerank, rerank_candidates))
+
+    def ready(url: str, models: list[str]) -> None:
+        _notice(f"Serving the OpenAI API at {url} (Ctrl-C stops). Models: {', '.join(models)}.")
+
+    serve_api(ChatService(archivist, stores or []), host, port, archivist.settings.api_key, ready)
 
 
 @app.command()

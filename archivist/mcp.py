@@ -12,7 +12,7 @@ import socket
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NotRequired
 
 import anyio
 from langchain_core.tools import ToolException
@@ -20,13 +20,15 @@ from mcp import types
 from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
+from typing_extensions import TypedDict
 
 from archivist.agent.retrieval import describe, tool_name
 from archivist.agent.search_args import SearchArgs
 from archivist.app import Archivist
 from archivist.settings import Settings
 from archivist.tools.errors import ArchivistError, StoreDamaged
+from archivist.tools.passage import Passage
 from archivist.version import __version__
 
 LIST_STORES = "list_stores"
@@ -38,6 +40,26 @@ INSTRUCTIONS = (
 )
 # The agent's own argument schema: a model gets the same tool whichever way it reaches it.
 SEARCH_SCHEMA = SearchArgs.model_json_schema()
+
+
+class SearchOutput(TypedDict):
+    """A search tool's structured content: the passages as `archivist search --json` prints
+    them, and with reranking the model that reranked them and the milliseconds it took."""
+
+    results: list[Passage]
+    rerank_model: NotRequired[str]
+    rerank_ms: NotRequired[float]
+
+
+class StoresOutput(TypedDict):
+    """`list_stores`' structured content: the stores as `archivist stores --json` lists them."""
+
+    stores: list[dict[str, Any]]
+
+
+# Declared, so a client can check and read the structured content without guessing.
+SEARCH_OUTPUT_SCHEMA = TypeAdapter(SearchOutput).json_schema()
+STORES_OUTPUT_SCHEMA = TypeAdapter(StoresOutput).json_schema()
 
 
 class StoreTools:
@@ -77,6 +99,7 @@ class StoreTools:
                     "description, size and embedding model."
                 ),
                 input_schema={"type": "object", "properties": {}},
+                output_schema=STORES_OUTPUT_SCHEMA,
             )
         ]
         try:
@@ -94,6 +117,7 @@ class StoreTools:
                             name=tool_name(name),
                             description=description,
                             input_schema=SEARCH_SCHEMA,
+                            output_schema=SEARCH_OUTPUT_SCHEMA,
                         )
                     )
         except ArchivistError as exc:  # a store locked by an ingest, say: worth reading
@@ -175,8 +199,30 @@ def build_server(tools: StoreTools) -> Server:
 
 def serve_stdio(tools: StoreTools) -> None:
     """Serve MCP over stdin and stdout until the client closes them (desktop clients, IDEs)."""
-    server = build_server(tools)
+    _run_stdio(build_server(tools))
 
+
+def refuse_stdio(error: ArchivistError) -> None:
+    """Tell an MCP client over stdio why nothing can be served (a store that does not exist,
+    say), until it closes the connection: the client connects, and its listing and calls
+    fail with the message and its fix, which it can show. Exiting at once, the server would
+    leave the client only "Connection closed"."""
+
+    async def refuse(ctx: ServerRequestContext, params: Any) -> Any:
+        raise MCPError(types.INTERNAL_ERROR, str(error))
+
+    _run_stdio(
+        Server(
+            SERVER_NAME,
+            version=__version__,
+            instructions=f"Archivist cannot serve: {error}",
+            on_list_tools=refuse,
+            on_call_tool=refuse,
+        )
+    )
+
+
+def _run_stdio(server: Server) -> None:
     async def run() -> None:
         async with stdio_server() as (read, write):
             await server.run(read, write, server.create_initialization_options())

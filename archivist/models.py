@@ -578,6 +578,8 @@ def explained(settings: Settings, doing: str = "", then: str = "") -> Iterator[N
         error = explain(exc, settings)
         if error is None:
             raise
+        if not doing and not then:
+            raise error from None  # as worded, its kind kept (a missing model, say)
         message = f"{doing}: {error.message}" if doing else error.message
         fix = "\n".join(part for part in (error.fix, then) if part) or None
         raise ArchivistError(message, fix) from None

@@ -144,6 +144,12 @@ class RunSteps:
             )
         return setup.steps
 
+    def _run(self, runtime: Runtime[ServerContext], mode: str, step: str, state: Any) -> dict:
+        """Run a step of the run's agent; a failure the user can fix (Ollama unreachable, a
+        model not pulled) is raised worded with its fix, which the server shows the client."""
+        with models.explained(run_settings(runtime.context)):
+            return getattr(self._steps(runtime, mode), step)(state)
+
     def start_turn(self, state: ServerAgentState, runtime: Runtime[ServerContext]) -> dict:
         """Choose how the model answers and clear the last turn's calls and notes."""
         return {**turn_reset(), "mode": run_setup(runtime.context).mode}
@@ -154,7 +160,7 @@ class RunSteps:
 
     def call_model(self, state: ServerAgentState, runtime: Runtime[ServerContext]) -> dict:
         """Ask the model for its next move: tool calls, or the answer."""
-        return self._steps(runtime, AGENT).call_model(state)
+        return self._run(runtime, AGENT, "call_model", state)
 
     def route(self, state: ServerAgentState, runtime: Runtime[ServerContext]) -> str:
         """Run the model's tool calls, refuse them at the run's step limit, or end."""
@@ -162,27 +168,27 @@ class RunSteps:
 
     def run_tools(self, state: ServerAgentState, runtime: Runtime[ServerContext]) -> dict:
         """Run the model's tool calls; with grading, hand the searches to the grade step."""
-        return self._steps(runtime, AGENT).run_tools(state)
+        return self._run(runtime, AGENT, "run_tools", state)
 
     def grade(self, state: ServerAgentState, runtime: Runtime[ServerContext]) -> dict:
         """Grade the waiting searches, search again where all missed, answer each tool call."""
-        return self._steps(runtime, AGENT).grade(state)
+        return self._run(runtime, AGENT, "grade", state)
 
     def stop_searching(self, state: ServerAgentState, runtime: Runtime[ServerContext]) -> dict:
         """Refuse the tool calls past the step limit; ask for the answer from what was found."""
-        return self._steps(runtime, AGENT).stop_searching(state)
+        return self._run(runtime, AGENT, "stop_searching", state)
 
     def retrieve(self, state: ServerAgentState, runtime: Runtime[ServerContext]) -> dict:
         """Search every store with the question."""
-        return self._steps(runtime, RETRIEVE_THEN_ANSWER).retrieve(state)
+        return self._run(runtime, RETRIEVE_THEN_ANSWER, "retrieve", state)
 
     def grade_retrieved(self, state: ServerAgentState, runtime: Runtime[ServerContext]) -> dict:
         """Grade the searches, search again while all missed; record what the answer shows."""
-        return self._steps(runtime, RETRIEVE_THEN_ANSWER).grade(state)
+        return self._run(runtime, RETRIEVE_THEN_ANSWER, "grade", state)
 
     def answer(self, state: ServerAgentState, runtime: Runtime[ServerContext]) -> dict:
         """Answer the question from the passages found."""
-        return self._steps(runtime, RETRIEVE_THEN_ANSWER).answer(state)
+        return self._run(runtime, RETRIEVE_THEN_ANSWER, "answer", state)
 
 
 def build_server_agent():

@@ -94,6 +94,8 @@ class Settings:
     """With reranking: how many of a search's best results are scored."""
     rerank_parallel: int = 4
     """With reranking: scoring requests sent at once (Ollama runs OLLAMA_NUM_PARALLEL)."""
+    api_key: str | None = field(default=None, repr=False)
+    """The key `archivist serve` asks its clients for (`Authorization: Bearer KEY`)."""
     tracing: Tracing | None = None
     """LangSmith tracing as the environment sets it (LangChain reads it too); None when off."""
     tracing_warning: str | None = None
@@ -224,6 +226,7 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         rerank_model=(env.get("ARCHIVIST_RERANK_MODEL") or "").strip() or None,
         rerank_candidates=int(_number(env, "ARCHIVIST_RERANK_CANDIDATES", 20, 1, 100)),
         rerank_parallel=int(_number(env, "ARCHIVIST_RERANK_PARALLEL", 4, 1, 32)),
+        api_key=env.get("ARCHIVIST_API_KEY") or None,
         tracing=_tracing(env),
         tracing_warning=_tracing_warning(env),
     )

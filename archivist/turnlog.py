@@ -17,6 +17,8 @@ from archivist.home import ensure_home
 from archivist.render import place_text, tool_line
 
 if TYPE_CHECKING:  # listing the log needs no agent (nor LangGraph)
+    from langchain_core.messages import BaseMessage
+
     from archivist.agent.setup import AgentSetup
     from archivist.tools.progress import ProgressFn
 
@@ -140,9 +142,10 @@ def logged_turn(
     question: str,
     thread_id: str | None = None,
     on_event: ProgressFn | None = None,
+    history: Sequence[BaseMessage] = (),
 ) -> Turn:
-    """Run a turn and log it; a failed or stopped turn is logged with its error, the searches
-    it finished and the answer it had begun to stream."""
+    """Run a turn (after `history`, see `run_turn`) and log it; a failed or stopped turn is
+    logged with its error, the searches it finished and the answer it had begun to stream."""
     from archivist.agent.turn import run_turn
     from archivist.tools.progress import Searched, Token
 
@@ -161,7 +164,7 @@ def logged_turn(
 
     started = time.perf_counter()
     try:
-        result = run_turn(setup, question, thread_id, heard)
+        result = run_turn(setup, question, thread_id, heard, history)
     except BaseException as exc:
         reason = STOPPED if isinstance(exc, KeyboardInterrupt) else repr(exc)
         partial = {

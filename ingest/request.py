@@ -22,8 +22,8 @@ from archivist.ingest.loaders import LoaderOptions, LoadError
 from archivist.ingest.roots import KINDS, Root
 from archivist.ingest.splitter import SplitterSettings
 from archivist.ingest.sync import FolderRules, Shard
-from archivist.ingest.urls import INSTALL, WebOptions, available, check_url, is_url
-from archivist.tools.errors import ArchivistError
+from archivist.ingest.urls import WebOptions, available, check_url, is_url
+from archivist.tools.errors import ArchivistError, install_command
 
 RECORDED = "recorded"
 """The field metadata key holding how a request field is recorded (a `Recorded`)."""
@@ -188,7 +188,7 @@ class IngestRequest:
             raise ArchivistError(
                 "Reading web pages needs the web extra (trafilatura extracts a page's "
                 "main content).",
-                f"Install it: {INSTALL}",
+                f"Install it: {install_command('web')}",
             )
         for name, value in (("--max-pages", max_pages), ("--max-depth", max_depth)):
             if value is not None and value < (1 if name == "--max-pages" else 0):

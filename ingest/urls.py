@@ -10,7 +10,6 @@ from urllib.parse import urldefrag, urlsplit, urlunsplit
 
 from archivist.tools.errors import ArchivistError
 
-INSTALL = "pip install 'archivist[web]'"
 MAX_PAGES = 200
 MAX_DEPTH = 10
 MAX_PAGE_BYTES = 10 * 1024 * 1024

@@ -35,14 +35,13 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 from archivist.ingest.discovery import Failure, SourceFile
 from archivist.ingest.loaders import LOADERS, MAX_FILE_BYTES
 from archivist.ingest.urls import (
-    INSTALL,
     WebOptions,
     check_url,
     is_url,
     normalise,
     prefix_of,
 )
-from archivist.tools.errors import ArchivistError
+from archivist.tools.errors import ArchivistError, install_command
 from archivist.tools.progress import Fetched, ProgressFn, ignore
 
 # The crawler's own libraries are imported where a site is crawled.
@@ -511,7 +510,7 @@ def page_markdown(html: str, url: str) -> tuple[str, str]:
     except ImportError:
         raise ArchivistError(
             "Reading web pages needs the web extra (trafilatura extracts a page's main content).",
-            f"Install it: {INSTALL}",
+            f"Install it: {install_command('web')}",
         ) from None
     from archivist.ingest.loaders.text import html_to_markdown, split_front_matter
 

@@ -94,3 +94,34 @@ def test_langgraph_dev_serves_ingest_and_agent_with_the_run_context(server, olla
     steps = [node for snapshot in reversed(history) for node in snapshot["next"]]
     assert steps == ["__start__", "start_turn", "call_model", "run_tools", "call_model"]
     assert not (tmp_path / "env-home" / "edge").exists()
+
+
+def test_a_run_that_fails_for_a_reason_the_user_can_fix_shows_the_client_why(
+    server, ollama, tmp_path
+):
+    from langgraph_sdk import get_sync_client
+
+    client = get_sync_client(url=server)
+    question = {"messages": [{"role": "user", "content": "How many days for a refund?"}]}
+    home = str(tmp_path / "served")
+    made = {"ollama_host": ollama.url, "home": home}
+    client.runs.wait(None, "ingest", input={"paths": [str(SHOP)], "store": "shop_docs"},
+                     context=made)  # fmt: skip
+    failures = {
+        "StoreNotFound: There is no store named 'nowhere'.\nCreate it with: archivist ingest "
+        "PATH --store nowhere": {"ollama_host": ollama.url, "home": home, "stores": ["nowhere"]},
+        "ArchivistError: Cannot reach Ollama at http://127.0.0.1:9.\nStart it with `ollama "
+        "serve`": {"ollama_host": "http://127.0.0.1:9", "home": home},
+        "ModelMissing: The model 'nosuch:7b' is not available in Ollama at "
+        f"{ollama.url}.\nPull it with `ollama pull nosuch:7b`": {**made, "chat_model": "nosuch:7b"},
+    }
+    for shown, context in failures.items():
+        thread = client.threads.create()["thread_id"]
+        with pytest.raises(Exception) as failed:  # what the SDK raises for a failed run
+            client.runs.wait(thread, "agent", input=question, context=context)
+        assert str(failed.value).startswith(shown)
+        # Studio reads the run's stream: its error event carries the same words.
+        events = list(client.runs.stream(None, "agent", input=question, context=context))
+        [error] = [e.data for e in events if e.event == "error"]
+        assert f"{error['error']}: {error['message']}".startswith(shown)
+        assert "internal error" not in error["message"]

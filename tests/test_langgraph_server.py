@@ -319,3 +319,23 @@ def test_the_served_agents_kept_built_are_bounded(ollama, home, shop_store, monk
     assert len(ollama.requests_to("/api/show")) == 3, "the agents kept are not built again"
     monkeypatch.undo()
     server.release_setups()
+
+
+def test_a_run_failing_for_a_reason_the_user_can_fix_raises_it_worded_with_the_fix(
+    graphs, ollama, home, shop_store, no_env_ollama
+):
+    # LangGraph Server shows a failed run's message for builtin kinds such as RuntimeError
+    # only ("An internal error occurred" otherwise): Archivist's errors are of that kind.
+    context = {"ollama_host": ollama.url, "home": str(home), "stores": ["nowhere"]}
+    with pytest.raises(RuntimeError) as failed:
+        served_nodes(graphs["agent"], "refunds?", context)
+    assert isinstance(failed.value, ArchivistError)
+    assert str(failed.value) == (
+        "There is no store named 'nowhere'.\nCreate it with: archivist ingest PATH --store nowhere"
+    )
+    # Ollama gone once the run's agent is built: the step's failure is worded too.
+    context["stores"] = [shop_store]
+    assert "call_model" in served_nodes(graphs["agent"], "refunds?", context)
+    ollama.stop()
+    with pytest.raises(ArchivistError, match=f"Cannot reach Ollama at {ollama.url}"):
+        served_nodes(graphs["agent"], "refunds?", context)

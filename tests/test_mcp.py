@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import anyio
+import pytest
 from conftest import ROOT, SHOP, run_cli
 from mcp import Client, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
@@ -248,3 +249,48 @@ def test_a_damaged_store_never_takes_the_others_down(archivist, store, ollama, t
     _, (listed,) = anyio.run(session, client, [("list_stores", {})])
     assert not listed.is_error
     assert [s["store"] for s in listed.structured_content["stores"]] == ["other"]
+
+
+def test_the_tools_declare_the_shape_of_their_structured_content(archivist, store):
+    import jsonschema
+
+    client = Client(build_server(StoreTools(archivist.settings)))
+    calls = [("search_shop_docs", {"query": QUERY}), ("list_stores", {})]
+    # The SDK's client checks each result against its tool's declared schema as it calls it.
+    tools, (found, listed) = anyio.run(session, client, calls)
+    schemas = {t.name: t.output_schema for t in tools}
+    assert set(schemas) == {"list_stores", "search_shop_docs"}
+    assert all(s and s["type"] == "object" for s in schemas.values())
+    assert schemas["search_shop_docs"]["required"] == ["results"]
+    passage = schemas["search_shop_docs"]["$defs"]["Passage"]
+    assert {"rank", "score", "source", "chunk_id", "text"} <= set(passage["required"])
+    jsonschema.validate(found.structured_content, schemas["search_shop_docs"])
+    jsonschema.validate(listed.structured_content, schemas["list_stores"])
+    broken = {"results": [{"rank": "first", "source": "refund.md"}]}
+    with pytest.raises(jsonschema.ValidationError):  # the schema says something
+        jsonschema.validate(broken, schemas["search_shop_docs"])
+    archivist.close()
+
+
+def test_an_unknown_store_is_told_to_the_client_that_started_the_server(ollama, home, store):
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "archivist", "mcp", "--store", "nowhere"],
+        env={"OLLAMA_HOST": ollama.url, "ARCHIVIST_HOME": str(home)},
+        cwd=ROOT,
+    )
+
+    async def connect() -> tuple[str | None, MCPError | None]:
+        async with Client(stdio_client(params, errlog=subprocess.DEVNULL)) as client:
+            instructions = client.instructions
+            try:
+                await client.list_tools()
+            except MCPError as refused:
+                return instructions, refused
+        return instructions, None
+
+    instructions, refused = anyio.run(connect)
+    assert refused is not None
+    assert "There is no store named 'nowhere'" in str(refused)
+    assert "archivist ingest PATH --store nowhere" in str(refused)
+    assert instructions.startswith("Archivist cannot serve: There is no store named 'nowhere'")

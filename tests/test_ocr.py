@@ -4,6 +4,7 @@ import pytest
 from ocr_samples import TEXTS, missing_fonts, render, save_scan
 
 from archivist.ingest.loaders import LoadError, NotADocument, load, ocr
+from archivist.tools.errors import install_command
 
 pytestmark = [
     pytest.mark.skipif(not ocr.available(), reason="the ocr extra is not installed"),
@@ -64,15 +65,14 @@ def test_without_the_extra_images_are_skipped_and_scans_fail_naming_the_install(
     assert report.skipped == [
         {
             "source": "notice.png",
-            "reason": "an image: its text is read by OCR, which needs: "
-            "pip install 'archivist[ocr]'",
+            "reason": f"an image: its text is read by OCR, which needs: {install_command('ocr')}",
         }
     ]
     assert report.failed == [
         {
             "source": "scan.pdf",
             "reason": "no text layer in the PDF (a scan): its pages are read by OCR, which "
-            "needs: pip install 'archivist[ocr]'",
+            f"needs: {install_command('ocr')}",
         }
     ]
 

@@ -11,7 +11,7 @@ from samples import make_pdf
 
 from archivist.ingest import web
 from archivist.ingest.request import IngestRequest
-from archivist.tools.errors import ArchivistError
+from archivist.tools.errors import ArchivistError, install_command
 from archivist.tools.progress import Fetched
 
 
@@ -376,7 +376,7 @@ def test_without_the_web_extra_the_message_names_the_install(monkeypatch):
     monkeypatch.setattr("archivist.ingest.request.available", lambda: False)
     with pytest.raises(ArchivistError) as caught:
         IngestRequest.build(["https://example.com/docs/"], "docs")
-    assert caught.value.fix == "Install it: pip install 'archivist[web]'"
+    assert caught.value.fix == f"Install it: {install_command('web')}"
 
 
 def test_source_names_are_normalised_urls():

@@ -1,8 +1,35 @@
 """Errors that carry the fix: every expected failure tells the user what to do next."""
 
+import sys
+from pathlib import Path
 
-class ArchivistError(Exception):
-    """An expected failure with a message a person can act on."""
+RUN_STAMP = ".pyproject.sha256"
+"""The file `./run` keeps in the virtual environment it made (what it installed)."""
+
+
+def install_command(extra: str, prefix: str | None = None, cwd: Path | None = None) -> str:
+    """The command that installs an optional extra into the running Archivist: `./run --with
+    EXTRA` in a checkout's `./run` environment (the path to `run` when the user is elsewhere),
+    else `pip install 'archivist[EXTRA]'`."""
+    venv = Path(sys.prefix if prefix is None else prefix)
+    checkout = venv.parent
+    if not ((venv / RUN_STAMP).is_file() and (checkout / "run").is_file()):
+        return f"pip install 'archivist[{extra}]'"
+    try:
+        here = Path.cwd() if cwd is None else cwd
+    except OSError:  # the folder the user is in was removed
+        here = None
+    run = "./run" if here is not None and here.resolve() == checkout.resolve() else checkout / "run"
+    return f"{run} --with {extra}"
+
+
+class ArchivistError(RuntimeError):
+    """An expected failure with a message a person can act on.
+
+    A RuntimeError, so servers that show a failed run's message only for the builtin kinds
+    (LangGraph Server shows "An internal error occurred" for the others) show this one's:
+    it is written for the person who can fix it.
+    """
 
     def __init__(self, message: str, fix: str | None = None) -> None:
         super().__init__(message)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from archivist.ingest.loaders.base import LoaderOptions, LoadError, Section, jsonable
+from archivist.tools.errors import install_command
 
 
 def load_with(spec: str, path: Path) -> list[Section]:
@@ -31,7 +32,8 @@ def loader_class_for(spec: str) -> Any:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        extra = " (pip install 'archivist[community]')" if "langchain_community" in spec else ""
+        community = "langchain_community" in spec
+        extra = f" ({install_command('community')})" if community else ""
         raise LoadError(f"loader {spec} cannot be imported: {exc}{extra}") from None
     loader_class = getattr(module, class_name, None)
     if loader_class is None:

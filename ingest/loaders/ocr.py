@@ -19,9 +19,9 @@ from archivist.ingest.loaders.base import (
     Section,
     report,
 )
+from archivist.tools.errors import install_command
 from archivist.tools.progress import Recognised
 
-INSTALL = "pip install 'archivist[ocr]'"
 MAX_OCR_PAGES = 100
 """Pages of one PDF read by OCR at most: a longer scan fails with this limit as its reason.
 Its time is bounded as every load's is, by the ingest's budget per file, which a load
@@ -82,7 +82,8 @@ def _lines(words: list[tuple[float, float, float, str]]) -> list[list[tuple]]:
 def load_image(path: Path, options: LoaderOptions) -> list[Section]:
     """Load the text an image shows (a screenshot, a photographed page) by OCR."""
     if not available():
-        raise NotADocument(f"an image: its text is read by OCR, which needs: {INSTALL}")
+        needs = install_command("ocr")
+        raise NotADocument(f"an image: its text is read by OCR, which needs: {needs}")
     from PIL import Image, UnidentifiedImageError
 
     try:
@@ -103,8 +104,9 @@ def load_image(path: Path, options: LoaderOptions) -> list[Section]:
 def read_scanned_pages(path: Path, numbers: list[int]) -> dict[int, str]:
     """OCR the PDF pages `numbers` (1-based) of a file; return their text by page number."""
     if not available():
+        needs = install_command("ocr")
         raise LoadError(
-            f"no text layer in the PDF (a scan): its pages are read by OCR, which needs: {INSTALL}"
+            f"no text layer in the PDF (a scan): its pages are read by OCR, which needs: {needs}"
         )
     if len(numbers) > MAX_OCR_PAGES:
         raise LoadError(
