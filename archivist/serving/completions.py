@@ -24,7 +24,6 @@ from archivist.app import Archivist
 from archivist.render import notice_text, place_text, tool_line
 from archivist.tools.errors import ArchivistError, ModelMissing, StoreLocked, StoreNotFound
 from archivist.tools.progress import Event, Note, ProgressFn, Retried, Searched, Thinking, Token
-from archivist.tools.store import list_stores
 
 if TYPE_CHECKING:
     from langchain_core.messages import BaseMessage
@@ -350,7 +349,7 @@ class ChatService:
         with models.explained(self.settings):
             for name in self.only:
                 self.archivist.store(name)
-            list_stores(self.archivist.client)
+            self.archivist.store_names()
             self.archivist.turn_log  # noqa: B018 - built once, before threads share it
 
     def stores(self) -> list[str]:
@@ -358,7 +357,7 @@ class ChatService:
         if self.only:
             return list(self.only)
         with models.explained(self.settings):
-            return list_stores(self.archivist.client)
+            return self.archivist.store_names()
 
     def model_ids(self) -> list[str]:
         """The models a client can name: `archivist`, and `archivist/<store>` for each store."""
