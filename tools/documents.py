@@ -1,0 +1,391 @@
+"""A store's sources as stored: listed with exact counts of a text, and read back in order.
+
+Each chunk carries its text and where it sits in its section of the source (`start`/`end`
+offsets, and `lines` where the text is the file's own lines); a PDF page, a slide or a sheet
+is a section of its own. Chunks overlap (the splitter's overlap) and leave out the blank
+space between them, so a source's stored text is its chunks laid at their offsets: an
+overlap is taken once, and a gap is filled with the line breaks its `lines` say it held (a
+blank line or two where the format has no lines). That text is what `read` shows and what
+`contains` counts in: every occurrence, once, whichever chunks it falls in.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from archivist.tools.engine import scroll_pages
+
+if TYPE_CHECKING:
+    from archivist.tools.store import KnowledgeStore
+
+_FIELDS = ("text", "source", "chunk_index", "doc_hash", "doc_chunks", "ingested_at", "metadata")
+# What tells a source's sections apart (a PDF page, a slide, a sheet, a book's chapter).
+_SECTION_KEYS = ("page", "slide", "sheet", "chapter")
+_HEADING = re.compile(r"^[ \t]{0,3}(#{1,6})[ \t]+(\S.*?)[ \t#]*$")
+KINDS = {
+    "md": "Markdown",
+    "markdown": "Markdown",
+    "mdx": "MDX",
+    "rst": "reStructuredText",
+    "txt": "text",
+    "pdf": "PDF",
+    "docx": "DOCX",
+    "pptx": "PPTX",
+    "xlsx": "XLSX",
+    "xls": "XLS",
+    "ods": "ODS",
+    "odt": "ODT",
+    "epub": "EPUB",
+    "html": "HTML",
+    "htm": "HTML",
+    "csv": "CSV",
+    "json": "JSON",
+    "jsonl": "JSONL",
+    "eml": "email",
+}
+
+
+@dataclass(frozen=True)
+class Line:
+    """One line of a source's stored text."""
+
+    n: int
+    """Its number: the file's line for text and Markdown, else its place in the stored text."""
+    text: str
+    page: int | None = None
+    """The PDF page or slide it is on."""
+    sheet: str | None = None
+    """The spreadsheet sheet it is on."""
+
+
+@dataclass
+class StoredSource:
+    """A source's stored text, line by line, with where its chunks start."""
+
+    source: str
+    lines: list[Line]
+    file_lines: bool
+    """Whether the line numbers are the file's own (text and Markdown)."""
+    chunk_lines: dict[str, int] = field(default_factory=dict)
+    """The index in `lines` each chunk (by id) starts on."""
+    title: str | None = None
+    chunks: int = 0
+    ingested_at: float | None = None
+
+    @property
+    def text(self) -> str:
+        """The stored text, its lines joined."""
+        return "\n".join(line.text for line in self.lines)
+
+    def sections(self) -> list[tuple[int | str, int, int]]:
+        """The pages or sheets, each as (its page number or sheet name, first and last index
+        into `lines`), in order; empty for a source without either."""
+        found: list[tuple[int | str, int, int]] = []
+        for i, line in enumerate(self.lines):
+            key = line.page if line.page is not None else line.sheet
+            if key is None:
+                continue
+            if found and found[-1][0] == key and found[-1][2] == i - 1:
+                found[-1] = (key, found[-1][1], i)
+            else:
+                found.append((key, i, i))
+        return found
+
+    def headings(self) -> list[tuple[int, int, str]]:
+        """The Markdown headings in the text, as (index into `lines`, level, title)."""
+        found = []
+        for i, line in enumerate(self.lines):
+            if line.text.startswith(("#", " ")) and (match := _HEADING.match(line.text)):
+                found.append((i, len(match.group(1)), match.group(2)))
+        return found
+
+
+@dataclass
+class Match:
+    """Where a text occurs in a source."""
+
+    count: int
+    places: list[Line]
+    """The lines of its first few occurrences."""
+
+
+@dataclass
+class Listed:
+    """One source of a listing."""
+
+    source: str
+    chunks: int
+    chars: int
+    title: str | None = None
+    kind: str | None = None
+    size: int | None = None
+    """The file's size in bytes, where the store recorded it."""
+    modified: float | None = None
+    """The file's modification time (seconds since the epoch), where the store recorded it."""
+    ingested_at: float | None = None
+    match: Match | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON shape `sources --contains --json` prints."""
+        found: dict[str, Any] = {
+            "source": self.source,
+            "chunks": self.chunks,
+            "chars": self.chars,
+            "title": self.title,
+            "kind": self.kind,
+            "size": self.size,
+            "modified": self.modified,
+            "ingested_at": self.ingested_at,
+        }
+        if self.match is not None:
+            found["count"] = self.match.count
+            found["places"] = [place_of(line) for line in self.match.places]
+        return found
+
+
+def place_of(line: Line) -> dict[str, Any]:
+    """A line's place as results give it: its line number and page or sheet, where known."""
+    found: dict[str, Any] = {"line": line.n}
+    if line.page is not None:
+        found["page"] = line.page
+    if line.sheet is not None:
+        found["sheet"] = line.sheet
+    return found
+
+
+def kind_of(source: str) -> str | None:
+    """The kind of document a source name says it is (`PDF`, `Markdown`, …)."""
+    name = source.split("#", 1)[0].rsplit("/", 1)[-1]
+    if "." not in name:
+        return "web page" if source.startswith(("http://", "https://")) else None
+    return KINDS.get(name.rsplit(".", 1)[-1].lower(), name.rsplit(".", 1)[-1].upper())
+
+
+def _current(payloads: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Each source's chunks of its newest complete version (else its newest), in order."""
+    versions: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for p in payloads:
+        versions.setdefault((p["source"], p.get("doc_hash", "")), []).append(p)
+    best: dict[str, tuple[tuple[bool, float], list[dict[str, Any]]]] = {}
+    for (source, _), chunks in versions.items():
+        first = chunks[0]
+        complete = len(chunks) == first.get("doc_chunks", len(chunks))
+        rank = (complete, max(c.get("ingested_at") or 0.0 for c in chunks))
+        if source not in best or rank > best[source][0]:
+            best[source] = (rank, chunks)
+    return {
+        source: sorted(chunks, key=lambda c: c.get("chunk_index", 0))
+        for source, (_, chunks) in best.items()
+    }
+
+
+def _section_of(metadata: dict[str, Any]) -> tuple:
+    return tuple(metadata.get(key) for key in _SECTION_KEYS)
+
+
+def assemble(source: str, chunks: list[dict[str, Any]]) -> StoredSource:
+    """Lay a source's chunks (in order) at their offsets: its stored text, line by line."""
+    file_lines = bool(chunks) and all(
+        isinstance((c.get("metadata") or {}).get("lines"), list) for c in chunks
+    )
+    lines: list[Line] = []
+    chunk_lines: dict[str, int] = {}
+    title = None
+    pending = ""  # the current section's text not yet cut into lines
+    section: tuple | None = None
+    previous: dict[str, Any] | None = None
+    first_n = 1
+
+    def flush() -> None:
+        nonlocal pending
+        if previous is None:
+            return
+        meta = previous.get("metadata") or {}
+        page = meta.get("page", meta.get("slide"))
+        sheet = meta.get("sheet")
+        start = first_n if file_lines else (lines[-1].n + 1 if lines else 1)
+        for i, text in enumerate(pending.split("\n")):
+            lines.append(
+                Line(
+                    start + i,
+                    text,
+                    page if isinstance(page, int) else None,
+                    sheet if isinstance(sheet, str) else None,
+                )
+            )
+        pending = ""
+
+    for chunk in chunks:
+        meta = chunk.get("metadata") or {}
+        title = title or meta.get("title")
+        start = meta.get("start")
+        text = chunk.get("text", "")
+        key = _section_of(meta)
+        prev_meta = (previous or {}).get("metadata") or {}
+        same = (
+            previous is not None
+            and key == section
+            and isinstance(start, int)
+            and isinstance(prev_meta.get("start"), int)
+            and start > prev_meta["start"]
+        )
+        if not same:
+            flush()
+            section = key
+            first_n = meta["lines"][0] if file_lines else 1
+            chunk_lines[chunk.get("id", str(chunk.get("chunk_index")))] = len(lines)
+            pending = text
+        else:
+            prev_end = prev_meta.get("end")
+            if isinstance(prev_end, int) and start < prev_end:
+                at = len(pending) - (prev_end - start)
+                text = text[prev_end - start :]  # the overlap, taken once
+            else:
+                pending += _gap(prev_meta, meta)
+                at = len(pending)
+            chunk_lines[chunk.get("id", str(chunk.get("chunk_index")))] = len(lines) + (
+                pending.count("\n", 0, max(at, 0))
+            )
+            pending += text
+        previous = chunk
+    flush()
+    ingested = max((c.get("ingested_at") or 0.0 for c in chunks), default=0.0) or None
+    return StoredSource(source, lines, file_lines, chunk_lines, title, len(chunks), ingested)
+
+
+def _gap(before: dict[str, Any], after: dict[str, Any]) -> str:
+    """The blank space between two chunks of a section, which neither stored."""
+    if isinstance(before.get("lines"), list) and isinstance(after.get("lines"), list):
+        breaks = after["lines"][0] - before["lines"][1]
+        return "\n" * breaks if breaks > 0 else " "
+    space = after.get("start", 0) - before.get("end", 0)
+    return " " if space == 1 else "\n\n"
+
+
+def stored_source(store: KnowledgeStore, source: str) -> StoredSource | None:
+    """A source's stored text (None: the store has no such source)."""
+    chunks = _with_ids(store, [source]).get(source)
+    return None if not chunks else assemble(source, chunks)
+
+
+def _with_ids(store: KnowledgeStore, sources: list[str] | None) -> dict[str, list[dict]]:
+    """Each source's current chunks, each payload with its point id as `id`."""
+    selector = None
+    if sources is not None:
+        m = store.records
+        selector = m.Filter(
+            must=[m.FieldCondition(key="source", match=m.MatchAny(any=list(sources)))]
+        )
+    payloads = []
+    for points in scroll_pages(store.client, store.name, 4096, selector, _FIELDS):
+        for point in points:
+            payloads.append({**(point.payload or {}), "id": str(point.id)})
+    return _current(payloads)
+
+
+def find_all(text: str, needle: str, case_sensitive: bool = False) -> Iterator[int]:
+    """The offsets where `needle` occurs in `text`, each occurrence once (none overlapping),
+    case ignored unless `case_sensitive`."""
+    if not needle:
+        return
+    flags = 0 if case_sensitive else re.IGNORECASE
+    for match in re.finditer(re.escape(needle), text, flags):
+        yield match.start()
+
+
+def count_in(stored: StoredSource, needle: str, case_sensitive: bool, places: int) -> Match:
+    """Count `needle` in a source's stored text; the lines of its first `places` occurrences."""
+    text = stored.text
+    offsets = list(find_all(text, needle, case_sensitive))
+    found: list[Line] = []
+    if offsets and places:
+        line, at = 0, 0
+        for offset in offsets[:places]:
+            while line + 1 < len(stored.lines) and at + len(stored.lines[line].text) < offset:
+                at += len(stored.lines[line].text) + 1
+                line += 1
+            found.append(stored.lines[line])
+    return Match(len(offsets), found)
+
+
+def list_sources(
+    store: KnowledgeStore,
+    names: Iterable[str] | None = None,
+    contains: str | None = None,
+    case_sensitive: bool = False,
+    places: int = 3,
+) -> list[Listed]:
+    """The store's sources (those of `names`, else all), in name order, each with its title,
+    kind, size and times; with `contains`, only those whose stored text holds it, each with
+    its exact count and the lines of its first `places` occurrences."""
+    wanted = None if names is None else sorted(set(names))
+    if wanted is not None and not wanted:
+        return []
+    files = _recorded_files(store)
+    listed: list[Listed] = []
+    if contains:
+        by_source = _with_ids(store, wanted)
+        for source in sorted(by_source):
+            stored = assemble(source, by_source[source])
+            match = count_in(stored, contains, case_sensitive, places)
+            if match.count:
+                listed.append(_entry(stored, files, match))
+        return listed
+    for source, info in sorted(store.sources().items()):
+        if wanted is not None and source not in wanted:
+            continue
+        size, modified = files.get(source, (None, None))
+        listed.append(
+            Listed(
+                source,
+                info.chunks,
+                0,
+                None,
+                kind_of(source),
+                size,
+                modified,
+                info.ingested_at,
+            )
+        )
+    return listed
+
+
+def _entry(stored: StoredSource, files: dict, match: Match | None) -> Listed:
+    size, modified = files.get(stored.source, (None, None))
+    return Listed(
+        stored.source,
+        stored.chunks,
+        sum(len(line.text) + 1 for line in stored.lines) - 1,
+        stored.title or _first_heading(stored),
+        kind_of(stored.source),
+        size,
+        modified,
+        stored.ingested_at,
+        match,
+    )
+
+
+def describe_source(store: KnowledgeStore, stored: StoredSource) -> Listed:
+    """A source's listing entry, from its stored text."""
+    return _entry(stored, _recorded_files(store), None)
+
+
+def _first_heading(stored: StoredSource) -> str | None:
+    headings = stored.headings()
+    return headings[0][2] if headings else None
+
+
+def _recorded_files(store: KnowledgeStore) -> dict[str, tuple[int, float]]:
+    """(size in bytes, modification time) of each source the store's roots recorded."""
+    roots = store.info().get("roots") or []
+    found: dict[str, tuple[int, float]] = {}
+    for root in roots:
+        prefix = "" if len(roots) == 1 else f"{root.get('label')}/"
+        for name, record in (root.get("files") or {}).items():
+            if isinstance(record, list) and len(record) >= 2:
+                source = root.get("label") if root.get("kind") == "file" and prefix else None
+                found[source or prefix + name] = (record[0], record[1] / 1e9)
+    return found
