@@ -35,6 +35,7 @@ from archivist.agent.context import (
     tools_tokens,
     turn_start,
 )
+from archivist.agent.documents import is_document_tool, render_reply, takes_turn
 from archivist.agent.followup import Condenser, copies, history_of
 from archivist.agent.grading import Grader, assemble
 from archivist.agent.records import ModelCall, Passage, ToolCall
@@ -102,26 +103,40 @@ class Prompter:
         return [note]
 
 
-def run_tool(tool: BaseTool, args: dict[str, Any], first: int) -> tuple[ToolCall, str]:
-    """Run a retrieval tool; return its call record and the text the model sees.
+def run_tool(
+    tool: BaseTool,
+    args: dict[str, Any],
+    first: int,
+    budget: int | None = None,
+    turn: Sequence[Passage] = (),
+) -> tuple[ToolCall, str]:
+    """Run a store's tool; return its call record and the text the model sees.
 
     Results are numbered from `first`, so numbers stay unique across a turn's searches and
     `[n]` citations point at one passage. Bad arguments become an error the model can read.
+    A list or read shows a page of at most `budget` tokens, and a read may start around one
+    of the `turn`'s passages (archivist.agent.documents).
     """
     started = time.perf_counter()
     outcome: dict[str, Any]
+    sent = {**args, "turn": list(turn)} if takes_turn(tool) else args
     try:
-        message = tool.invoke({"name": tool.name, "args": args, "id": "call", "type": "tool_call"})
+        message = tool.invoke({"name": tool.name, "args": sent, "id": "call", "type": "tool_call"})
     except (ValidationError, ToolException, ArchivistError) as exc:
         outcome = {"results": [], "error": str(exc)}
         content = f"Error: {exc}\nCall {tool.name} again with corrected arguments."
         if isinstance(exc, ValidationError):
             content += f" Its arguments: {describe_tools(schemas([tool]))}."
     else:
-        results = [{**r, "n": n} for n, r in enumerate(message.artifact or [], start=first)]
-        outcome = {"results": results, **reranking(message.artifact)}
-        source = args.get("source") or None
-        content = format_results(tool.name, str(args.get("query", "")), results, first, source)
+        rendered = render_reply(message.artifact, first, budget)
+        if rendered is not None:
+            content, shown = rendered
+            outcome = {"results": [{**r, "n": n} for n, r in enumerate(shown, start=first)]}
+        else:
+            results = [{**r, "n": n} for n, r in enumerate(message.artifact or [], start=first)]
+            outcome = {"results": results, **reranking(message.artifact)}
+            source = args.get("source") or None
+            content = format_results(tool.name, str(args.get("query", "")), results, first, source)
     latency_ms = round((time.perf_counter() - started) * 1000, 1)
     record: ToolCall = {"name": tool.name, "args": args, **outcome, "latency_ms": latency_ms}
     return record, content
@@ -372,6 +387,9 @@ class AgentSteps:
         kept: dict[str, Any] = {}
         question = question_of(state["messages"])
         written = recovered_ids(state["messages"][-1])
+        room = self.prompter.room(state["messages"])
+        budget = None if room is None else room // 2
+        done: list[ToolCall] = []  # calls answered here even with grading (lists, reads)
         for request in state["messages"][-1].tool_calls:
             tool = self.tools.get(request["name"])
             args = request["args"]
@@ -387,19 +405,23 @@ class AgentSteps:
                     if standalone != question:
                         asked, args = query, {**args, "query": standalone}
                 first = numbered([*state["calls"], *calls]) + 1
-                record, content = run_tool(tool, args, first)
+                turn = [r for c in [*state["calls"], *calls] for r in c["results"]]
+                record, content = run_tool(tool, args, first, budget, turn)
                 if asked is not None:
                     record = {**record, "condensed_from": asked}
             if request["id"] in written:
                 record = {**record, "from_text": True}
             calls.append(record)
-            if self.grader is not None:
+            if self.grader is not None and (tool is None or not is_document_tool(tool)):
                 pending.append({"request": request, "record": record, "content": content})
                 continue  # the grade step reports and answers it
+            done.append(record)
             _emit(Searched(record))
             replies.append(_reply(request, record, content))
         if self.grader is not None:
-            return {"ungraded": pending, **kept}
+            # Lists and reads are answered now; the searches wait for the grade step.
+            answered = {"messages": replies, "calls": done} if done else {}
+            return {"ungraded": pending, **answered, **kept}
         return {"messages": replies, "calls": calls, **kept}
 
     def grade(self, state: AgentState) -> dict[str, Any]:

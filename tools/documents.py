@@ -118,7 +118,8 @@ class Listed:
 
     source: str
     chunks: int
-    chars: int
+    chars: int | None
+    """Characters of stored text (None where the listing did not read it)."""
     title: str | None = None
     kind: str | None = None
     size: int | None = None
@@ -334,6 +335,7 @@ def list_sources(
             if match.count:
                 listed.append(_entry(stored, files, match))
         return listed
+    named = titles(store)
     for source, info in sorted(store.sources().items()):
         if wanted is not None and source not in wanted:
             continue
@@ -342,8 +344,8 @@ def list_sources(
             Listed(
                 source,
                 info.chunks,
-                0,
                 None,
+                named.get(source),
                 kind_of(source),
                 size,
                 modified,
@@ -389,3 +391,28 @@ def _recorded_files(store: KnowledgeStore) -> dict[str, tuple[int, float]]:
                 source = root.get("label") if root.get("kind") == "file" and prefix else None
                 found[source or prefix + name] = (record[0], record[1] / 1e9)
     return found
+
+
+def titles(store: KnowledgeStore) -> dict[str, str]:
+    """Each source's title: the document's own, else the heading its text starts with."""
+    m = store.records
+    first = m.Filter(must=[m.FieldCondition(key="chunk_index", match=m.MatchValue(value=0))])
+    found: dict[str, str] = {}
+    for points in scroll_pages(store.client, store.name, 4096, first, _FIELDS):
+        for point in points:
+            payload = point.payload or {}
+            named = (payload.get("metadata") or {}).get("title")
+            if not named:
+                line = next((t for t in payload.get("text", "").splitlines() if t.strip()), "")
+                match = _HEADING.match(line)
+                named = match.group(2) if match else None
+            if named:
+                found[payload["source"]] = str(named)
+    return found
+
+
+def titled_sources(store: KnowledgeStore, title: str) -> list[str]:
+    """The sources whose title (the document's own, else its first heading) is `title`,
+    case ignored."""
+    wanted = title.strip().casefold()
+    return sorted(source for source, named in titles(store).items() if named.casefold() == wanted)
