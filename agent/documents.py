@@ -334,7 +334,8 @@ def render_reading(reading: Reading, tool: str, n: int, budget: int | None) -> t
     tokens; the page's text says where it is in the document and how to read what is left."""
     budget = min(budget or PAGE_TOKENS, MAX_PAGE_TOKENS)
     asked = reading.lines
-    shown = asked[: page_of(asked, budget)]
+    # The page's own words (where it is, what is left) take about this many tokens.
+    shown = asked[: page_of(asked, max(budget - 80, 40))]
     stored = reading.stored
     text = _with_page_marks(shown)
     whole = stored.lines
@@ -487,7 +488,8 @@ def render_listing(
     if contains:
         occurrences = sum(e.match.count for e in entries if e.match)
         out.append(
-            f"{_sources(total)} contain '{contains}', {occurrences} times in all "
+            f"{_sources(total)} {'contains' if total == 1 else 'contain'} '{contains}', "
+            f"{occurrences} {'time' if occurrences == 1 else 'times'} in all "
             "(exact counts over the stored text)."
             if total
             else f"No source contains '{contains}' (searched the whole stored text)."
