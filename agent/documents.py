@@ -349,7 +349,7 @@ def render_reading(reading: Reading, tool: str, n: int, budget: int | None) -> t
     head = f'<document tool="{escape(tool)}" source="{escape(reading.source)}"'
     if stored.title:
         head += f' title="{escape(stored.title)}"'
-    head += f' part="{escape(reading.part)}">'
+    head += f' part="{_attr(reading.part)}">'
     out = [head, *reading.notes, f"<result {attrs}>", escape(text, quote=False), "</result>"]
     left = asked[len(shown) :]
     if left:
@@ -375,6 +375,11 @@ def render_reading(reading: Reading, tool: str, n: int, budget: int | None) -> t
         },
     }
     return "\n".join(out), passage
+
+
+def _attr(text: str) -> str:
+    """A value for a double-quoted attribute: markup and double quotes escaped."""
+    return escape(text, quote=False).replace('"', "&quot;")
 
 
 def _with_page_marks(lines: Sequence[Line]) -> str:

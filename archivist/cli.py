@@ -1475,11 +1475,15 @@ def mcp(
     ] = None,
     rerank: RerankOpt = None,
     rerank_candidates: RerankCandidatesOpt = None,
+    toolset: ToolsOpt = None,
 ) -> None:
-    """Serve the stores' search tools to MCP clients (desktop apps, IDEs), over stdio or HTTP."""
+    """Serve the stores' search tools to MCP clients (desktop apps, IDEs), over stdio or HTTP;
+    with --tools all, their list and read tools too, and every source as a resource."""
     from archivist.mcp import HTTP_PATH, StoreTools, http_socket, serve_http, serve_stdio
 
-    tools = StoreTools(_settings(**_rerank(rerank, rerank_candidates)), stores or [])
+    tools = StoreTools(
+        _settings(**_rerank(rerank, rerank_candidates), **_toolset(toolset)), stores or []
+    )
     tools.check()
     if http is None:
         serve_stdio(tools)
