@@ -500,6 +500,13 @@ class Archivist:
 
         return StoreRetriever(tool=self.retrieval_tool(self.store(store), k, mode), source=source)
 
+    def document_tools(self, store: str) -> list:
+        """Return a store's `list_<store>` and `read_<store>` tools, as Archivist's agent has
+        them with `--tools all`, for any LangChain or LangGraph agent."""
+        from archivist.agent.documents import document_tools
+
+        return document_tools(self.store(store))
+
     def tool(self, store: str, k: int | None = None, mode: SearchMode | None = None):
         """Return a store's `search_<store>` tool, as Archivist's agent has it, for any
         LangChain or LangGraph agent (`create_agent` included)."""
