@@ -165,3 +165,14 @@ def test_a_confused_small_model_picks_worse_among_more_tools(archivist, shop_sto
     names = [c["name"] for c in among["tool_calls"]]
     assert names[0] != "search_shop_docs" and "error" in among["tool_calls"][0]
     assert names[-1] == "search_shop_docs"  # told it was wrong, it searched: one step more
+
+
+def test_a_call_written_with_a_plain_tool_name_runs_as_the_one_tool_it_fits():
+    from archivist.agent.textcalls import match_tool
+
+    offered = {"search_shop_docs": {}, "list_shop_docs": {}, "read_shop_docs": {}}
+    assert match_tool("read", offered) == "read_shop_docs"
+    assert match_tool("functions.list", offered) == "list_shop_docs"
+    assert match_tool("search", offered) == "search_shop_docs"
+    assert match_tool("docs", offered) is None  # all three hold it: no guess
+    assert match_tool("read", {**offered, "read_hr": {}}) is None
