@@ -105,6 +105,10 @@ def resolve_source(store: KnowledgeStore, name: str, tool: str) -> tuple[str, st
     titled = titled_sources(store, wanted)
     if len(titled) == 1:
         return titled[0], f"'{wanted}' is the title of {titled[0]}."
+    said = set(_NAME_WORDS.findall(wanted.casefold()))
+    named = [n for n in names if (stem := _stem_words(n)) and stem <= said]
+    if len(named) == 1:
+        return named[0], f"'{wanted}' is taken to mean {named[0]}."
     keyed = {n.casefold(): n for n in names}
     keyed.update({n.rsplit("/", 1)[-1].casefold(): n for n in names})
     close = difflib.get_close_matches(wanted.casefold(), list(keyed), n=3, cutoff=0.75)
@@ -121,6 +125,16 @@ def resolve_source(store: KnowledgeStore, name: str, tool: str) -> tuple[str, st
         f"No source in '{store.name}' is called '{wanted}'. Sources include: {sample}. "
         f"{list_name_of(tool)}"
     )
+
+
+_NAME_WORDS = re.compile(r"\w+")
+
+
+def _stem_words(source: str) -> set[str]:
+    """The words of a source's file name without its extension (`refund-policy.md`:
+    refund, policy)."""
+    stem = source.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+    return set(_NAME_WORDS.findall(stem.casefold().replace("_", " ")))
 
 
 def list_name_of(tool: str) -> str:
@@ -536,6 +550,54 @@ def render_listing(
 
 def _sources(n: int) -> str:
     return "1 source" if n == 1 else f"{n:,} sources"
+
+
+# --- without a tool-calling model -------------------------------------------------------
+
+_QUOTED = re.compile(r"[\"'`“‘「]([^\"'`”’」]{1,80})[\"'`”’」]")
+_COUNTING = re.compile(
+    r"\b(?:how many|how often|which|what|list|count|find all|all the)\b.*?"
+    r"\b(?:mention|mentions|contain|contains|say|says|include|includes|refer to|use|uses)\b"
+    r"\s*(.*?)[?.!]*$",
+    re.IGNORECASE,
+)
+_SUMMARY = re.compile(
+    r"\b(?:summari[sz]e|summary of|outline|what does)\s+(?:the\s+)?(.+?)"
+    r"(?:\s+(?:say|says|cover|covers))?[?.!]*$",
+    re.IGNORECASE,
+)
+
+
+def planned_calls(question: str, tools: Sequence[BaseTool]) -> list[tuple[BaseTool, dict]]:
+    """The list and read calls a question asks for, as a capable model would make them: which
+    or how many documents mention a text (`list` with `contains`, the text quoted or after the
+    verb), a summary of a named document (`read`); none for other questions. For
+    retrieve-then-answer, where no model chooses tools."""
+    planned: list[tuple[BaseTool, dict]] = []
+    kinds = [(tool, (tool.metadata or {}).get(TOOL_KIND)) for tool in tools]
+    if counting := _COUNTING.search(question):
+        quoted = _QUOTED.search(question)
+        term = (quoted.group(1) if quoted else counting.group(1)).strip(" \"'`")
+        if term:
+            planned += [(t, {"contains": term}) for t, kind in kinds if kind == "list"]
+    elif summary := _SUMMARY.search(question):
+        name = summary.group(1).strip(" \"'`")
+        planned += [(t, {"source": name}) for t, kind in kinds if kind == "read"]
+    return planned
+
+
+def described_call(call: dict[str, Any]) -> str:
+    """A list or read call in words, for a block of results that has no query."""
+    args = call.get("args") or {}
+    if args.get("contains"):
+        total = sum(int(r.get("score", 0)) for r in call.get("results", []))
+        found = len(call.get("results", []))
+        return (
+            f"sources containing '{args['contains']}': {_sources(found)}, {total} times in all "
+            "(exact counts)"
+        )
+    shown = ", ".join(f"{k}={v}" for k, v in args.items() if v not in (None, ""))
+    return f"read {shown}" if shown else call.get("name", "")
 
 
 # --- the tools -----------------------------------------------------------------------------

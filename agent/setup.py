@@ -120,7 +120,7 @@ def build_setup(
         mode = AGENT
     else:
         prompter = Prompter(prompts.ANSWER_SYSTEM.format(stores=described), window)
-        steps = RetrieveThenAnswer(chat, searches, prompter, grader, condenser)
+        steps = RetrieveThenAnswer(chat, searches, prompter, grader, condenser, documents)
         graph = retrieve_then_answer_graph(steps, checkpointer)
         mode = RETRIEVE_THEN_ANSWER
         if info.tools:

@@ -35,7 +35,13 @@ from archivist.agent.context import (
     tools_tokens,
     turn_start,
 )
-from archivist.agent.documents import is_document_tool, render_reply, takes_turn
+from archivist.agent.documents import (
+    described_call,
+    is_document_tool,
+    planned_calls,
+    render_reply,
+    takes_turn,
+)
 from archivist.agent.followup import Condenser, copies, history_of
 from archivist.agent.grading import Grader, assemble
 from archivist.agent.records import ModelCall, Passage, ToolCall
@@ -493,28 +499,49 @@ class RetrieveThenAnswer:
         prompter: Prompter,
         grader: Grader | None = None,
         condenser: Condenser | None = None,
+        documents: Sequence[BaseTool] = (),
     ) -> None:
         self.model = model
         self.tools = list(tools)
         self.prompter = prompter
         self.grader = grader
         self.condenser = condenser or Condenser()
+        self.documents = list(documents)
+        """The stores' list and read tools, run for the questions that ask for them."""
+
+    def read_first(self, question: str) -> list[ToolCall]:
+        """The lists and reads a question asks for (which or how many documents mention a
+        text, a summary of a named document), run as a model would call them; the passages
+        they show are all kept for the answer. Calls that find nothing are left out."""
+        calls: list[ToolCall] = []
+        limit = self.prompter.limit
+        budget = None if limit is None else limit // 2
+        for tool, args in planned_calls(question, self.documents):
+            record, _ = run_tool(tool, args, numbered(calls) + 1, budget)
+            if "error" in record or not record["results"]:
+                continue
+            record = {**record, "kept": [r["n"] for r in record["results"]]}
+            calls.append(record)
+            _emit(Searched(record))
+        return calls
 
     def retrieve(self, state: AgentState) -> dict[str, Any]:
         """Search every store with the question (a follow-up: made standalone first)."""
         question = question_of(state["messages"])
         query, kept = standalone_question(self.condenser, state)
+        read = self.read_first(query) if self.documents else []
         calls: list[ToolCall] = []
         for tool in self.tools:
-            record, _ = run_tool(tool, {"query": query}, numbered(calls) + 1)
+            record, _ = run_tool(tool, {"query": query}, numbered([*read, *calls]) + 1)
             if query != question:
                 record = {**record, "condensed_from": question}
             calls.append(record)
             if self.grader is None:
                 _emit(Searched(record))
         if self.grader is not None:
-            return {"ungraded": [{"record": record} for record in calls], **kept}
-        return {"calls": calls, **kept}
+            done = {"calls": read} if read else {}
+            return {"ungraded": [{"record": record} for record in calls], **done, **kept}
+        return {"calls": [*read, *calls], **kept}
 
     def graded_context(
         self, calls: Sequence[ToolCall], question: str
@@ -526,7 +553,7 @@ class RetrieveThenAnswer:
         )
         names = ", ".join(dict.fromkeys(c["name"] for c in calls))
         if not kept:
-            tried = ", ".join(dict.fromkeys(f'"{c["args"]["query"]}"' for c in calls))
+            tried = ", ".join(dict.fromkeys(f'"{c["args"].get("query", "")}"' for c in calls))
             return prompts.NOTHING_RELEVANT.format(tool=names, tried=tried), [], 0
         request = HumanMessage(prompts.ANSWER_REQUEST.format(context="", question=question))
         limit = self.prompter.limit
@@ -542,7 +569,8 @@ class RetrieveThenAnswer:
         """Grade the searches, search again while all missed; record what the answer shows."""
         first = [item["record"] for item in state["ungraded"]]
         question, _ = standalone_question(self.condenser, state)
-        records, used = search_rounds(self.grader, first, self.tools, question, numbered(first) + 1)
+        next_n = numbered([*state["calls"], *first]) + 1  # after any list or read's
+        records, used = search_rounds(self.grader, first, self.tools, question, next_n)
         _, shown, _ = self.graded_context(records, question)
         showed: list[ToolCall] = [
             {**r, "shown": [n for n in shown if n in {p["n"] for p in r["results"]}]}
@@ -561,7 +589,7 @@ class RetrieveThenAnswer:
             context = "\n\n".join(
                 format_results(
                     c["name"],
-                    c["args"]["query"],
+                    c["args"].get("query") or described_call(c),
                     c["results"],
                     start=c["results"][0]["n"] if c["results"] else 1,
                 )

@@ -12,10 +12,10 @@ of a structured tool call. The shapes recognised here are those their chat templ
 * the pythonic list `[search_x(query="…", source='a.md')]`.
 
 A call is run only when it names an offered tool (exactly, or the one tool whose name holds a
-plain near-miss such as `search` or `read`) and its arguments fit the tool's schema; any other call-shaped
-text is reported and never shown as an answer. A call is recovered only from what the model
-wrote itself: one that a tool result of the turn holds too (a document's text, which the model
-may quote in its answer) is never run, however it is written. All but `settle` are pure
+plain near-miss such as `search` or `read`) and its arguments fit the tool's schema; any other
+call-shaped text is reported and never shown as an answer. A call is recovered only from what
+the model wrote itself: one that a tool result of the turn holds too (a document's text, which
+the model may quote in its answer) is never run, however it is written. All but `settle` are pure
 functions of text.
 """
 

@@ -176,3 +176,33 @@ def test_a_call_written_with_a_plain_tool_name_runs_as_the_one_tool_it_fits():
     assert match_tool("search", offered) == "search_shop_docs"
     assert match_tool("docs", offered) is None  # all three hold it: no guess
     assert match_tool("read", {**offered, "read_hr": {}}) is None
+
+
+def test_without_tool_calling_a_counting_question_is_listed_before_the_answer(
+    archivist, shop_store, ollama
+):
+    setup = archivist.agent([shop_store], "gemma-notools:1b", tools="all")
+    assert setup.mode == "retrieve-then-answer"
+    result = run_turn(setup, "How many documents mention 'voucher'?")
+
+    listed, searched = result["tool_calls"]
+    assert listed["name"] == "list_shop_docs" and listed["args"] == {"contains": "voucher"}
+    expected = [f.name for f in sorted(SHOP.iterdir()) if "voucher" in f.read_text().lower()]
+    assert [r["source"] for r in listed["results"]] == expected
+    assert searched["name"] == "search_shop_docs"
+    assert searched["results"][0]["n"] == len(expected) + 1
+    [request] = ollama.requests_to("/api/chat")
+    sent = html.unescape(request["messages"][-1]["content"])
+    assert f"sources containing 'voucher': {len(expected)} sources" in sent
+    assert result["citations"][0]["source"] == expected[0]
+
+
+def test_without_tool_calling_a_summary_reads_the_named_document(archivist, shop_store):
+    setup = archivist.agent([shop_store], "gemma-notools:1b", tools="all")
+    result = run_turn(setup, "Summarize the warranty document")
+    read = result["tool_calls"][0]
+    assert read["name"] == "read_shop_docs" and read["args"] == {"source": "warranty document"}
+    assert read["results"][0]["source"] == "warranty.md"
+    # A plain question is searched only.
+    plain = run_turn(setup, "How long is the warranty?")
+    assert [c["name"] for c in plain["tool_calls"]] == ["search_shop_docs"]
