@@ -912,6 +912,15 @@ def evaluate(
         ),
     ] = None,
     rerank_candidates: RerankCandidatesOpt = None,
+    toolsets: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--tools",
+            metavar="search|all",
+            help="The tools each model gets (repeatable: --tools search --tools all compares "
+            "them, each in its own column). Default: ARCHIVIST_TOOLS (search).",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Compare chat models on the same cases: tool use, retrieval, answers, latency; and, with
@@ -937,6 +946,7 @@ def evaluate(
     if grade not in (None, "off", "on", "both"):
         raise ArchivistError(f"Unknown --grade '{grade}'.", "Use --grade off, on or both.")
     cases = load_dataset(dataset)
+    chosen = [_toolset(t)["tools"] for t in toolsets or []] or [None]
     archivist = _app(
         k=k,
         max_rewrites=max_rewrites,
@@ -961,7 +971,8 @@ def evaluate(
     with progress:
         task = progress.add_task(
             "evaluating",
-            total=len(names) * len(grading) * variants * len(cases) * repeat + len(embedders),
+            total=len(names) * len(grading) * variants * len(set(chosen)) * len(cases) * repeat
+            + len(embedders),
         )
 
         from archivist.tools.progress import CaseRan, Event, StoreReady
@@ -985,6 +996,7 @@ def evaluate(
             on_progress=advance,
             grading=grading,
             embed_models=embedders,
+            toolsets=chosen,
         )
     paths = write_report(report, out)
     if as_json:

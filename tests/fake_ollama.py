@@ -377,7 +377,8 @@ def chat_policy(spec: ModelSpec, messages: list[dict[str, Any]], tools: list[Any
             return {"content": GREETING_REPLY}
         if _offered(tools, "list_", "read_") and (turn := _document_turn(messages, tools)):
             return turn
-        tools = _offered(tools, "search_") or tools
+        documents = _offered(tools, "list_", "read_")
+        tools = [t for t in tools if t not in documents] or tools
         told = last.get("role") == "tool" and "there is no tool" in text
         if last.get("role") == "user" or told:
             if told:
