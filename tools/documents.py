@@ -187,72 +187,97 @@ def _section_of(metadata: dict[str, Any]) -> tuple:
     return tuple(metadata.get(key) for key in _SECTION_KEYS)
 
 
-def assemble(source: str, chunks: list[dict[str, Any]]) -> StoredSource:
-    """Lay a source's chunks (in order) at their offsets: its stored text, line by line."""
+@dataclass
+class _Section:
+    """A section's stored text (a page, a sheet, or the whole of a source without them)."""
+
+    parts: list[str]
+    first_n: int
+    page: int | None
+    sheet: str | None
+
+
+def _sections(
+    chunks: list[dict[str, Any]],
+) -> tuple[bool, list[_Section], dict[str, tuple[int, int]], str | None]:
+    """Lay a source's chunks (in order) at their offsets, section by section: whether its
+    lines are the file's, the sections' texts, where each chunk (by id) starts (its section
+    and offset in it), and the title the chunks carry."""
     file_lines = bool(chunks) and all(
         isinstance((c.get("metadata") or {}).get("lines"), list) for c in chunks
     )
-    lines: list[Line] = []
-    chunk_lines: dict[str, int] = {}
+    sections: list[_Section] = []
+    starts: dict[str, tuple[int, int]] = {}
     title = None
-    pending = ""  # the current section's text not yet cut into lines
-    section: tuple | None = None
-    previous: dict[str, Any] | None = None
-    first_n = 1
-
-    def flush() -> None:
-        nonlocal pending
-        if previous is None:
-            return
-        meta = previous.get("metadata") or {}
-        page = meta.get("page", meta.get("slide"))
-        sheet = meta.get("sheet")
-        start = first_n if file_lines else (lines[-1].n + 1 if lines else 1)
-        for i, text in enumerate(pending.split("\n")):
-            lines.append(
-                Line(
-                    start + i,
-                    text,
-                    page if isinstance(page, int) else None,
-                    sheet if isinstance(sheet, str) else None,
-                )
-            )
-        pending = ""
-
+    key: tuple | None = None
+    prev_meta: dict[str, Any] = {}
+    size = 0  # characters in the current section so far
     for chunk in chunks:
         meta = chunk.get("metadata") or {}
         title = title or meta.get("title")
         start = meta.get("start")
         text = chunk.get("text", "")
-        key = _section_of(meta)
-        prev_meta = (previous or {}).get("metadata") or {}
+        here = _section_of(meta)
+        chunk_id = chunk.get("id", str(chunk.get("chunk_index")))
         same = (
-            previous is not None
-            and key == section
+            sections
+            and here == key
             and isinstance(start, int)
             and isinstance(prev_meta.get("start"), int)
             and start > prev_meta["start"]
         )
         if not same:
-            flush()
-            section = key
-            first_n = meta["lines"][0] if file_lines else 1
-            chunk_lines[chunk.get("id", str(chunk.get("chunk_index")))] = len(lines)
-            pending = text
+            page = meta.get("page", meta.get("slide"))
+            sheet = meta.get("sheet")
+            sections.append(
+                _Section(
+                    [text],
+                    meta["lines"][0] if file_lines else 1,
+                    page if isinstance(page, int) else None,
+                    sheet if isinstance(sheet, str) else None,
+                )
+            )
+            key, size = here, len(text)
+            starts[chunk_id] = (len(sections) - 1, 0)
         else:
+            parts = sections[-1].parts
             prev_end = prev_meta.get("end")
             if isinstance(prev_end, int) and start < prev_end:
-                at = len(pending) - (prev_end - start)
+                starts[chunk_id] = (len(sections) - 1, max(size - (prev_end - start), 0))
                 text = text[prev_end - start :]  # the overlap, taken once
             else:
-                pending += _gap(prev_meta, meta)
-                at = len(pending)
-            chunk_lines[chunk.get("id", str(chunk.get("chunk_index")))] = len(lines) + (
-                pending.count("\n", 0, max(at, 0))
-            )
-            pending += text
-        previous = chunk
-    flush()
+                gap = _gap(prev_meta, meta)
+                parts.append(gap)
+                size += len(gap)
+                starts[chunk_id] = (len(sections) - 1, size)
+            parts.append(text)
+            size += len(text)
+        prev_meta = meta
+    return file_lines, sections, starts, title
+
+
+def stored_text(chunks: list[dict[str, Any]]) -> str:
+    """A source's stored text from its chunks (in order), as `assemble` lays it out."""
+    return "\n".join("".join(s.parts) for s in _sections(chunks)[1])
+
+
+def assemble(source: str, chunks: list[dict[str, Any]]) -> StoredSource:
+    """Lay a source's chunks (in order) at their offsets: its stored text, line by line."""
+    file_lines, sections, starts, title = _sections(chunks)
+    lines: list[Line] = []
+    first_line: list[int] = []  # the index in `lines` each section starts at
+    texts = []
+    for section in sections:
+        text = "".join(section.parts)
+        texts.append(text)
+        first_line.append(len(lines))
+        n = section.first_n if file_lines else (lines[-1].n + 1 if lines else 1)
+        page, sheet = section.page, section.sheet
+        lines += [Line(n + i, t, page, sheet) for i, t in enumerate(text.split("\n"))]
+    chunk_lines = {
+        chunk_id: first_line[index] + texts[index].count("\n", 0, offset)
+        for chunk_id, (index, offset) in starts.items()
+    }
     ingested = max((c.get("ingested_at") or 0.0 for c in chunks), default=0.0) or None
     return StoredSource(source, lines, file_lines, chunk_lines, title, len(chunks), ingested)
 
@@ -329,11 +354,14 @@ def list_sources(
     listed: list[Listed] = []
     if contains:
         by_source = _with_ids(store, wanted)
+        pattern = re.compile(re.escape(contains), 0 if case_sensitive else re.IGNORECASE)
         for source in sorted(by_source):
-            stored = assemble(source, by_source[source])
+            chunks = by_source[source]
+            if not pattern.search(stored_text(chunks)):
+                continue  # lines are laid out only for the sources that match
+            stored = assemble(source, chunks)
             match = count_in(stored, contains, case_sensitive, places)
-            if match.count:
-                listed.append(_entry(stored, files, match))
+            listed.append(_entry(stored, files, match))
         return listed
     named = titles(store)
     for source, info in sorted(store.sources().items()):
