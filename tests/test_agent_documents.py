@@ -206,3 +206,14 @@ def test_without_tool_calling_a_summary_reads_the_named_document(archivist, shop
     # A plain question is searched only.
     plain = run_turn(setup, "How long is the warranty?")
     assert [c["name"] for c in plain["tool_calls"]] == ["search_shop_docs"]
+
+
+def test_the_chat_shows_a_list_or_read_with_its_arguments():
+    from archivist.render import tool_line
+
+    read = {"name": "read_x", "args": {"source": "a.md", "lines": "3-9"}, "results": [{}]}
+    assert tool_line({**read, "kept": [1], "latency_ms": 3.2}) == (
+        'read_x(source="a.md", lines="3-9") · 1 result · 3 ms'
+    )
+    search = {"name": "search_x", "args": {"query": "q"}, "results": [], "latency_ms": 1.0}
+    assert tool_line(search) == 'search_x("q") · 0 results · 1 ms'
