@@ -21,7 +21,8 @@ from archivist.tools.engine import scroll_pages
 if TYPE_CHECKING:
     from archivist.tools.store import KnowledgeStore
 
-_FIELDS = ("text", "source", "chunk_index", "doc_hash", "doc_chunks", "ingested_at", "metadata")
+# What a listing or reading reads of each chunk (each field costs the engine's conversion).
+_FIELDS = ("text", "source", "chunk_index", "doc_hash", "metadata")
 # What tells a source's sections apart (a PDF page, a slide, a sheet, a book's chapter).
 _SECTION_KEYS = ("page", "slide", "sheet", "chapter")
 _HEADING = re.compile(r"^[ \t]{0,3}(#{1,6})[ \t]+(\S.*?)[ \t#]*$")
@@ -165,24 +166,6 @@ def kind_of(source: str) -> str | None:
     return KINDS.get(name.rsplit(".", 1)[-1].lower(), name.rsplit(".", 1)[-1].upper())
 
 
-def _current(payloads: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """Each source's chunks of its newest complete version (else its newest), in order."""
-    versions: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for p in payloads:
-        versions.setdefault((p["source"], p.get("doc_hash", "")), []).append(p)
-    best: dict[str, tuple[tuple[bool, float], list[dict[str, Any]]]] = {}
-    for (source, _), chunks in versions.items():
-        first = chunks[0]
-        complete = len(chunks) == first.get("doc_chunks", len(chunks))
-        rank = (complete, max(c.get("ingested_at") or 0.0 for c in chunks))
-        if source not in best or rank > best[source][0]:
-            best[source] = (rank, chunks)
-    return {
-        source: sorted(chunks, key=lambda c: c.get("chunk_index", 0))
-        for source, (_, chunks) in best.items()
-    }
-
-
 def _section_of(metadata: dict[str, Any]) -> tuple:
     return tuple(metadata.get(key) for key in _SECTION_KEYS)
 
@@ -298,18 +281,28 @@ def stored_source(store: KnowledgeStore, source: str) -> StoredSource | None:
 
 
 def _with_ids(store: KnowledgeStore, sources: list[str] | None) -> dict[str, list[dict]]:
-    """Each source's current chunks, each payload with its point id as `id`."""
+    """Each source's chunks of its current version (`KnowledgeStore.sources`: the newest
+    complete one, else the newest), in order, each payload with its point id as `id`."""
+    current = store.sources()
     selector = None
     if sources is not None:
         m = store.records
         selector = m.Filter(
             must=[m.FieldCondition(key="source", match=m.MatchAny(any=list(sources)))]
         )
-    payloads = []
+    by_source: dict[str, list[dict]] = {}
     for points in scroll_pages(store.client, store.name, 4096, selector, _FIELDS):
         for point in points:
-            payloads.append({**(point.payload or {}), "id": str(point.id)})
-    return _current(payloads)
+            payload = point.payload or {}
+            info = current.get(payload.get("source", ""))
+            if info is None or payload.get("doc_hash") != info.doc_hash:
+                continue  # an older version, or one partly stored beside a complete one
+            payload["id"] = str(point.id)
+            payload["ingested_at"] = info.ingested_at
+            by_source.setdefault(payload["source"], []).append(payload)
+    for chunks in by_source.values():
+        chunks.sort(key=lambda c: c.get("chunk_index", 0))
+    return by_source
 
 
 def find_all(text: str, needle: str, case_sensitive: bool = False) -> Iterator[int]:
@@ -356,12 +349,8 @@ def list_sources(
         by_source = _with_ids(store, wanted)
         pattern = re.compile(re.escape(contains), 0 if case_sensitive else re.IGNORECASE)
         for source in sorted(by_source):
-            chunks = by_source[source]
-            if not pattern.search(stored_text(chunks)):
-                continue  # lines are laid out only for the sources that match
-            stored = assemble(source, chunks)
-            match = count_in(stored, contains, case_sensitive, places)
-            listed.append(_entry(stored, files, match))
+            if entry := _matching(source, by_source[source], pattern, places, files):
+                listed.append(entry)
         return listed
     named = titles(store)
     for source, info in sorted(store.sources().items()):
@@ -381,6 +370,55 @@ def list_sources(
             )
         )
     return listed
+
+
+_FIRST_HEADING = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]+(\S.*?)[ \t#]*$", re.MULTILINE)
+
+
+def _matching(
+    source: str, chunks: list[dict[str, Any]], pattern: re.Pattern, places: int, files: dict
+) -> Listed | None:
+    """A source's listing entry when its stored text matches `pattern` (None otherwise):
+    counted over the text as `assemble` lays it out, without making its lines."""
+    file_lines, sections, _, title = _sections(chunks)
+    texts = ["".join(section.parts) for section in sections]
+    text = "\n".join(texts)
+    offsets = [m.start() for m in pattern.finditer(text)]
+    if not offsets:
+        return None
+    found: list[Line] = []
+    index, section_start, number = 0, 0, 1  # `number`: the first line of a section
+    for offset in offsets[:places]:
+        while offset > section_start + len(texts[index]):
+            number += texts[index].count("\n") + 1
+            section_start += len(texts[index]) + 1
+            index += 1
+        section = sections[index]
+        within = offset - section_start
+        start = texts[index].rfind("\n", 0, within) + 1
+        end = texts[index].find("\n", within)
+        first = section.first_n if file_lines else number
+        found.append(
+            Line(
+                first + texts[index].count("\n", 0, within),
+                texts[index][start : None if end < 0 else end],
+                section.page,
+                section.sheet,
+            )
+        )
+    size, modified = files.get(source, (None, None))
+    heading = _FIRST_HEADING.search(text)
+    return Listed(
+        source,
+        len(chunks),
+        len(text),
+        title or (heading.group(1) if heading else None),
+        kind_of(source),
+        size,
+        modified,
+        chunks[0].get("ingested_at"),
+        Match(len(offsets), found),
+    )
 
 
 def _entry(stored: StoredSource, files: dict, match: Match | None) -> Listed:
