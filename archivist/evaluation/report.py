@@ -29,7 +29,8 @@ def metric_rows(report: dict[str, Any]) -> list[str]:
     """The metrics to show, in order: judge and stability rows only when they were measured."""
     rows = list(RATE_METRICS)
     first = report["models"][0]["metrics"] if report["models"] else {}
-    rows += [m for m in CORPUS_METRICS if any(s.get("support", {}).get(m) for s in report["models"])]
+    models = report["models"]
+    rows += [m for m in CORPUS_METRICS if any(s.get("support", {}).get(m) for s in models)]
     rows += [m for m in JUDGE_METRICS if m in first]
     if report["repeat"] > 1:
         rows += list(STABILITY_METRICS)
