@@ -39,6 +39,8 @@ class StoreTool(NamedTuple):
 
     tool: BaseTool
     about: str
+    documents: tuple[BaseTool, ...] = ()
+    """Its list and read tools, when the model is given them (`--tools all`)."""
 
 
 @dataclass
@@ -105,15 +107,20 @@ def build_setup(
     condenser = Condenser(plain)
     described = "\n".join(f"- {t.tool.name}: {t.about}" for t in tools)
     searches = [t.tool for t in tools]
+    documents = [d for t in tools for d in t.documents]
     steps: AgentSteps | RetrieveThenAnswer
     if info.tools and not retrieve_first:
-        prompter = Prompter(prompts.AGENT_SYSTEM.format(stores=described), window, searches)
-        steps = AgentSteps(chat, searches, prompter, max_steps, grader, condenser)
+        system = prompts.AGENT_SYSTEM.format(stores=described)
+        if documents:
+            system += prompts.DOCUMENTS_HOW
+        offered = [*searches, *documents]
+        prompter = Prompter(system, window, offered)
+        steps = AgentSteps(chat, offered, prompter, max_steps, grader, condenser)
         graph = agent_graph(steps, checkpointer)
         mode = AGENT
     else:
         prompter = Prompter(prompts.ANSWER_SYSTEM.format(stores=described), window)
-        steps = RetrieveThenAnswer(chat, searches, prompter, grader, condenser)
+        steps = RetrieveThenAnswer(chat, searches, prompter, grader, condenser, documents)
         graph = retrieve_then_answer_graph(steps, checkpointer)
         mode = RETRIEVE_THEN_ANSWER
         if info.tools:

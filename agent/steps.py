@@ -35,6 +35,13 @@ from archivist.agent.context import (
     tools_tokens,
     turn_start,
 )
+from archivist.agent.documents import (
+    described_call,
+    is_document_tool,
+    planned_calls,
+    render_reply,
+    takes_turn,
+)
 from archivist.agent.followup import Condenser, copies, history_of
 from archivist.agent.grading import Grader, assemble
 from archivist.agent.records import (
@@ -111,15 +118,24 @@ class Prompter:
         return [note]
 
 
-def run_tool(tool: BaseTool, args: dict[str, Any], first: int) -> tuple[ToolCall, str]:
-    """Run a retrieval tool; return its call record and the text the model sees.
+def run_tool(
+    tool: BaseTool,
+    args: dict[str, Any],
+    first: int,
+    budget: int | None = None,
+    turn: Sequence[Passage] = (),
+) -> tuple[ToolCall, str]:
+    """Run a store's tool; return its call record and the text the model sees.
 
     Results are numbered from `first`, so numbers stay unique across a turn's searches and
     `[n]` citations point at one passage. Bad arguments become an error the model can read.
+    A list or read shows a page of at most `budget` tokens, and a read may start around one
+    of the `turn`'s passages (archivist.agent.documents).
     """
     started = time.perf_counter()
     outcome: dict[str, Any]
-    call = {"name": tool.name, "args": args, "id": "call", "type": "tool_call"}
+    sent = {**args, "turn": list(turn)} if takes_turn(tool) else args
+    call = {"name": tool.name, "args": sent, "id": "call", "type": "tool_call"}
     try:
         message = tool.invoke(call, search_config(first))
     except (ValidationError, ToolException, ArchivistError) as exc:
@@ -128,12 +144,17 @@ def run_tool(tool: BaseTool, args: dict[str, Any], first: int) -> tuple[ToolCall
         if isinstance(exc, ValidationError):
             content += f" Its arguments: {describe_tools(schemas([tool]))}."
     else:
-        found: SearchResult = message.artifact
-        results = [{**r, "n": n} for n, r in enumerate(found, start=first)]
-        outcome = {"results": results}
-        if found.reranked_by is not None:
-            outcome |= reranking(found)
-        content = message.content
+        rendered = render_reply(message.artifact, first, budget)
+        if rendered is not None:
+            content, shown = rendered
+            outcome = {"results": [{**r, "n": n} for n, r in enumerate(shown, start=first)]}
+        else:
+            found: SearchResult = message.artifact
+            results = [{**r, "n": n} for n, r in enumerate(found, start=first)]
+            outcome = {"results": results}
+            if found.reranked_by is not None:
+                outcome |= reranking(found)
+            content = message.content
     latency_ms = round((time.perf_counter() - started) * 1000, 1)
     record: ToolCall = {"name": tool.name, "args": args, **outcome, "latency_ms": latency_ms}
     return record, content
@@ -384,6 +405,9 @@ class AgentSteps:
         kept: dict[str, Any] = {}
         question = question_of(state["messages"])
         written = recovered_ids(state["messages"][-1])
+        room = self.prompter.room(state["messages"])
+        budget = None if room is None else room // 2
+        done: list[ToolCall] = []  # calls answered here even with grading (lists, reads)
         for request in state["messages"][-1].tool_calls:
             tool = self.tools.get(request["name"])
             args = request["args"]
@@ -399,19 +423,23 @@ class AgentSteps:
                     if standalone != question:
                         asked, args = query, {**args, "query": standalone}
                 first = numbered([*state["calls"], *calls]) + 1
-                record, content = run_tool(tool, args, first)
+                turn = [r for c in [*state["calls"], *calls] for r in c["results"]]
+                record, content = run_tool(tool, args, first, budget, turn)
                 if asked is not None:
                     record = with_step(record, Condensing(condensed_from=asked))
             if request["id"] in written:
                 record = {**record, "from_text": True}
             calls.append(record)
-            if self.grader is not None:
+            if self.grader is not None and (tool is None or not is_document_tool(tool)):
                 pending.append({"request": request, "record": record, "content": content})
                 continue  # the grade step reports and answers it
+            done.append(record)
             _emit(Searched(record))
             replies.append(_reply(request, record, content))
         if self.grader is not None:
-            return {"ungraded": pending, **kept}
+            # Lists and reads are answered now; the searches wait for the grade step.
+            answered = {"messages": replies, "calls": done} if done else {}
+            return {"ungraded": pending, **answered, **kept}
         return {"messages": replies, "calls": calls, **kept}
 
     def grade(self, state: AgentState) -> dict[str, Any]:
@@ -483,28 +511,49 @@ class RetrieveThenAnswer:
         prompter: Prompter,
         grader: Grader | None = None,
         condenser: Condenser | None = None,
+        documents: Sequence[BaseTool] = (),
     ) -> None:
         self.model = model
         self.tools = list(tools)
         self.prompter = prompter
         self.grader = grader
         self.condenser = condenser or Condenser()
+        self.documents = list(documents)
+        """The stores' list and read tools, run for the questions that ask for them."""
+
+    def read_first(self, question: str) -> list[ToolCall]:
+        """The lists and reads a question asks for (which or how many documents mention a
+        text, a summary of a named document), run as a model would call them; the passages
+        they show are all kept for the answer. Calls that find nothing are left out."""
+        calls: list[ToolCall] = []
+        limit = self.prompter.limit
+        budget = None if limit is None else limit // 2
+        for tool, args in planned_calls(question, self.documents):
+            record, _ = run_tool(tool, args, numbered(calls) + 1, budget)
+            if "error" in record or not record["results"]:
+                continue
+            record = {**record, "kept": [r["n"] for r in record["results"]]}
+            calls.append(record)
+            _emit(Searched(record))
+        return calls
 
     def retrieve(self, state: AgentState) -> dict[str, Any]:
         """Search every store with the question (a follow-up: made standalone first)."""
         question = question_of(state["messages"])
         query, kept = standalone_question(self.condenser, state)
+        read = self.read_first(query) if self.documents else []
         calls: list[ToolCall] = []
         for tool in self.tools:
-            record, _ = run_tool(tool, {"query": query}, numbered(calls) + 1)
+            record, _ = run_tool(tool, {"query": query}, numbered([*read, *calls]) + 1)
             if query != question:
                 record = with_step(record, Condensing(condensed_from=question))
             calls.append(record)
             if self.grader is None:
                 _emit(Searched(record))
         if self.grader is not None:
-            return {"ungraded": [{"record": record} for record in calls], **kept}
-        return {"calls": calls, **kept}
+            done = {"calls": read} if read else {}
+            return {"ungraded": [{"record": record} for record in calls], **done, **kept}
+        return {"calls": [*read, *calls], **kept}
 
     def graded_context(
         self, calls: Sequence[ToolCall], question: str
@@ -516,7 +565,7 @@ class RetrieveThenAnswer:
         )
         names = ", ".join(dict.fromkeys(c["name"] for c in calls))
         if not kept:
-            tried = ", ".join(dict.fromkeys(f'"{c["args"]["query"]}"' for c in calls))
+            tried = ", ".join(dict.fromkeys(f'"{c["args"].get("query", "")}"' for c in calls))
             return prompts.NOTHING_RELEVANT.format(tool=names, tried=tried), [], 0
         request = HumanMessage(prompts.ANSWER_REQUEST.format(context="", question=question))
         limit = self.prompter.limit
@@ -532,7 +581,8 @@ class RetrieveThenAnswer:
         """Grade the searches, search again while all missed; record what the answer shows."""
         first = [item["record"] for item in state["ungraded"]]
         question, _ = standalone_question(self.condenser, state)
-        records, used = search_rounds(self.grader, first, self.tools, question, numbered(first) + 1)
+        next_n = numbered([*state["calls"], *first]) + 1  # after any list or read's
+        records, used = search_rounds(self.grader, first, self.tools, question, next_n)
         _, shown, _ = self.graded_context(records, question)
         showed: list[ToolCall] = [
             with_step(r, Showing(shown=[n for n in shown if n in {p["n"] for p in r["results"]}]))
@@ -551,7 +601,7 @@ class RetrieveThenAnswer:
             context = "\n\n".join(
                 format_results(
                     c["name"],
-                    c["args"]["query"],
+                    c["args"].get("query") or described_call(c),
                     c["results"],
                     start=c["results"][0]["n"] if c["results"] else 1,
                 )

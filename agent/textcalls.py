@@ -11,11 +11,11 @@ of a structured tool call. The shapes recognised here are those their chat templ
 * `<function=name>{...}</function>`;
 * the pythonic list `[search_x(query="…", source='a.md')]`.
 
-A call is run only when it names an offered tool (exactly, or the only tool when the name is a
-plain near-miss such as `search`) and its arguments fit the tool's schema; any other call-shaped
-text is reported and never shown as an answer. A call is recovered only from what the model
-wrote itself: one that a tool result of the turn holds too (a document's text, which the model
-may quote in its answer) is never run, however it is written. All but `settle` are pure
+A call is run only when it names an offered tool (exactly, or the one tool whose name holds a
+plain near-miss such as `search` or `read`) and its arguments fit the tool's schema; any other
+call-shaped text is reported and never shown as an answer. A call is recovered only from what
+the model wrote itself: one that a tool result of the turn holds too (a document's text, which
+the model may quote in its answer) is never run, however it is written. All but `settle` are pure
 functions of text.
 """
 
@@ -326,16 +326,17 @@ def resolve(name: str, args: Any, tools: Mapping[str, Schema]) -> TextCall:
 
 
 def match_tool(name: str, tools: Mapping[str, Schema]) -> str | None:
-    """The offered tool `name` means: itself, or the only tool for a plain near-miss."""
+    """The offered tool `name` means: itself, or the one tool a plain near-miss fits."""
     plain = name.removeprefix("functions.").strip()
     for tool in tools:
         if tool == plain or tool.casefold() == plain.casefold():
             return tool
-    if len(tools) == 1:
-        [tool] = tools
-        words = _WORDS.findall(plain.casefold())
-        if words and set(words) <= set(_WORDS.findall(tool.casefold())):
-            return tool
+    # A plain near-miss (`search`, `read`, `list_docs`) means the one offered tool whose name
+    # holds all its words: with a store's search, list and read tools, `read` is its read.
+    words = set(_WORDS.findall(plain.casefold()))
+    fitting = [t for t in tools if words and words <= set(_WORDS.findall(t.casefold()))]
+    if len(fitting) == 1:
+        return fitting[0]
     return None
 
 

@@ -511,12 +511,15 @@ class Archivist:
         asked = self.search_request(request, **options)
         return make_retrieval_tool(store, self.embeddings_for(store), asked, self._reranker(asked))
 
-    def _store_tool(self, name: str, rerank: bool = True) -> StoreTool:
+    def _store_tool(self, name: str, rerank: bool = True, tools: str | None = None) -> StoreTool:
+        from archivist.agent.documents import checked_toolset, document_tools
         from archivist.agent.setup import StoreTool
 
         store = self.store(name)
         about = store.description or f"documents in the {name} store"
-        return StoreTool(self.retrieval_tool(store, rerank=None if rerank else False), about)
+        more = document_tools(store) if checked_toolset(tools) == "all" else []
+        tool = self.retrieval_tool(store, rerank=None if rerank else False)
+        return StoreTool(tool, about, tuple(more))
 
     def agent(
         self,
@@ -528,12 +531,14 @@ class Archivist:
         seed: int | None = None,
         grade: bool | None = None,
         rerank: bool = True,
+        tools: str | None = None,
     ) -> AgentSetup:
         """Build the agent for `stores` in the model's best mode, sized to its context.
 
         The model runs at temperature 0; `seed` fixes its sampling where the model honours it.
         `grade` (default: the setting) grades each search's passages with the same model;
-        `rerank` False leaves out the reranking the settings ask for.
+        `rerank` False leaves out the reranking the settings ask for; `tools` is the toolset
+        each store gives the model, `search` (the default) or `all` (search, list and read).
         """
         from archivist import models
         from archivist.agent.setup import build_setup
@@ -542,12 +547,12 @@ class Archivist:
             raise ArchivistError("No store given.", "Name one with --store NAME.")
         s = self.settings
         with models.explained(s):
-            tools = [self._store_tool(name, rerank) for name in stores]
+            offered = [self._store_tool(name, rerank, tools or s.tools) for name in stores]
             info = models.show(s, model or s.chat_model)
         return build_setup(
             info,
             stores,
-            tools,
+            offered,
             partial(models.chat_model, s, info.name, temperature=0, seed=seed),
             num_ctx=s.num_ctx,
             max_steps=s.max_steps,
@@ -566,10 +571,12 @@ class Archivist:
         think: bool | None = None,
         grade: bool | None = None,
         on_event: ProgressFn | None = None,
+        tools: str | None = None,
     ) -> Turn:
         """Answer one question in a fresh conversation, log it; return the `ask --json` object.
 
-        `on_event` hears the turn as it runs, as `run_turn` describes."""
+        `on_event` hears the turn as it runs, as `run_turn` describes; `tools` is the toolset
+        (`search` or `all`)."""
         from archivist.turnlog import logged_turn
 
         if not question.strip():
@@ -577,10 +584,43 @@ class Archivist:
                 "The question is empty.", 'Ask something: archivist ask "How do refunds work?"'
             )
         with self.released_on_failure():
-            setup = self.agent(stores, model, think=think, grade=grade)
+            setup = self.agent(stores, model, think=think, grade=grade, tools=tools)
             turn = logged_turn(self.turn_log, "ask", setup, question, on_event=on_event)
         # What the chat says when it starts (a model without tools), `ask` says with its notes.
         return {**turn, "notes": [*setup.notices, *turn["notes"]]}
+
+    def list_documents(
+        self, store: str, contains: str | None = None, path: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The store's sources whose name fits `path` and whose stored text holds `contains`
+        (case ignored): every one, with exact counts and where the first occurrences are."""
+        from archivist.agent.documents import DocumentError, list_documents, person_error
+
+        with self.released_on_failure():
+            opened = self.store(store)
+            try:
+                return [e.as_dict() for e in list_documents(opened, path, contains)]
+            except DocumentError as exc:
+                raise person_error(exc, store, "--path") from None
+
+    def read_document(
+        self,
+        store: str,
+        source: str,
+        lines: str | None = None,
+        page: str | None = None,
+        heading: str | None = None,
+    ) -> dict[str, Any]:
+        """One source as stored, in order, or its part by lines, page (or sheet) or heading:
+        its lines with their numbers (the file's, for text and Markdown) and pages."""
+        from archivist.agent.documents import DocumentError, person_error, read_document
+
+        with self.released_on_failure():
+            opened = self.store(store)
+            try:
+                return read_document(opened, source, lines, page, heading).as_dict()
+            except DocumentError as exc:
+                raise person_error(exc, store, "SOURCE, --lines, --page or --heading") from None
 
     def retriever(
         self,
@@ -599,6 +639,13 @@ class Archivist:
 
         tool = self.retrieval_tool(self.store(store), k=k, mode=mode, **options)
         return StoreRetriever(tool=tool, source=source)
+
+    def document_tools(self, store: str) -> list:
+        """Return a store's `list_<store>` and `read_<store>` tools, as Archivist's agent has
+        them with `--tools all`, for any LangChain or LangGraph agent."""
+        from archivist.agent.documents import document_tools
+
+        return document_tools(self.store(store))
 
     def tool(
         self, store: str, k: int | None = None, mode: SearchMode | None = None, **options: Any

@@ -106,6 +106,16 @@ RetrieveFirstOpt = Annotated[
         "agent, or ARCHIVIST_RETRIEVE_FIRST.",
     ),
 ]
+ToolsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--tools",
+        metavar="search|all",
+        help="The tools each store gives the model: search (its best passages; the default, "
+        "or ARCHIVIST_TOOLS), or all (search, list its sources with exact counts, read one in "
+        "order). Small models choose worse among more tools (docs/documents.md).",
+    ),
+]
 RerankOpt = Annotated[
     str | None,
     typer.Option(
@@ -168,6 +178,15 @@ def _rerank(model: str | None, candidates: int | None) -> dict[str, Any]:
     if model is not None and model.strip().lower() in ("off", "none", ""):
         model = ""
     return {"rerank_model": model, "rerank_candidates": candidates}
+
+
+def _toolset(tools: str | None) -> dict[str, Any]:
+    """The settings override `--tools` makes (checked), none when it is not given."""
+    if tools is None:
+        return {}
+    from archivist.agent.documents import checked_toolset
+
+    return {"tools": checked_toolset(tools)}
 
 
 def _models_used(settings: Settings, *names: str | None) -> list[str]:
@@ -582,6 +601,7 @@ def ask(
     retrieve_first: RetrieveFirstOpt = None,
     rerank: RerankOpt = None,
     rerank_candidates: RerankCandidatesOpt = None,
+    tools: ToolsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Answer one question with the agent and print it (the turn is logged)."""
@@ -595,6 +615,7 @@ def ask(
         max_rewrites=max_rewrites,
         retrieve_first=retrieve_first,
         **_rerank(rerank, rerank_candidates),
+        **_toolset(tools),
     )
     settings = archivist.settings
     used = _models_used(settings, model or settings.chat_model, settings.embed_model)
@@ -714,6 +735,7 @@ def chat(
     retrieve_first: RetrieveFirstOpt = None,
     rerank: RerankOpt = None,
     rerank_candidates: RerankCandidatesOpt = None,
+    tools: ToolsOpt = None,
 ) -> None:
     """Chat with the agent in the terminal; conversations are kept and can be resumed."""
     from archivist.chat import PlainView, StartFailed, chat_loop, stdin_reader
@@ -727,6 +749,7 @@ def chat(
         max_rewrites=max_rewrites,
         retrieve_first=retrieve_first,
         **_rerank(rerank, rerank_candidates),
+        **_toolset(tools),
     )
     chat_model = model or settings.chat_model
     names = stores or [DEFAULT_STORE]
@@ -907,6 +930,15 @@ def evaluate(
         ),
     ] = None,
     rerank_candidates: RerankCandidatesOpt = None,
+    toolsets: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--tools",
+            metavar="search|all",
+            help="The tools each model gets (repeatable: --tools search --tools all compares "
+            "them, each in its own column). Default: ARCHIVIST_TOOLS (search).",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Compare chat models on the same cases: tool use, retrieval, answers, latency; and, with
@@ -932,6 +964,7 @@ def evaluate(
     if grade not in (None, "off", "on", "both"):
         raise ArchivistError(f"Unknown --grade '{grade}'.", "Use --grade off, on or both.")
     cases = load_dataset(dataset)
+    chosen = [_toolset(t)["tools"] for t in toolsets or []] or [None]
     archivist = _app(
         k=k,
         max_rewrites=max_rewrites,
@@ -956,7 +989,8 @@ def evaluate(
     with progress:
         task = progress.add_task(
             "evaluating",
-            total=len(names) * len(grading) * variants * len(cases) * repeat + len(embedders),
+            total=len(names) * len(grading) * variants * len(set(chosen)) * len(cases) * repeat
+            + len(embedders),
         )
 
         from archivist.tools.progress import CaseRan, Event, StoreReady
@@ -980,6 +1014,7 @@ def evaluate(
             on_progress=advance,
             grading=grading,
             embed_models=embedders,
+            toolsets=chosen,
         )
     paths = write_report(report, out)
     if as_json:
@@ -1101,10 +1136,30 @@ def stores(as_json: JsonOpt = False) -> None:
 
 
 @app.command()
-def sources(store: StoreOpt, as_json: JsonOpt = False) -> None:
+def sources(
+    store: StoreOpt,
+    contains: Annotated[
+        str | None,
+        typer.Option(
+            help="Only sources whose stored text holds this text (case ignored): every one, "
+            "with the exact count and the first places."
+        ),
+    ] = None,
+    path: Annotated[
+        str | None,
+        typer.Option(
+            help="Only sources whose name fits: a name, a folder, a prefix or a pattern (*.pdf)."
+        ),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
     """List a store's sources by root, each with its chunks and its status against the disk:
     ok, changed, deleted, new (not yet stored), incomplete (an ingest stopped while storing
-    it), failed (with why), or unknown (no root)."""
+    it), failed (with why), or unknown (no root). With --contains or --path: the sources that
+    match, with their title, kind and size."""
+    if contains is not None or path is not None:
+        _matching_sources(store, contains, path, as_json)
+        return
     from archivist.ingest.status import STATUSES
 
     listing = _app().source_status(store)
@@ -1138,6 +1193,81 @@ def sources(store: StoreOpt, as_json: JsonOpt = False) -> None:
         then = f". Bring it up to date with: archivist sync --store {store}"
     counted = f"{count(len(rows), 'source')} in {count(roots, 'root')}"
     print(f"{store}: {counted}: {_status_counts(totals)}{then}")
+
+
+def _matching_sources(store: str, contains: str | None, path: str | None, as_json: bool) -> None:
+    if contains is not None and not contains.strip():
+        raise ArchivistError("--contains is empty.", "Give the text to look for.")
+    found = _app().list_documents(store, contains, path)
+    if as_json:
+        _print_json(found)
+        return
+    lines = []
+    for entry in found:
+        line = f"{printable_name(entry['source'])}\t{entry['kind'] or '-'}\t"
+        line += f"{count(entry['chunks'], 'chunk')}"
+        if "count" in entry:
+            places = ", ".join(_place_text(p) for p in entry["places"])
+            line += f"\t{count(entry['count'], 'time')}\t{places}"
+        if entry.get("title"):
+            line += f"\t{printable(entry['title'])}"
+        lines.append(line)
+    if lines:
+        print("\n".join(lines))
+    what = f" containing '{contains}'" if contains else ""
+    total = sum(e.get("count", 0) for e in found)
+    tail = f", {count(total, 'occurrence')} in all" if contains else ""
+    print(f"{store}: {count(len(found), 'source')}{what}{tail}.")
+
+
+def _place_text(place: dict[str, Any]) -> str:
+    where = f"line {place['line']}"
+    if "page" in place:
+        return f"page {place['page']} {where}"
+    if "sheet" in place:
+        return f"sheet {place['sheet']} {where}"
+    return where
+
+
+@app.command()
+def read(
+    source: Annotated[
+        str, typer.Argument(help="The source, as `sources` lists it (or its title).")
+    ],
+    store: StoreOpt = DEFAULT_STORE,
+    lines: Annotated[
+        str | None, typer.Option(help="Only these lines, A-B (A- to the end).")
+    ] = None,
+    page: Annotated[
+        str | None,
+        typer.Option(help="Only this PDF page or slide, or this sheet (its name or number)."),
+    ] = None,
+    heading: Annotated[str | None, typer.Option(help="Only this heading's section.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Print one source as stored, in order, with its line numbers (the file's own for text
+    and Markdown) and pages; or the part of it given by --lines, --page or --heading."""
+    chosen = (("--lines", lines), ("--page", page), ("--heading", heading))
+    given = [flag for flag, value in chosen if value]
+    if len(given) > 1:
+        raise ArchivistError(f"{' and '.join(given)} both choose a part.", "Give one of them.")
+    found = _app().read_document(store, source, lines, page, heading)
+    if as_json:
+        _print_json(found)
+        return
+    for note in found["notes"]:
+        _notice(f"Note: {note}")
+    out, page_now = [], None
+    width = len(str(found["lines"][-1]["n"])) if found["lines"] else 1
+    for line in found["lines"]:
+        marker = line.get("page", line.get("sheet"))
+        if marker is not None and marker != page_now:
+            out.append(f"--- {'page' if 'page' in line else 'sheet'} {marker} ---")
+            page_now = marker
+        out.append(f"{line['n']:>{width}}  {printable(line['text'])}")
+    print("\n".join(out))
+    first, last = found["total_lines"] or [0, 0]
+    _notice(f"{found['source']}: {found['part']}, of lines {first}-{last}.")
 
 
 def _status_counts(counts: dict[str, int]) -> str:
@@ -1311,8 +1441,10 @@ def mcp(
     ] = None,
     rerank: RerankOpt = None,
     rerank_candidates: RerankCandidatesOpt = None,
+    toolset: ToolsOpt = None,
 ) -> None:
-    """Serve the stores' search tools to MCP clients (desktop apps, IDEs), over stdio or HTTP."""
+    """Serve the stores' search tools to MCP clients (desktop apps, IDEs), over stdio or HTTP;
+    with --tools all, their list and read tools too, and every source as a resource."""
     from archivist.mcp import (
         HTTP_PATH,
         StoreTools,
@@ -1322,7 +1454,9 @@ def mcp(
         serve_stdio,
     )
 
-    tools = StoreTools(_settings(**_rerank(rerank, rerank_candidates)), stores or [])
+    tools = StoreTools(
+        _settings(**_rerank(rerank, rerank_candidates), **_toolset(toolset)), stores or []
+    )
     try:
         tools.check()
     except ArchivistError as exc:

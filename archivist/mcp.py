@@ -3,8 +3,11 @@
 Each store is served as the agent sees it: a tool named `search_<store>` with the agent's
 description of the store, the agent tool's arguments, and the same numbered passages with
 their sources (the results in the shape of `archivist search --json` ride along as structured
-content). A `list_stores` tool tells what there is. Stores are opened for each request only,
-so `archivist ingest` can update them while a client stays connected.
+content). A `list_stores` tool tells what there is. With `--tools all`, each store also has
+its `list_<store>` and `read_<store>` tools (archivist.agent.documents), and every source is a
+resource (`archivist://<store>/<source>`) whose text is the source as `read` gives it. Stores
+are opened for each request only, so `archivist ingest` can update them while a client stays
+connected.
 """
 
 import json
@@ -23,6 +26,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import TypeAdapter, ValidationError
 from typing_extensions import TypedDict
 
+from archivist import mcp_documents
 from archivist.agent.retrieval import describe, tool_name
 from archivist.agent.search_args import SearchArgs
 from archivist.app import Archivist
@@ -68,6 +72,8 @@ class StoreTools:
     def __init__(self, settings: Settings, stores: Sequence[str] = ()) -> None:
         self.settings = settings
         self.only = list(dict.fromkeys(stores))
+        self.documents = settings.tools == "all"
+        """Whether each store's list and read tools are served beside its search."""
         # One request at a time opens the embedded store: its lock is held per open client.
         self._lock = threading.Lock()
 
@@ -120,6 +126,8 @@ class StoreTools:
                             output_schema=SEARCH_OUTPUT_SCHEMA,
                         )
                     )
+                    if self.documents:
+                        tools += mcp_documents.document_tools(store)
         except ArchivistError as exc:  # a store locked by an ingest, say: worth reading
             raise MCPError(types.INTERNAL_ERROR, str(exc)) from None
         return tools
@@ -144,6 +152,8 @@ class StoreTools:
             listing = archivist.stores(only=self.only or None)
             return _result(json.dumps(listing, ensure_ascii=False), {"stores": listing})
         served = self.only or archivist.store_names()
+        if self.documents and (found := mcp_documents.call(archivist, served, name, arguments)):
+            return found
         if name not in map(tool_name, served):
             tools = ", ".join([*map(tool_name, served), LIST_STORES])
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool '{name}'. Tools: {tools}.")
@@ -188,12 +198,14 @@ def build_server(tools: StoreTools) -> Server:
     ) -> types.CallToolResult:
         return await anyio.to_thread.run_sync(tools.call, params.name, params.arguments or {})
 
+    served = mcp_documents.resource_handlers(tools) if tools.documents else {}
     return Server(
         SERVER_NAME,
         version=__version__,
         instructions=INSTRUCTIONS,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
+        **served,
     )
 
 

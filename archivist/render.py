@@ -59,6 +59,10 @@ def notice_text(event: Note | Retried) -> str:
     return event.text if isinstance(event, Note) else retry_notice(event).strip()
 
 
+def _arguments(args: dict) -> str:
+    return ", ".join(f'{k}="{printable_name(str(v))}"' for k, v in args.items() if v is not None)
+
+
 def tool_line(call: ToolCall) -> str:
     """Describe one tool call: `search_x("query") · 5 results · 2 relevant · 14 ms`.
 
@@ -70,9 +74,11 @@ def tool_line(call: ToolCall) -> str:
     found = f"error: {call['error']}" if "error" in call else count(len(call["results"]), "result")
     if "grading_error" in call:
         found += " · grading failed, all kept"
-    elif "kept" in call:
+    elif "kept" in call and "query" in call["args"]:
         found += f" · {len(call['kept'])} relevant"
-    line = f'{call["name"]}("{query}") · {found} · {call["latency_ms"]:.0f} ms'
+    # A list or read has no query: its arguments are shown (`read_x(source="a.md")`).
+    shown = f'"{query}"' if "query" in call["args"] else _arguments(call["args"])
+    line = f"{call['name']}({shown}) · {found} · {call['latency_ms']:.0f} ms"
     if "rerank_ms" in call:
         line += f" (reranking {call['rerank_ms']:.0f} ms)"
     if "grade_ms" in call:

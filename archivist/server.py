@@ -26,6 +26,7 @@ from langgraph.runtime import Runtime
 from typing_extensions import TypedDict  # pydantic reads its schema on Python 3.11 too
 
 from archivist import models
+from archivist.agent.documents import checked_toolset
 from archivist.agent.graph import add_agent, add_retrieve_then_answer
 from archivist.agent.records import ToolCall
 from archivist.agent.setup import AGENT, RETRIEVE_THEN_ANSWER, AgentSetup
@@ -58,6 +59,8 @@ class ServerContext:
     max_steps: int | None = None
     grade: bool | None = None
     """Grade each search's passages with the chat model, rewriting searches that miss."""
+    tools: str | None = None
+    """The tools each store gives the model: "search", or "all" (search, list and read)."""
 
 
 def run_settings(context: ServerContext | None) -> Settings:
@@ -71,6 +74,7 @@ def run_settings(context: ServerContext | None) -> Settings:
         qdrant_url=context.qdrant_url,
         k=context.k,
         max_steps=context.max_steps,
+        tools=checked_toolset(context.tools) if context.tools else None,
     )
 
 

@@ -88,6 +88,8 @@ class Settings:
     """With grading: how many times a search that found nothing relevant is rewritten."""
     retrieve_first: bool = False
     """Search every store before the model answers, even with a model that can call tools."""
+    tools: str = "search"
+    """The tools each store gives the model: `search`, or `all` (search, list and read)."""
     rerank_model: str | None = None
     """An Ollama model that reranks each search's candidates (None: no reranking)."""
     rerank_candidates: int = 20
@@ -223,6 +225,7 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         grade=_flag(env, "ARCHIVIST_GRADE"),
         max_rewrites=int(_number(env, "ARCHIVIST_MAX_REWRITES", 2, 0, 10)),
         retrieve_first=_flag(env, "ARCHIVIST_RETRIEVE_FIRST"),
+        tools=_choice(env, "ARCHIVIST_TOOLS", ("search", "all")),
         rerank_model=(env.get("ARCHIVIST_RERANK_MODEL") or "").strip() or None,
         rerank_candidates=int(_number(env, "ARCHIVIST_RERANK_CANDIDATES", 20, 1, 100)),
         rerank_parallel=int(_number(env, "ARCHIVIST_RERANK_PARALLEL", 4, 1, 32)),

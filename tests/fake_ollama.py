@@ -170,6 +170,12 @@ SMALL_MODELS: list[ModelSpec] = [
 `written_call` instead of calling it; `small-unknown` writes a call to `web_search`, a tool
 never offered; `small-wrongname` calls `search_knowledge_base` first and the right tool once
 told the tools' names; `small-think` puts `<think>…</think>` before what it says."""
+CONFUSED_MODEL = ModelSpec(
+    "small-confused:1b", ["completion", "tools"], behaviour="confused", parameter_size="1B"
+)
+"""A small model that picks a tool by the words its name and description share with the
+question, whatever the tool does, and always passes the question as `query` (as small models
+do among many tools); with one search tool a store it searches as a capable model does."""
 ECHO_MODEL = ModelSpec(
     "small-echo:1b", ["completion", "tools"], behaviour="echo", parameter_size="1B"
 )
@@ -351,6 +357,8 @@ def chat_policy(spec: ModelSpec, messages: list[dict[str, Any]], tools: list[Any
         if last.get("role") == "tool":
             return {"content": _quote_results(_content(last))}
         return turn
+    if spec.behaviour == "confused" and tools:
+        return _confused_turn(messages, tools)
     if spec.behaviour not in ("tools", "never_tools") and tools:
         turn = chat_policy(ModelSpec(spec.name, spec.capabilities), messages, tools)
         if spec.behaviour == "wrongname" and "tool_calls" in turn:
@@ -367,6 +375,10 @@ def chat_policy(spec: ModelSpec, messages: list[dict[str, Any]], tools: list[Any
         text = _content(last)
         if last.get("role") == "user" and _is_greeting(text):
             return {"content": GREETING_REPLY}
+        if _offered(tools, "list_", "read_") and (turn := _document_turn(messages, tools)):
+            return turn
+        documents = _offered(tools, "list_", "read_")
+        tools = [t for t in tools if t not in documents] or tools
         told = last.get("role") == "tool" and "there is no tool" in text
         if last.get("role") == "user" or told:
             if told:
@@ -378,6 +390,118 @@ def chat_policy(spec: ModelSpec, messages: list[dict[str, Any]], tools: list[Any
         if last.get("role") == "tool":
             return {"content": _answer_from_results(text)}
     return {"content": _answer_without_tools(messages)}
+
+
+def _offered(tools: list[dict[str, Any]], *prefixes: str) -> list[dict[str, Any]]:
+    """The offered tools whose names start with one of `prefixes`."""
+    return [t for t in tools if str(t.get("function", {}).get("name", "")).startswith(prefixes)]
+
+
+_QUOTED = re.compile(r"[\"'`“‘]([^\"'`”’]{2,80})[\"'`”’]")
+_MENTION = re.compile(
+    r"\b(?:how many|which|what|list)\b.*?\b(?:mention|mentions|contain|contains)\s+(.+?)[?.!]*$",
+    re.IGNORECASE,
+)
+_SUMMARY = re.compile(r"\bsummari[sz]e\s+(?:the\s+)?(.+?)[?.!]*$", re.IGNORECASE)
+_AROUND = re.compile(r"\[(\d+)\]")
+_AROUND_WORDS = re.compile(r"\b(?:after|around|before|else|next|more)\b", re.IGNORECASE)
+_LIST_ALL = re.compile(r"\b(?:list|which|what)\b.*\b(?:documents|sources|files)\b", re.I)
+_READ_ON = re.compile(r"For the rest call (read_\w+)\(source=\"([^\"]+)\", lines=\"([^\"]+)\"\)")
+_LIST_TOTAL = re.compile(r"^(\d[\d,]* sources? contains?[^\n]*?times? in all)", re.MULTILINE)
+
+
+def _document_intent(question: str) -> tuple[str, dict[str, Any]] | None:
+    """What a capable model does with a corpus question given list and read tools: the kind
+    of tool (list or read) and its arguments; None for a question search answers."""
+    if (around := _AROUND.search(question)) and _AROUND_WORDS.search(question):
+        return "read_", {"around": int(around.group(1))}
+    if mention := _MENTION.search(question):
+        quoted = _QUOTED.search(question)
+        term = quoted.group(1) if quoted else mention.group(1)
+        return "list_", {"contains": term.strip(" \"'`")}
+    if summary := _SUMMARY.search(question):
+        return "read_", {"source": summary.group(1).strip()}
+    if _LIST_ALL.search(question):
+        return "list_", {}
+    return None
+
+
+def _document_turn(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict | None:
+    """The turn of a capable model offered list and read tools: call them for corpus-level
+    questions (which, how many, summarize, around [n]), read on while a reading says lines
+    are left, and answer from what they showed; None where it searches as before."""
+    last = messages[-1]
+    start = max(i for i, m in enumerate(messages) if m.get("role") == "user")
+    question = _content(messages[start])
+    intent = _document_intent(question)
+    if intent is None:
+        return None
+    kind, args = intent
+    if "around" in args and last.get("role") == "user":
+        # Nothing found yet to read around: search first, then read around what it found.
+        query = _AROUND.sub("", question.split(",")[0]).strip(" ?.!")
+        search = _offered(tools, "search_")
+        return {"tool_calls": [{"name": _pick_tool(search, query), "arguments": {"query": query}}]}
+    if "around" in args and "<search_results" in _content(last):
+        read = _pick_tool(_offered(tools, "read_"), question)
+        return {"tool_calls": [{"name": read, "arguments": args}]}
+    told = last.get("role") == "tool" and "there is no tool" in _content(last)
+    if last.get("role") == "user" or told:
+        return {
+            "tool_calls": [{"name": _pick_tool(_offered(tools, kind), question), "arguments": args}]
+        }
+    text = _content(last)
+    if last.get("role") != "tool" or text.startswith("Error"):
+        return None
+    if more := _READ_ON.search(text):
+        tool, source, lines = more.groups()
+        return {"tool_calls": [{"name": tool, "arguments": {"source": source, "lines": lines}}]}
+    replies = [_content(m) for m in messages[start:] if m.get("role") == "tool"]
+    found = [(int(n), body) for reply in replies for n, body in _RESULT.findall(reply)]
+    if not found:
+        return {"content": NOT_FOUND_REPLY}
+    if total := _LIST_TOTAL.search(text):
+        named = ", ".join(
+            f"{html.unescape(body).strip().split(' ', 1)[0]} [{n}]" for n, body in found
+        )
+        return {"content": f"{total.group(1)}: {named}."}
+    sentences = []
+    for n, body in found:
+        passage = " ".join(html.unescape(body).split())
+        match = _SENTENCE.match(passage)
+        sentences.append(f"{(match.group() if match else passage)[:200].strip()} [{n}]")
+    return {"content": " ".join(sentences)}
+
+
+def _confused_turn(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict:
+    """A small model among many tools: it picks the tool whose name and description share
+    the most words with the question, whatever it does, and passes the question as `query`;
+    told its call was wrong, it falls back to a search."""
+    last = messages[-1]
+    question = next(_content(m) for m in reversed(messages) if m.get("role") == "user")
+    query = re.sub(r"[\s?!.？！。]+$", "", question).strip()
+    if last.get("role") == "user":
+        if _is_greeting(question):
+            return {"content": GREETING_REPLY}
+        return {"tool_calls": [{"name": _pick_any(tools, question), "arguments": {"query": query}}]}
+    text = _content(last)
+    if last.get("role") == "tool" and text.startswith("Error"):
+        search = _offered(tools, "search_") or tools
+        return {
+            "tool_calls": [{"name": _pick_tool(search, question), "arguments": {"query": query}}]
+        }
+    return {"content": _answer_without_tools(messages)}
+
+
+def _pick_any(tools: list[dict[str, Any]], question: str) -> str:
+    """The tool whose whole name and description share the most words with the question."""
+    asked = _words(question)
+
+    def overlap(tool: dict[str, Any]) -> int:
+        function = tool.get("function", {})
+        return len(asked & _words(f"{function.get('name', '')} {function.get('description', '')}"))
+
+    return str(max(tools, key=overlap)["function"]["name"])
 
 
 def _paraphrased(text: str) -> str:

@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from archivist.evaluation.corpus import CORPUS_METRICS
 from archivist.evaluation.run import (
     GRADING_METRICS,
     JUDGE_METRICS,
@@ -28,6 +29,8 @@ def metric_rows(report: dict[str, Any]) -> list[str]:
     """The metrics to show, in order: judge and stability rows only when they were measured."""
     rows = list(RATE_METRICS)
     first = report["models"][0]["metrics"] if report["models"] else {}
+    models = report["models"]
+    rows += [m for m in CORPUS_METRICS if any(s.get("support", {}).get(m) for s in models)]
     rows += [m for m in JUDGE_METRICS if m in first]
     if report["repeat"] > 1:
         rows += list(STABILITY_METRICS)

@@ -16,10 +16,11 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from archivist import models
 from archivist.agent.records import Passage, ToolCall, Turn
-from archivist.agent.retrieval import format_results, tool_name
+from archivist.agent.retrieval import format_results
 from archivist.agent.setup import AGENT, AgentSetup
 from archivist.agent.turn import run_turn
 from archivist.app import Archivist
+from archivist.evaluation import corpus
 from archivist.tools.errors import ArchivistError
 from archivist.tools.progress import CaseRan, ProgressFn, StoreReady, ignore
 from archivist.tools.search import SearchMode
@@ -122,6 +123,7 @@ def parse_case(data: Any, where: str) -> Case:
     for key in ("id", "question"):
         if not isinstance(data.get(key), str) or not data[key].strip():
             raise ArchivistError(f"{where}: `{key}` must be a non-empty string.", fix)
+    corpus.check_case(data, where)
     expect_tools = None
     if "expect_tool" in data:
         raw = data["expect_tool"]
@@ -176,11 +178,11 @@ def load_dataset(path: Path) -> list[Case]:
 
 def check_tools(cases: Sequence[Case], stores: Sequence[str]) -> None:
     """Refuse cases that expect a tool none of the given stores provides."""
-    available = {tool_name(store) for store in stores}
+    available = {f"{kind}_{store}" for store in stores for kind in ("search", "list", "read")}
     for case in cases:
         missing = sorted(set(case.expect_tools or ()) - available)
         if missing:
-            wanted = ", ".join(f"--store {name.removeprefix('search_')}" for name in missing)
+            wanted = ", ".join(f"--store {name.split('_', 1)[1]}" for name in missing)
             raise ArchivistError(
                 f"Case '{case.id}' expects {', '.join(missing)}, which the given stores "
                 f"({', '.join(stores)}) do not provide.",
@@ -198,8 +200,12 @@ def _normalized(text: str) -> str:
 
 
 def _call_is_valid(call: ToolCall) -> bool:
+    if "error" in call:
+        return False
+    if not call["name"].startswith("search_"):
+        return True  # a list or read: its schema checked its arguments
     query = call.get("args", {}).get("query")
-    return "error" not in call and isinstance(query, str) and bool(query.strip())
+    return isinstance(query, str) and bool(query.strip())
 
 
 def _first_match_rank(call: dict[str, Any], expected: Sequence[str], k: int) -> int | None:
@@ -289,6 +295,7 @@ def score_turn(case: Case, turn: Turn | None, mode: str, k: int) -> dict[str, An
     if case.answer_contains:
         answer = _normalized(turn["answer"]) if turn else ""
         outcomes["answer_contains"] = all(_normalized(s) in answer for s in case.answer_contains)
+    outcomes |= corpus.score(case.extra, turn)
     if turn:
         outcomes["valid_citations"] = len(turn["citations"])
         outcomes["invalid_citations"] = len(turn["invalid_citations"])
@@ -516,6 +523,9 @@ def summarize(runs: Sequence[dict[str, Any]], repeat: int) -> dict[str, Any]:
     cited = sum(o["valid_citations"] + o["invalid_citations"] for o in outcomes)
     metrics["citation_validity"] = _ratio(sum(o["valid_citations"] for o in outcomes), cited)
     support["citation_validity"] = cited
+    found, counted = corpus.summarize(outcomes)
+    metrics |= found
+    support |= counted
     for metric in JUDGE_METRICS:
         verdicts = [r["judge"][metric] for r in runs if r.get("judge", {}).get(metric) is not None]
         if any("judge" in r for r in runs):
@@ -636,10 +646,12 @@ def _raise_if_unreachable(exc: BaseException, model: str) -> None:
         ) from None
 
 
-def variant_label(model: str, grade: bool, rerank: bool = False) -> str:
+def variant_label(model: str, grade: bool, rerank: bool = False, toolset: str | None = None) -> str:
     """Name a model's column in the report: `MODEL`, `MODEL+grade` with grading,
-    `MODEL+rerank` with reranking (`MODEL+grade+rerank` with both)."""
-    return model + ("+grade" if grade else "") + ("+rerank" if rerank else "")
+    `MODEL+rerank` with reranking (`MODEL+grade+rerank` with both), `MODEL+all-tools` when
+    the model had each store's list and read tools too."""
+    label = model + ("+grade" if grade else "") + ("+rerank" if rerank else "")
+    return label + ("+all-tools" if toolset == "all" else "")
 
 
 def evaluate(
@@ -654,6 +666,7 @@ def evaluate(
     on_progress: ProgressFn = ignore,
     grading: Sequence[bool] = (False,),
     embed_models: Sequence[str] = (),
+    toolsets: Sequence[str | None] = (None,),
 ) -> dict[str, Any]:
     """Run every case `repeat` times against every model; return the report.
 
@@ -662,7 +675,8 @@ def evaluate(
     variant also runs reranked (`MODEL+rerank`), and `reranking` compares the searches alone
     with and without it. `embed_models` are compared on retrieval alone (`compare_embedders`).
     `on_progress` hears a `CaseRan` after each run of a case and a `StoreReady` as each
-    embedder's store is made ready.
+    embedder's store is made ready. `toolsets` lists the tools each model is run with
+    (`search`, `all`; None: the settings'), each variant in its own column.
     """
     if repeat < 1:
         raise ArchivistError("--repeat must be at least 1.", "Use --repeat 1 or more.")
@@ -687,11 +701,19 @@ def evaluate(
         setups = [
             (
                 archivist.agent(
-                    stores, name, seed=seed, grade=grade, rerank=rerank, checkpointer=memory
+                    stores,
+                    name,
+                    seed=seed,
+                    grade=grade,
+                    rerank=rerank,
+                    checkpointer=memory,
+                    tools=toolset,
                 ),
                 rerank,
+                toolset or archivist.settings.tools,
             )
             for name in dict.fromkeys(model_names)
+            for toolset in dict.fromkeys(toolsets)
             for grade in dict.fromkeys(grading)
             for rerank in reranking
         ]
@@ -706,12 +728,13 @@ def evaluate(
         compared = compare_reranking(archivist, cases, stores, k) if rerank_model else []
         runs: list[dict[str, Any]] = []
         summaries = []
-        for setup, rerank in setups:
-            label = variant_label(setup.model, setup.grade, rerank)
+        for setup, rerank, toolset in setups:
+            label = variant_label(setup.model, setup.grade, rerank, toolset)
             model_runs = []
             for case in cases:
                 for attempt in range(repeat):
-                    model_runs.append(_run_case(archivist, setup, case, attempt, judge, rerank))
+                    run = _run_case(archivist, setup, case, attempt, judge, rerank)
+                    model_runs.append({**run, "label": label, "toolset": toolset})
                     on_progress(CaseRan(label, case.id, attempt))
             about = {
                 "model": setup.model,
@@ -719,6 +742,7 @@ def evaluate(
                 "grade": setup.grade,
                 "rerank": rerank,
                 "mode": setup.mode,
+                "toolset": toolset,
             }
             # Whether the model can call tools: retrieve-then-answer is then --retrieve-first.
             about["tools"] = bool(setup.info and setup.info.tools)
@@ -733,6 +757,7 @@ def evaluate(
             "temperature": 0,
             "judge": judge_model,
             "grading": ["on" if g else "off" for g in dict.fromkeys(grading)],
+            "toolsets": list(dict.fromkeys(t for _, _, t in setups)),
             "max_rewrites": archivist.settings.max_rewrites,
             "rerank_model": rerank_model or None,
             "rerank_candidates": archivist.settings.rerank_candidates if rerank_model else None,

@@ -1,0 +1,98 @@
+"""`archivist mcp --tools all`: the official SDK's client lists each store's three tools with
+strict schemas, calls list and read, and reads every source as a resource."""
+
+import anyio
+import pytest
+from conftest import SHOP
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+
+from archivist.agent.documents import describe_list, describe_read
+from archivist.mcp import StoreTools, build_server
+from archivist.tools.documents import stored_source
+
+
+async def _talk(client: Client, calls: list[tuple[str, dict]], reads: list[str]):
+    async with client:
+        tools = (await client.list_tools()).tools
+        results = [await client.call_tool(name, args) for name, args in calls]
+        listed = (await client.list_resources()).resources
+        read = [await client.read_resource(uri) for uri in reads]
+        return tools, results, listed, read
+
+
+def test_the_three_tools_per_store_and_every_source_as_a_resource(archivist, store):
+    served = StoreTools(archivist.settings.with_overrides(tools="all"))
+    client = Client(build_server(served))
+    calls = [
+        ("list_shop_docs", {"contains": "RMA"}),
+        ("read_shop_docs", {"source": "returns", "heading": "Exchanges"}),
+        ("read_shop_docs", {"source": "nowhere.md"}),
+    ]
+    uri = "archivist://shop_docs/%E9%85%8D%E9%80%81%E8%AF%B4%E6%98%8E.md"
+    tools, (listed, read, missing), resources, [chinese] = anyio.run(_talk, client, calls, [uri])
+
+    opened = archivist.store(store)
+    assert [t.name for t in tools] == [
+        "list_stores",
+        "search_shop_docs",
+        "list_shop_docs",
+        "read_shop_docs",
+    ]
+    by_name = {t.name: t for t in tools}
+    for name in ("list_shop_docs", "read_shop_docs"):
+        schema = by_name[name].input_schema
+        assert schema["additionalProperties"] is False
+    assert set(by_name["list_shop_docs"].input_schema["properties"]) == {
+        "path",
+        "contains",
+        "page",
+    }
+    read_schema = by_name["read_shop_docs"].input_schema
+    assert set(read_schema["properties"]) == {"source", "lines", "page", "heading"}
+    assert read_schema["required"] == ["source"]
+    assert by_name["list_shop_docs"].description == describe_list(opened)
+    assert by_name["read_shop_docs"].description == describe_read(opened)
+
+    rma = {f.name: f.read_text(encoding="utf-8").lower().count("rma") for f in SHOP.iterdir()}
+    assert {r["source"]: r["score"] for r in listed.structured_content["results"]} == {
+        name: float(n) for name, n in rma.items() if n
+    }
+    assert read.content[0].text.startswith(
+        '<document tool="read_shop_docs" source="returns.md" part="the section \'Exchanges\'">'
+    )
+    assert missing.is_error
+    assert "No source in 'shop_docs' is called 'nowhere.md'" in missing.content[0].text
+
+    assert sorted(r.name for r in resources) == sorted(
+        f"shop_docs/{f.name}" for f in SHOP.iterdir()
+    )
+    refund = next(r for r in resources if r.name == "shop_docs/refund.md")
+    assert str(refund.uri) == "archivist://shop_docs/refund.md" and refund.title == "Refund Policy"
+    assert refund.size == (SHOP / "refund.md").stat().st_size
+    [content] = chinese.contents
+    assert content.text == stored_source(opened, "配送说明.md").text
+    assert content.text.startswith((SHOP / "配送说明.md").read_text(encoding="utf-8")[:20])
+    archivist.close()
+
+
+def test_search_only_serves_no_document_tools_and_bad_uris_are_refused(archivist, store):
+    async def talk(client: Client, uri: str):
+        async with client:
+            names = [t.name for t in (await client.list_tools()).tools]
+            with pytest.raises(MCPError, match="Method not found|not supported|resources"):
+                await client.list_resources()
+            return names
+
+    plain = Client(build_server(StoreTools(archivist.settings)))
+    assert anyio.run(talk, plain, "") == ["list_stores", "search_shop_docs"]
+
+    async def bad(client: Client) -> str:
+        async with client:
+            with pytest.raises(MCPError) as caught:
+                await client.read_resource("archivist://other/refund.md")
+            return str(caught.value)
+
+    served = Client(build_server(StoreTools(archivist.settings.with_overrides(tools="all"))))
+    assert "resources are archivist://<store>/<source>" in anyio.run(bad, served)
+    archivist.close()
