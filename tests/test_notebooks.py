@@ -259,7 +259,7 @@ def test_a_model_not_pulled_shows_the_fix_without_a_traceback() -> None:
 
     error = next(o for o in run.outputs if o.output_type == "error")
     shown = ANSI.sub("", "\n".join(error.traceback))
-    assert error.ename == "ArchivistError"
+    assert error.ename == "ModelMissing"  # an ArchivistError, named for what is wrong
     assert "The model 'qwen2.5:0.5b' is not available in Ollama" in shown
     assert "Pull it with `ollama pull qwen2.5:0.5b`" in shown
     assert "Traceback" not in shown and 'File "' not in shown and "archivist/" not in shown
