@@ -25,13 +25,13 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict  # pydantic reads its schema on Python 3.11 too
 
-from archivist import models
 from archivist.agent.graph import add_agent, add_retrieve_then_answer
 from archivist.agent.records import ToolCall
 from archivist.agent.setup import AGENT, RETRIEVE_THEN_ANSWER, AgentSetup
 from archivist.agent.state import AgentState, turn_reset
 from archivist.agent.steps import after_model
 from archivist.app import Archivist
+from archivist.failures import explained
 from archivist.ingest.request import IngestRequest
 from archivist.settings import DEFAULT_STORE, Settings, load_settings, normalize_host
 from archivist.tools.errors import ArchivistError
@@ -248,7 +248,7 @@ def ingest(state: ServerIngestState, runtime: Runtime[ServerContext]) -> dict[st
     write = get_stream_writer()
     archivist = Archivist(settings)
     try:
-        with models.explained(settings):
+        with explained(settings):
             report = archivist.ingest(request, on_progress=lambda event: write(as_dict(event)))
     finally:
         archivist.close()
