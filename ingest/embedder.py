@@ -7,13 +7,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-# httpx and tenacity are imported where a request is made: the ingest request's settings
-# (`EmbedSettings`) are read by commands that send none (`sources`, an unchanged `sync`).
+# httpx is imported where a request failed: the ingest request's settings (`EmbedSettings`)
+# are read by commands that send none (`sources`, an unchanged `sync`).
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
     from langchain_core.embeddings import Embeddings
-    from tenacity import RetryCallState
 
     from archivist.tools.progress import ProgressFn
 
@@ -74,24 +73,21 @@ def embed_with_retry(
 ) -> list[list[float]]:
     """Embed texts, retrying transient failures with exponential backoff (each retry reported
     to `on_retry` as a `Retried` event); re-raise the last failure."""
-    from tenacity import Retrying, retry_if_exception, stop_after_attempt
-    from tenacity.wait import wait_exponential
-
     from archivist.tools.progress import Retried
+    from archivist.tools.retries import with_retries
 
-    def before_sleep(state: RetryCallState) -> None:
-        if on_retry and state.outcome is not None:
-            wait_s = state.next_action.sleep if state.next_action else 0.0
-            on_retry(Retried(str(state.outcome.exception()), state.attempt_number, wait_s))
+    def report(exc: BaseException, attempt: int, wait: float, attempts: int) -> None:
+        if on_retry is not None:
+            on_retry(Retried(str(exc), attempt, wait))
 
-    retrying = Retrying(
-        stop=stop_after_attempt(settings.attempts),
-        wait=wait_exponential(multiplier=settings.backoff, max=settings.max_backoff),
-        retry=retry_if_exception(is_transient),
-        before_sleep=before_sleep,
-        reraise=True,
+    return with_retries(
+        lambda: embeddings.embed_documents(texts),
+        is_transient,
+        attempts=settings.attempts,
+        backoff=settings.backoff,
+        max_backoff=settings.max_backoff,
+        on_retry=report,
     )
-    return retrying(embeddings.embed_documents, texts)
 
 
 class EmbedQueue:

@@ -24,6 +24,8 @@ from urllib.parse import urljoin, urlsplit
 
 import orjson
 
+from archivist.tools.retries import with_retries as retrying
+
 T = TypeVar("T")
 
 REDIRECTS = 3
@@ -328,23 +330,11 @@ def announce(exc: BaseException, attempt: int, wait: float, attempts: int) -> No
 def with_retries(
     send: Callable[[], T],
     *,
-    attempts: int | None = None,
     may_retry: Callable[[BaseException], bool] = transient,
     on_retry: Callable[[BaseException, int, float, int], None] = announce,
 ) -> T:
     """Send a request, sending it again while it fails in a way that may pass (`may_retry`),
-    up to `attempts` (ATTEMPTS) times in all, waiting BACKOFF seconds, then twice as long each
-    time; `on_retry(error, attempt, wait, attempts)` hears of each retry before its wait
-    (`announce` by default)."""
-    attempts = attempts or ATTEMPTS
-    attempt = 0
-    while True:
-        attempt += 1
-        try:
-            return send()
-        except Exception as exc:
-            if attempt >= attempts or not may_retry(exc):
-                raise
-            wait = BACKOFF * 2 ** (attempt - 1)
-            on_retry(exc, attempt, wait, attempts)
-            time.sleep(wait)
+    up to ATTEMPTS times in all, waiting BACKOFF seconds, then twice as long each time; each
+    retry is announced (`on_retry`) before its wait (the retry loop:
+    `archivist.tools.retries`)."""
+    return retrying(send, may_retry, attempts=ATTEMPTS, backoff=BACKOFF, on_retry=on_retry)
