@@ -24,7 +24,7 @@ from archivist.tools.store import (
 )
 
 # A command imports what it uses when it uses it: listing stores needs neither LangChain nor
-# the model factory (docs/performance.md, "Start-up").
+# a client library of Ollama's (docs/performance.md, "Start-up").
 if TYPE_CHECKING:
     from archivist.agent.langchain import StoreRetriever
     from archivist.agent.rerank import Reranker

@@ -588,7 +588,7 @@ def _trajectory(calls: Sequence[ToolCall], agent: bool) -> list[dict[str, Any]]:
 
 
 class Judge:
-    """LLM-as-judge verdicts from openevals, with an Ollama model from our model factory."""
+    """LLM-as-judge verdicts from openevals, with an Ollama chat model from the Ollama seam."""
 
     def __init__(self, archivist: Archivist, model: str, seed: int | None) -> None:
         from openevals.llm import create_llm_as_judge

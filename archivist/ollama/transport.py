@@ -13,6 +13,7 @@ https host only.
 """
 
 import contextlib
+import functools
 import socket
 import sys
 import threading
@@ -161,13 +162,20 @@ def _connect(parts, seconds: float) -> socket.socket:
     )
     if not tls:
         return sock
-    import ssl
-
     try:
-        return ssl.create_default_context().wrap_socket(sock, server_hostname=parts.hostname)
+        return _tls_context().wrap_socket(sock, server_hostname=parts.hostname)
     except BaseException:
         sock.close()
         raise
+
+
+@functools.cache
+def _tls_context():
+    """The TLS settings of every https connection, made once: each would load the certificate
+    store again (~0.1 s of CPU), and an ingest opens one per request."""
+    import ssl
+
+    return ssl.create_default_context()
 
 
 def _request(parts, path: str, body: bytes | None, headers: dict[str, str]) -> bytes:
