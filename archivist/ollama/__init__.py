@@ -17,8 +17,6 @@ import re
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TYPE_CHECKING, Any
 
 from archivist.ollama import wire as _wire
@@ -26,7 +24,10 @@ from archivist.ollama.embeddings import OllamaEmbedder, QueryEmbedder, declare
 from archivist.ollama.transport import UnreadableAnswer, status_of
 from archivist.tools.errors import ArchivistError
 
+# concurrent.futures loads logging (~5 ms): only a command that asks ahead needs it.
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     from archivist.agent.records import ModelInfo
     from archivist.agent.rerank import Scorer
     from archivist.settings import Settings
@@ -59,6 +60,8 @@ class Ollama:
         _SHOWS[(self.wire.host, model)] = self._started(model)
 
     def _started(self, model: str) -> tuple[Future, float]:
+        from concurrent.futures import Future
+
         future: Future = Future()
 
         def run() -> None:
@@ -198,6 +201,8 @@ class Ollama:
 def _awaited(future: Future, deadline: float) -> dict[str, Any]:
     """A prefetched answer, once it came whole; TimeoutError when the deadline passes first
     (the thread reading it is left to end on its own: it holds nothing)."""
+    from concurrent.futures import TimeoutError as FutureTimeout
+
     try:
         return future.result(timeout=max(0.0, deadline - time.monotonic()))
     except FutureTimeout:
