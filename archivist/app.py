@@ -168,6 +168,7 @@ class Archivist:
         what was written as it closes), within the report's `seconds`. The decisions are
         the write path's (`archivist.ingest.pipeline`).
         """
+        from archivist.ingest.pipeline import IngestPlan
         from archivist.ingest.request import IngestRequest
 
         started = time.perf_counter()
@@ -181,8 +182,6 @@ class Archivist:
             request = replace(request, web=replace(request.web, cache=str(self.settings.web_cache)))
         if request.load_timeout is None and self.settings.load_timeout is not None:
             request = replace(request, load_timeout=self.settings.load_timeout)
-        from archivist.ingest.pipeline import IngestPlan
-
         with self.released_on_failure():
             model = self._embedding_model(request)
             with self.writing():
