@@ -2,8 +2,8 @@
 
 The scoring itself is handed in (`Scorer`: the probability that a passage is relevant to a
 query); the application builds it from an Ollama model's log-probabilities
-(`archivist.models.relevance_scorer`). Here only the order, the concurrency and the timing
-are decided, so the query engine never talks to Ollama; the search times it
+(`archivist.ollama.scoring.relevance_scorer`). Here only the order, the concurrency and the
+timing are decided, so the query engine never talks to Ollama; the search times it
 (`archivist.agent.retrieval.SearchResult`).
 """
 

@@ -53,7 +53,7 @@ class _Relay(BaseCallbackHandler):
             self.on_event(Thinking(text) if kind == "thinking" else Token(text))
 
     def on_custom_event(self, name: str, data: Any, **kwargs: Any) -> None:
-        if name == CHANNEL:  # a step's Searched or Note, the model factory's Retried
+        if name == CHANNEL:  # a step's Searched or Note, the Ollama seam's Retried
             self.on_event(data)
 
 

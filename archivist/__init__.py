@@ -9,7 +9,7 @@ The installed package is `archivist`; its layers live in folders at the top of t
 * `archivist.agent` (agent/) — the query engine: the typed records, the agent graphs and
   their steps, the agent's setup and one turn, the retrieval tool, context fitting, grading,
   citations, prompts. Uses storage.
-* `archivist` (archivist/) — the application shell on top: settings, the model factory, the
+* `archivist` (archivist/) — the application shell on top: settings, the Ollama seam, the
   `Archivist` facade, the CLI, the chat and its conversation, the LangGraph server, doctor,
   the turn log; and `archivist.evaluation`, the tool-calling evaluations.
 """

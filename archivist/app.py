@@ -20,16 +20,18 @@ from archivist.tools.search import SearchMode, SearchRequest
 from archivist.tools.store import KnowledgeStore, connect, list_stores
 
 # A command imports what it uses when it uses it: listing stores needs neither LangChain nor
-# the model factory (docs/performance.md, "Start-up").
+# a client library of Ollama's (docs/performance.md, "Start-up").
 if TYPE_CHECKING:
     from archivist.agent.langchain import StoreRetriever
     from archivist.agent.rerank import Reranker
     from archivist.agent.retrieval import QueryEmbeddings, SearchResult
     from archivist.agent.setup import AgentSetup, StoreTool
+    from archivist.ingest.pipeline import EmbeddingModel
     from archivist.ingest.report import IngestReport
     from archivist.ingest.request import IngestRequest
     from archivist.ingest.roots import Root
     from archivist.ingest.status import RootStatus
+    from archivist.ollama import Ollama
     from archivist.tools.embedding import PrefixedEmbeddings
     from archivist.tools.progress import ProgressFn
     from archivist.turnlog import TurnLog
@@ -63,11 +65,16 @@ class Archivist:
         return engine_writing(self.client)
 
     @cached_property
+    def ollama(self) -> Ollama:
+        """The Ollama the settings name: models, embeddings, what they can do."""
+        from archivist.ollama import Ollama
+
+        return Ollama(self.settings)
+
+    @cached_property
     def embeddings(self):
         """The embedding model, with its task prefixes."""
-        from archivist import models
-
-        return models.embeddings(self.settings)
+        return self.ollama.embeddings()
 
     def close(self) -> None:
         """Release the store (the embedded store is locked while open)."""
@@ -295,6 +302,7 @@ class Archivist:
         what was written as it closes), within the report's `seconds`. The decisions are
         the write path's (`archivist.ingest.pipeline`).
         """
+        from archivist.ingest.pipeline import IngestPlan
         from archivist.ingest.request import IngestRequest
 
         started = time.perf_counter()
@@ -308,94 +316,44 @@ class Archivist:
             request = replace(request, web=replace(request.web, cache=str(self.settings.web_cache)))
         if request.load_timeout is None and self.settings.load_timeout is not None:
             request = replace(request, load_timeout=self.settings.load_timeout)
-        unchanged, new_store_context = self._unchanged(request, on_progress)
-        if unchanged is not None:
+        with self.released_on_failure():
+            model = self._embedding_model(request)
+            with self.writing():
+                store = self.store(request.store, must_exist=False)
+                plan = IngestPlan.decide(request, store, model, on_progress)
+        if plan.unchanged is not None:
             if release:
                 self.close()
-            return replace(unchanged, seconds=round(time.perf_counter() - started, 2))
-        ahead = None
-        if new_store_context is not None and "embeddings" not in self.__dict__:
-            # Only the model factory's embeddings: the caller's own may be asked only by them.
-            from archivist.ingest.ahead import EmbedAhead
-            from archivist.tools.prefixes import default_prefixes
-
-            model = self.settings.embed_model
-            prefix = default_prefixes(model)[0]
-            ahead = EmbedAhead.start(self.settings, request, model, prefix, new_store_context)
+            return replace(plan.unchanged, seconds=round(time.perf_counter() - started, 2))
+        ahead = plan.embed_ahead()
         try:
-            return self._run_ingest(request, ahead, on_progress, release, started)
+            embeddings = self.embeddings
+            # One writer at a time; searches get through between its writes.
+            with self.writing():
+                job = plan.job(self.store(request.store, must_exist=False), embeddings)
+                with self.released_on_failure(doing="Ingest stopped", then=job.kept):
+                    outcome = job.run(on_progress, ahead)
+                points = job.finish()
         finally:
             if ahead is not None:
                 ahead.close()
-
-    def _run_ingest(
-        self,
-        request: IngestRequest,
-        ahead: Any,
-        on_progress: ProgressFn | None,
-        release: bool,
-        started: float,
-    ) -> IngestReport:
-        """Plan and run the ingest graph (the first files' vectors taken from `ahead`)."""
-        from archivist import models
-        from archivist.ingest.pipeline import plan_ingest
-
-        with self.released_on_failure():
-            context = models.embed_context(self.settings, allow_chat=request.allow_chat_embedder)
-        embeddings = self.embeddings
-        if ahead is not None:
-            from archivist.ingest.ahead import AheadEmbeddings
-
-            embeddings = embeddings.with_inner(AheadEmbeddings(embeddings.inner, ahead))
-        # One writer at a time; searches get through between its writes.
-        with self.writing():
-            target = self.store(request.store, must_exist=False)
-            job = plan_ingest(request, target, embeddings, context)
-            with self.released_on_failure(doing="Ingest stopped", then=job.kept):
-                outcome = job.run(on_progress)
-            points = job.finish()
         if release:
             self.close()
         return job.report(outcome, points, time.perf_counter() - started)
 
-    def _unchanged(
-        self, request: IngestRequest, on_progress: ProgressFn | None
-    ) -> tuple[Any, int | None]:
-        """The report of an ingest that would change nothing, told from what the store
-        recorded and one /api/show request, without the ingest graph or the model factory
-        (`archivist.ingest.unchanged`); None when there is something to do, or any doubt.
-        With it, when the run fills a store that does not exist yet, the embedding model's
-        context (tokens) the answer gave, else None."""
-        from archivist import light_ollama
-        from archivist.ingest.unchanged import unchanged_report
+    def _embedding_model(self, request: IngestRequest) -> EmbeddingModel:
+        """The embedding model an ingest embeds with: the configured one (whose context one
+        /api/show request tells; no LangChain imported), or embeddings set on this object."""
+        from archivist.ingest.pipeline import EmbeddingModel
         from archivist.tools.prefixes import default_prefixes
 
-        if request.urls or request.reindex or request.shard:
-            return None, None
+        context = self.ollama.embed_context(allow_chat=request.allow_chat_embedder)
         if "embeddings" in self.__dict__:
-            model = self.embeddings.model
-            prefixes = (self.embeddings.document_prefix, self.embeddings.query_prefix)
-        else:
-            model = self.settings.embed_model
-            prefixes = default_prefixes(model)
-        answer = light_ollama.show(self.settings, model)
-        if answer is None:
-            return None, None  # the model factory's way says why
-        capabilities = answer.get("capabilities") or []
-        if capabilities and "embedding" not in capabilities and not request.allow_chat_embedder:
-            return None, None
-        context = light_ollama.context_of(
-            answer.get("model_info") or {}, answer.get("parameters") or ""
-        )
-        wanted = {"embed_model": model, "document_prefix": prefixes[0], "query_prefix": prefixes[1]}
-        with self.writing():
-            try:
-                store = self.store(request.store, must_exist=False)
-                if store.exists():
-                    return unchanged_report(request, store, context, wanted, on_progress), None
-            except ArchivistError:
-                return None, None  # a damaged or unreadable store: the graph's run says so
-        return None, context
+            own = self.embeddings
+            return EmbeddingModel(own.model, own.document_prefix, own.query_prefix, context)
+        model = self.settings.embed_model
+        prefixes = default_prefixes(model)
+        return EmbeddingModel(model, *prefixes, context, self.ollama.embedder(model))
 
     def search_request(self, request: SearchRequest | None = None, **options: Any) -> SearchRequest:
         """A search's options: `request`'s, else the settings' (`k`, `search_mode`,
@@ -450,14 +408,13 @@ class Archivist:
                 raise error from None
 
     def query_embeddings_for(self, store: KnowledgeStore) -> QueryEmbeddings:
-        """The query side of the embedding model a store was built with: the model factory's
-        when it is built already, else one request's worth (no LangChain to import)."""
+        """The query side of the embedding model a store was built with: LangChain's
+        embeddings when they are built already, else one request's worth (no LangChain to
+        import)."""
         if "embeddings" in self.__dict__:
             return self.embeddings_for(store)
-        from archivist import query_embedding
-
         model, *prefixes = stores.store_embedder(self.settings, store)
-        return query_embedding.query_embedder(self.settings, model, (prefixes[0], prefixes[1]))
+        return self.ollama.query_embedder(model, (prefixes[0], prefixes[1]))
 
     def query_error(self, store: KnowledgeStore, exc: Exception) -> Exception:
         """Word an expected failure of a query to `store` with its fix (else return `exc`)."""
@@ -486,13 +443,11 @@ class Archivist:
             return None
         found = self._rerankers.get(request.rerank)
         if found is None:
-            from archivist import models
             from archivist.agent.rerank import Reranker
 
-            s = self.settings
-            with models.explained(s):
-                score = models.relevance_scorer(s, request.rerank)
-            found = Reranker(score, request.rerank, s.rerank_parallel)
+            with failures.explained(self.settings):
+                score = self.ollama.relevance_scorer(request.rerank)
+            found = Reranker(score, request.rerank, self.settings.rerank_parallel)
             self._rerankers[request.rerank] = found
         return found
 
@@ -540,20 +495,19 @@ class Archivist:
         `rerank` False leaves out the reranking the settings ask for; `tools` is the toolset
         each store gives the model, `search` (the default) or `all` (search, list and read).
         """
-        from archivist import models
         from archivist.agent.setup import build_setup
 
         if not stores:
             raise ArchivistError("No store given.", "Name one with --store NAME.")
         s = self.settings
-        with models.explained(s):
+        with failures.explained(s):
             offered = [self._store_tool(name, rerank, tools or s.tools) for name in stores]
-            info = models.show(s, model or s.chat_model)
+            info = self.ollama.show(model or s.chat_model)
         return build_setup(
             info,
             stores,
             offered,
-            partial(models.chat_model, s, info.name, temperature=0, seed=seed),
+            partial(self.ollama.chat_model, info.name, temperature=0, seed=seed),
             num_ctx=s.num_ctx,
             max_steps=s.max_steps,
             max_rewrites=s.max_rewrites,

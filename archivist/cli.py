@@ -210,10 +210,10 @@ def _app(**overrides: Any):
 
 def _prefetch_show(model: str | None) -> None:
     """Ask Ollama about the chat model now, while the agent's imports load."""
-    from archivist import prefetch
+    from archivist.ollama import Ollama
 
     settings = _settings()
-    prefetch.start_show(settings.ollama_host, model or settings.chat_model, settings.timeout)
+    Ollama(settings).show_soon(model or settings.chat_model)
 
 
 def _print_json(data: Any) -> None:
@@ -274,11 +274,11 @@ def _offer_pull(settings: Settings, names: list[str], as_json: bool = False) -> 
     """
     if not _interactive(as_json):
         return False
-    from archivist import prefetch
+    from archivist.ollama import Ollama
 
-    missing = prefetch.missing(settings.ollama_host, names, settings.timeout)
+    missing = Ollama(settings).missing(names)
     if missing:
-        from archivist.pull import offer_pull
+        from archivist.ollama.pull import offer_pull
 
         offer_pull(settings, missing)
     return missing == []
@@ -1698,7 +1698,7 @@ def main() -> None:
         _notice("Interrupted.")
         sys.exit(130)
     except Exception as exc:
-        from archivist.models import explain
+        from archivist.failures import explain
 
         explained = explain(exc, invocation.settings) if invocation else None
         if explained is None:

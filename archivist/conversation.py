@@ -9,12 +9,12 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage, RemoveMessage
 
-from archivist import models
 from archivist.agent.citations import shown_passages
 from archivist.agent.context import MessageTooLong
 from archivist.agent.records import ShownPassage, Turn
 from archivist.agent.setup import AgentSetup
 from archivist.app import Archivist
+from archivist.failures import explained
 from archivist.tools.errors import StoreNotFound
 from archivist.tools.progress import ProgressFn
 from archivist.turnlog import logged_turn
@@ -47,7 +47,7 @@ class Conversation:
         self.last_turn: Turn | None = None
 
     def _build(self, stores: list[str], model: str | None) -> AgentSetup:
-        with models.explained(self.archivist.settings):
+        with explained(self.archivist.settings):
             return self.archivist.agent(
                 stores, model, checkpointer=self.checkpointer, think=self.think, grade=self.grade
             )
@@ -66,7 +66,7 @@ class Conversation:
         log = self.archivist.turn_log
         refused = False
         try:
-            with models.explained(self.archivist.settings):
+            with explained(self.archivist.settings):
                 result = logged_turn(log, "chat", self.setup, question, self.thread_id, on_event)
         except MessageTooLong:
             refused = True

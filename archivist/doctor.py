@@ -2,7 +2,8 @@
 
 from dataclasses import dataclass
 
-from archivist import models
+from archivist.failures import explain, explained
+from archivist.ollama import Ollama
 from archivist.settings import Settings, mask_url
 from archivist.tools import sparse
 from archivist.tools.errors import ArchivistError, ModelMissing, StoreDamaged
@@ -23,17 +24,17 @@ def run_checks(settings: Settings, repair: bool = False) -> list[Check]:
     host = mask_url(settings.ollama_host)
     checks = []
     try:
-        checks.append(Check(True, f"Ollama {models.version(settings)} at {host}"))
+        checks.append(Check(True, f"Ollama {Ollama(settings).version()} at {host}"))
     except Exception as exc:
-        explained = models.explain(exc, settings)
-        unreachable = explained is None or explained.message.startswith("Cannot reach")
+        error = explain(exc, settings)
+        unreachable = error is None or error.message.startswith("Cannot reach")
         checks.append(
             Check(
                 False,
-                f"Ollama is not reachable at {host}" if unreachable else explained.message,
+                f"Ollama is not reachable at {host}" if unreachable else error.message,
                 "Start it with `ollama serve`, or set OLLAMA_HOST."
                 if unreachable
-                else explained.fix or "",
+                else error.fix or "",
             )
         )
     if checks[0].ok:
@@ -74,16 +75,16 @@ def _store_model_check(settings: Settings, model: str, stores: list[str]) -> Che
     """Check a model other stores were built with: their queries need it."""
     built = f"store{'s' if len(stores) > 1 else ''} {', '.join(stores)}"
     try:
-        models.show(settings, model)
+        Ollama(settings).show(model)
     except Exception as exc:
-        explained = models.explain(exc, settings)
+        error = explain(exc, settings)
         return Check(
             False,
-            f"embedding model '{model}' of {built}: {explained.message if explained else exc}",
+            f"embedding model '{model}' of {built}: {error.message if error else exc}",
             f"Pull it with `ollama pull {model}`: a store is searched with the model it was "
             "built with."
-            if isinstance(explained, ModelMissing)
-            else _fix(explained),
+            if isinstance(error, ModelMissing)
+            else _fix(error),
         )
     return Check(True, f"embedding model '{model}' of {built}")
 
@@ -91,15 +92,15 @@ def _store_model_check(settings: Settings, model: str, stores: list[str]) -> Che
 def _rerank_check(settings: Settings, model: str) -> Check:
     """Check the rerank model (ARCHIVIST_RERANK_MODEL): it must answer with log-probabilities."""
     try:
-        with models.explained(settings):
-            models.relevance_scorer(settings, model)
+        with explained(settings):
+            Ollama(settings).relevance_scorer(model)
     except ArchivistError as exc:
         return Check(False, f"rerank model '{model}': {exc.message}", exc.fix or "")
     return Check(True, f"rerank model '{model}' (answers with log-probabilities)")
 
 
-def _fix(explained: ArchivistError | None) -> str:
-    return (explained.fix if explained else None) or "Check the Ollama server's log."
+def _fix(error: ArchivistError | None) -> str:
+    return (error.fix if error else None) or "Check the Ollama server's log."
 
 
 def _tracing_check(settings: Settings) -> Check:
@@ -119,17 +120,17 @@ def _tracing_check(settings: Settings) -> Check:
 
 def _model_check(settings: Settings, name: str, role: str) -> Check:
     try:
-        info = models.show(settings, name)
+        info = Ollama(settings).show(name)
     except Exception as exc:
-        explained = models.explain(exc, settings)
+        error = explain(exc, settings)
         return Check(
             False,
-            f"{role} model '{name}': {explained.message if explained else exc}",
+            f"{role} model '{name}': {error.message if error else exc}",
             # Only a model Ollama says it lacks is pulled; refused credentials, a timeout or
             # a broken answer have their own fix.
             f"Pull it with `ollama pull {name}`."
-            if isinstance(explained, ModelMissing)
-            else _fix(explained),
+            if isinstance(error, ModelMissing)
+            else _fix(error),
         )
     if role == "embedding":
         if "embedding" not in info.capabilities:

@@ -25,7 +25,6 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict  # pydantic reads its schema on Python 3.11 too
 
-from archivist import models
 from archivist.agent.documents import checked_toolset
 from archivist.agent.graph import add_agent, add_retrieve_then_answer
 from archivist.agent.records import ToolCall
@@ -33,6 +32,7 @@ from archivist.agent.setup import AGENT, RETRIEVE_THEN_ANSWER, AgentSetup
 from archivist.agent.state import AgentState, turn_reset
 from archivist.agent.steps import after_model
 from archivist.app import Archivist
+from archivist.failures import explained
 from archivist.ingest.request import IngestRequest
 from archivist.settings import DEFAULT_STORE, Settings, load_settings, normalize_host
 from archivist.tools.errors import ArchivistError
@@ -151,7 +151,7 @@ class RunSteps:
     def _run(self, runtime: Runtime[ServerContext], mode: str, step: str, state: Any) -> dict:
         """Run a step of the run's agent; a failure the user can fix (Ollama unreachable, a
         model not pulled) is raised worded with its fix, which the server shows the client."""
-        with models.explained(run_settings(runtime.context)):
+        with explained(run_settings(runtime.context)):
             return getattr(self._steps(runtime, mode), step)(state)
 
     def start_turn(self, state: ServerAgentState, runtime: Runtime[ServerContext]) -> dict:
@@ -258,7 +258,7 @@ def ingest(state: ServerIngestState, runtime: Runtime[ServerContext]) -> dict[st
     write = get_stream_writer()
     archivist = Archivist(settings)
     try:
-        with models.explained(settings):
+        with explained(settings):
             report = archivist.ingest(request, on_progress=lambda event: write(as_dict(event)))
     finally:
         archivist.close()

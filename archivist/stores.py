@@ -40,7 +40,7 @@ def embeddings_for(
 ) -> PrefixedEmbeddings:
     """The embedding model a store was built with, with its prefixes: its queries are
     embedded as its chunks were, whatever model is configured (`configured`) for new stores."""
-    from archivist import models
+    from archivist.ollama import Ollama
 
     name, *prefixes = store_embedder(settings, store)
     if (name, *prefixes) == (
@@ -49,7 +49,7 @@ def embeddings_for(
         configured.query_prefix,
     ):
         return configured
-    return models.embeddings(settings, name, (prefixes[0], prefixes[1]))
+    return Ollama(settings).embeddings(name, (prefixes[0], prefixes[1]))
 
 
 def open_store(client, settings: Settings, name: str, must_exist: bool) -> KnowledgeStore:
@@ -127,11 +127,13 @@ def embedder_store(
     and reused while its chunks and the model's fingerprint are the same. Return what was
     used: the store, whether it was reused, the seconds its build took, its size, and
     whether the model is a chat model (which embeds poorly) rather than an embedder."""
-    from archivist import models
+    from archivist.failures import explained
+    from archivist.ollama import Ollama
 
-    with models.explained(settings):
-        info = models.show(settings, embed_model)
-        embedder = models.embeddings(settings, embed_model)
+    ollama = Ollama(settings)
+    with explained(settings):
+        info = ollama.show(embed_model)
+        embedder = ollama.embeddings(embed_model)
         dimension = len(embedder.embed_query("dimension"))
     # The copy keeps the store's sparse scheme, so embedders are compared on equal terms.
     fingerprint = {**embedder.fingerprint(dimension), "sparse": base.sparse_scheme}
@@ -166,7 +168,7 @@ def embedder_store(
             and target.count() == len(payloads)
         )
         if not reused:
-            with models.explained(settings, doing=f"Embedding {base.name} with {embed_model}"):
+            with explained(settings, doing=f"Embedding {base.name} with {embed_model}"):
                 _copy_chunks(base, target, embedder, fingerprint, payloads, batch)
             target.annotate(built_from=built_from)
     return {

@@ -807,7 +807,7 @@ def command_rows(r: dict[str, Any], ok: Callable[[bool], str]) -> list[tuple[str
 # measured, and measured on their own in a fresh process (`import_cpu`).
 INGEST_IMPORTS = (
     "archivist.app",
-    "archivist.models",
+    "archivist.ollama.chat",
     "archivist.ingest.pipeline",
     "archivist.ingest.graph",
     "archivist.tools.edge",

@@ -25,8 +25,8 @@ the switch), to compare the two on the same sets. Either way Qdrant applies the 
 
 `--rerank` measures reranking instead (see `rerank_main`): hybrid search with and without its
 top 20 candidates reranked through Ollama log-probabilities — the real request path
-(`archivist.models.relevance_scorer`) against the fake Ollama, whose scorer is word overlap —
-with the fake's hashing embeddings and, where it is installed, all-MiniLM-L6-v2; and the
+(`archivist.ollama.scoring.relevance_scorer`) against the fake Ollama, whose scorer is word
+overlap — with the fake's hashing embeddings and, where it is installed, all-MiniLM-L6-v2; and the
 hit@5 of follow-up questions (benchmarks/data/followups.jsonl over examples/) searched as
 typed and with the earlier question's words. It writes `retrieval-rerank.json`.
 """
@@ -433,8 +433,8 @@ def rerank_main(out: Path) -> None:
     sys.path.insert(0, str(ROOT / "tests"))
     from fake_ollama import FakeOllama
 
-    from archivist import models
     from archivist.agent.rerank import Reranker
+    from archivist.ollama import Ollama
     from archivist.settings import Settings
 
     def log(message: str) -> None:
@@ -452,7 +452,7 @@ def rerank_main(out: Path) -> None:
     with FakeOllama() as fake, tempfile.TemporaryDirectory() as workdir:
         settings = Settings(ollama_host=fake.url, home=Path(workdir) / "home")
         model = "qwen2.5:3b"
-        reranker = Reranker(models.relevance_scorer(settings, model), model, RERANK_PARALLEL)
+        reranker = Reranker(Ollama(settings).relevance_scorer(model), model, RERANK_PARALLEL)
         for name, make in embedders:
             embedder = make()
             rows += rerank_rows(name, embedder, Path(workdir), reranker, log)

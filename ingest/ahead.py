@@ -1,27 +1,27 @@
 """The first files of a new store embedded while the ingest graph's imports load.
 
-An ingest with work to do imports LangGraph, LangChain and the Ollama client before its graph
-sends a request: ~0.6 s of CPU during which the embedding model has nothing to do (and a real
-Ollama loads the model only when the first request comes). So when a run fills a new store,
-`EmbedAhead` starts as soon as the quick check (`archivist.ingest.unchanged`) has found work:
-a child process (`python -m archivist.ingest.ahead`, on the other core: a thread here would
-wait for the interpreter while the imports hold it) reads the run's first files as the graph
-will (the same discovery, loaders and splitter fitted to the model; only the files the text
-loaders read in milliseconds, leaving PDFs, office files and images to the graph) and sends
-their chunks to /api/embed with the standard library's HTTP client
-(`archivist.query_embedding.send_embed`: the body the model factory's embeddings send), a
-few requests at a time. Before each request it names its texts; after, it sends their
-vectors. It stops sending once the graph has caught up with it (the graph's embedder meets
-chunks it did not send: `stop`), or at AHEAD_REQUESTS requests, finishes those on their way
-and exits; the ingest kills it when its run ends if it has not.
+An ingest with work to do imports LangGraph, LangChain and the Ollama client before its graph sends
+a request: ~0.6 s of CPU during which the embedding model has nothing to do (and a real Ollama loads
+the model only when the first request comes). So when a run fills a new store, the run's plan
+(`archivist.ingest.pipeline.IngestPlan`) starts `EmbedAhead` as soon as it has found work: a child
+process (`python -m archivist.ingest.ahead`, on the other core: a thread here would wait for the
+interpreter while the imports hold it) reads the run's first files as the graph will (the same
+discovery, loaders and splitter fitted to the model; only the files the text loaders read in
+milliseconds, leaving PDFs, office files and images to the graph) and sends their chunks to the
+embedding model it is handed (the one the graph embeds with, sent over the pipe: Archivist's
+`OllamaEmbedder`, whose requests need no client library), a few requests at a time. Before each
+request it names its texts; after, it sends their vectors. It stops sending once the graph has
+caught up with it (the graph's embedder meets chunks it did not send: `stop`), or at AHEAD_REQUESTS
+requests, finishes those on their way and exits; the ingest kills it when its run ends if it has
+not.
 
-The graph's embedder takes those vectors by the exact text sent (`AheadEmbeddings`, around
-the model factory's embeddings): a request whose texts were all sent ahead is answered
-without one of its own (waiting for an answer still on its way), and only the texts not sent
-ahead are sent. Nothing depends on it: a text it did not send (another split, a file it did
-not reach, a failed request) is sent by the graph as always, any failure of its own is
-forgotten, and what the graph never asks for is dropped with the run. Chunk texts are the
-same whatever a file's hash, so the child hashes no file.
+The graph's embedding step takes those vectors by the exact text sent (`EmbedAhead.answered`, and
+`AheadEmbeddings` around the embedding model): a request whose texts were all sent ahead is answered
+without one of its own (waiting for an answer still on its way), and only the texts not sent ahead
+are sent. Nothing depends on it: a text it did not send (another split, a file it did not reach, a
+failed request) is sent by the graph as always, any failure of its own is forgotten, and what the
+graph never asks for is dropped with the run. Chunk texts are the same whatever a file's hash, so
+the child hashes no file.
 """
 
 import atexit
@@ -34,10 +34,9 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, Protocol
 
 from archivist.ingest.request import IngestRequest
-from archivist.settings import Settings
 
 STOP_WAIT_S = 0.5
 """How long `stop` waits for the child to say it sends nothing more (it reads only quick
@@ -47,6 +46,19 @@ AHEAD_REQUESTS = 64
 answers while the imports load (it is stopped then), a bound on what is held for the graph."""
 TAKE_WAIT_S = 600.0
 """The most the graph waits for an answer to a request sent ahead before sending it again."""
+
+
+class DocumentEmbedder(Protocol):
+    """An embedding model that can be handed to another process (it pickles): documents'
+    vectors for texts as given, their prefix included, each answer checked."""
+
+    model: str
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+    def check_vectors(self, vectors: list[Any]) -> None:
+        """Refuse vectors the model could not have answered (their count, kind, length)."""
+        ...
 
 
 def graph_imported() -> bool:
@@ -59,19 +71,21 @@ class EmbedAhead:
 
     command: Sequence[str] = (sys.executable, "-m", "archivist.ingest.ahead")
 
-    def __init__(self) -> None:
+    def __init__(self, prefix: str = "") -> None:
+        self.prefix = prefix
+        """The documents' task prefix, which the texts sent carry."""
         self._vectors: dict[str, Future] = {}
         self._lock = threading.Lock()
         self._process: subprocess.Popen | None = None
         self._done_sending = threading.Event()
-        self.sent = 0
-        """Requests the child has sent."""
+        self.requests: list[list[str]] = []
+        """The texts of each request the child has sent, in order."""
 
     @classmethod
     def start(
-        cls, settings: Settings, request: IngestRequest, model: str, prefix: str, context: int
+        cls, embedder: DocumentEmbedder, request: IngestRequest, prefix: str, context: int
     ) -> "EmbedAhead | None":
-        """Start embedding `request`'s first files into a new store with `model`, its
+        """Start embedding `request`'s first files into a new store with `embedder`, its
         documents' `prefix` and its `context` (tokens); None when the run is not one to start
         early (sites or a shard to read, chunk sizes that do not fit), the graph's imports are
         already loaded (a notebook's second ingest: nothing to overlap), or no child starts."""
@@ -80,10 +94,14 @@ class EmbedAhead:
         if graph_imported() or request.urls or request.shard:
             return None
         try:
-            request = request.fitted(context, model)
+            request = request.fitted(context, embedder.model)
         except ValueError:
             return None  # the graph's run refuses it, and says why
-        ahead = cls()
+        try:
+            job = pickle.dumps((embedder, request, prefix), protocol=pickle.HIGHEST_PROTOCOL)
+        except (pickle.PicklingError, TypeError, AttributeError):
+            return None  # an embedder bound to this process (a test's fake) embeds in the graph
+        ahead = cls(prefix)
         with interrupts_held():  # however the ingest ends, the child is stopped with it
             try:
                 ahead._process = subprocess.Popen(
@@ -96,9 +114,8 @@ class EmbedAhead:
             except OSError:
                 return None
             atexit.register(ahead.close)
-        job = (settings, request, model, prefix)
         try:
-            pickle.dump(job, ahead._process.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+            ahead._process.stdin.write(job)
             ahead._process.stdin.flush()
         except OSError:
             ahead.close()
@@ -114,6 +131,11 @@ class EmbedAhead:
             with contextlib.suppress(OSError):
                 self._process.stdin.close()
         self._done_sending.wait(STOP_WAIT_S)
+
+    @property
+    def sent(self) -> int:
+        """Requests the child has sent."""
+        return len(self.requests)
 
     @property
     def sending(self) -> bool:
@@ -151,8 +173,9 @@ class EmbedAhead:
         return found
 
     def answered(self, texts: Sequence[str]) -> list[list[float]] | None:
-        """The vectors of `texts` if every one was sent ahead and is back, each given once;
-        else None, and nothing is taken."""
+        """The vectors of documents `texts` (without their prefix) if every one was sent ahead
+        and is back, each given once; else None, and nothing is taken (`HeldVectors`)."""
+        texts = [self.prefix + text for text in texts]
         with self._lock:
             futures = [self._vectors.get(text) for text in texts]
             if not all(f is not None and f.done() and f.exception() is None for f in futures):
@@ -181,7 +204,7 @@ class EmbedAhead:
                         for text, future in zip(value, futures, strict=True):
                             self._vectors.setdefault(text, future)
                     requests[number] = futures
-                    self.sent += 1
+                    self.requests.append(value)
                     continue
                 futures = requests.pop(number)
                 if kind == "answer":
@@ -203,10 +226,11 @@ class EmbedAhead:
 
 
 class AheadEmbeddings:
-    """The model factory's document embeddings (`inner`), taking the vectors of texts sent
-    ahead instead of sending them again; every answer's vectors checked as `inner` checks."""
+    """An embedding model's document embeddings (`inner`, given prefixed texts), taking the
+    vectors of texts sent ahead instead of sending them again; every answer's vectors checked
+    as `inner` checks."""
 
-    def __init__(self, inner: Any, ahead: EmbedAhead) -> None:
+    def __init__(self, inner: DocumentEmbedder, ahead: EmbedAhead) -> None:
         self.inner = inner
         self.ahead = ahead
 
@@ -223,9 +247,6 @@ class AheadEmbeddings:
         vectors = [next(answered) if vector is None else vector for vector in found]
         self.inner.check_vectors(vectors)
         return vectors
-
-    def answered(self, texts: Sequence[str]) -> list[list[float]] | None:
-        return self.ahead.answered(texts)
 
     def embed_query(self, text: str) -> list[float]:
         return self.inner.embed_query(text)
@@ -246,9 +267,8 @@ def quick_to_read(path: Any, options: Any) -> bool:
 
 
 def embed_first_files(
-    settings: Settings,
+    embedder: DocumentEmbedder,
     request: IngestRequest,
-    model: str,
     prefix: str,
     say: Callable[[str, int, Any], None],
     stopping: threading.Event,
@@ -261,14 +281,13 @@ def embed_first_files(
     from archivist.ingest import roots as rooting
     from archivist.ingest.loaders import LoadError
     from archivist.ingest.sync import file_document, load_sections
-    from archivist.query_embedding import send_embed
 
     free = threading.BoundedSemaphore(slots)
     threads: list[threading.Thread] = []
 
     def exchange(number: int, texts: list[str]) -> None:
         try:
-            say("answer", number, send_embed(settings, model, texts))
+            say("answer", number, embedder.embed_documents(texts))
         except BaseException:  # noqa: BLE001 - the graph sends these texts again
             say("failed", number, None)
         finally:
@@ -329,8 +348,8 @@ def _main() -> None:
         stopping.set()
 
     threading.Thread(target=watch, daemon=True).start()
-    settings, request, model, prefix = job
-    embed_first_files(settings, request, model, prefix, say, stopping, request.embed.concurrency)
+    embedder, request, prefix = job
+    embed_first_files(embedder, request, prefix, say, stopping, request.embed.concurrency)
 
 
 if __name__ == "__main__":

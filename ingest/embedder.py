@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-# httpx and tenacity are imported where a request is made: the ingest request's settings
-# (`EmbedSettings`) are read by commands that send none (`sources`, an unchanged `sync`).
+# httpx is imported where a request failed: the ingest request's settings (`EmbedSettings`)
+# are read by commands that send none (`sources`, an unchanged `sync`).
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
     from langchain_core.embeddings import Embeddings
-    from tenacity import RetryCallState
 
     from archivist.tools.progress import ProgressFn
 
@@ -34,6 +33,16 @@ class EmbedSettings:
     backoff: float = 1.0
     """Seconds before the first retry; each later wait doubles, up to `max_backoff`."""
     max_backoff: float = 16.0
+
+
+class HeldVectors(Protocol):
+    """Vectors on hand before their request is sent: an ingest's first chunks, embedded ahead
+    of its graph (`archivist.ingest.ahead.EmbedAhead`)."""
+
+    def answered(self, texts: Sequence[str]) -> list[list[float]] | None:
+        """The vectors of documents `texts` if every one is on hand, each given once; else
+        None, and nothing is taken."""
+        ...
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -64,24 +73,21 @@ def embed_with_retry(
 ) -> list[list[float]]:
     """Embed texts, retrying transient failures with exponential backoff (each retry reported
     to `on_retry` as a `Retried` event); re-raise the last failure."""
-    from tenacity import Retrying, retry_if_exception, stop_after_attempt
-    from tenacity.wait import wait_exponential
-
     from archivist.tools.progress import Retried
+    from archivist.tools.retries import with_retries
 
-    def before_sleep(state: RetryCallState) -> None:
-        if on_retry and state.outcome is not None:
-            wait_s = state.next_action.sleep if state.next_action else 0.0
-            on_retry(Retried(str(state.outcome.exception()), state.attempt_number, wait_s))
+    def report(exc: BaseException, attempt: int, wait: float, attempts: int) -> None:
+        if on_retry is not None:
+            on_retry(Retried(str(exc), attempt, wait))
 
-    retrying = Retrying(
-        stop=stop_after_attempt(settings.attempts),
-        wait=wait_exponential(multiplier=settings.backoff, max=settings.max_backoff),
-        retry=retry_if_exception(is_transient),
-        before_sleep=before_sleep,
-        reraise=True,
+    return with_retries(
+        lambda: embeddings.embed_documents(texts),
+        is_transient,
+        attempts=settings.attempts,
+        backoff=settings.backoff,
+        max_backoff=settings.max_backoff,
+        on_retry=report,
     )
-    return retrying(embeddings.embed_documents, texts)
 
 
 class EmbedQueue:
@@ -95,14 +101,18 @@ class EmbedQueue:
     or answered and not yet taken); the rest wait as texts. An answer is ~50 times the size of
     its texts (768 floats a chunk), so a large record file whose chunks are all queued at
     once would otherwise hold every vector in memory until the store catches up. A request
-    whose vectors the embeddings already hold (`answered`: sent ahead of the graph,
-    `archivist.ingest.ahead`) takes no thread and does not count: it is done as it is queued.
+    whose vectors are on hand (`held`: sent ahead of the graph) takes no thread and does not
+    count: it is done as it is queued.
     """
 
     READY_PER_WORKER = 4
 
     def __init__(
-        self, embeddings: Embeddings, settings: EmbedSettings, on_retry: ProgressFn | None = None
+        self,
+        embeddings: Embeddings,
+        settings: EmbedSettings,
+        on_retry: ProgressFn | None = None,
+        held: HeldVectors | None = None,
     ) -> None:
         from concurrent.futures import ThreadPoolExecutor  # an ingest's, not a listing's
 
@@ -116,7 +126,7 @@ class EmbedQueue:
         self._ready = self.READY_PER_WORKER * max(1, settings.concurrency)
         self._handed = 0
         """Requests among `_jobs` handed to the threads (not answered ahead)."""
-        self._answered = getattr(embeddings, "answered", None)
+        self._held = held
 
     def submit(self, key: Any, texts: list[str]) -> None:
         """Queue one request; its result comes back with `key`."""
@@ -128,7 +138,7 @@ class EmbedQueue:
 
         while self._waiting:
             key, texts = self._waiting[0]
-            vectors = self._answered(texts) if self._answered else None
+            vectors = self._held.answered(texts) if self._held is not None else None
             handed = vectors is None
             if not handed:
                 future: Future = Future()

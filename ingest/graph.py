@@ -29,7 +29,7 @@ from langgraph.graph import END, START, StateGraph
 
 from archivist.ingest import loading, web, worker
 from archivist.ingest import roots as rooting
-from archivist.ingest.embedder import EmbedQueue, EmbedSettings, embed_with_retry
+from archivist.ingest.embedder import EmbedQueue, EmbedSettings, HeldVectors, embed_with_retry
 from archivist.ingest.loaders import LoadError, NotADocument, Section, streamed
 from archivist.ingest.loaders.base import reporting
 from archivist.ingest.report import IngestOutcome
@@ -189,6 +189,8 @@ class IngestSteps:
     embeddings: PrefixedEmbeddings
     notify: ProgressFn = ignore
     batch_files: int = 16
+    ahead: HeldVectors | None = None
+    """Vectors of the first chunks, sent ahead of the graph (the embedding step takes them)."""
     """Files loaded per step (unchanged files, only hashed, do not count)."""
     runs: dict[str, RunResources] = field(default_factory=dict)
     """Each run's resources, by run id."""
@@ -517,7 +519,7 @@ class IngestSteps:
         queue = run.queue
         if queue is None:
             # A new run, or one resumed in another process: what was in flight is sent again.
-            queue = run.queue = EmbedQueue(self.embeddings, embed, self.notify)
+            queue = run.queue = EmbedQueue(self.embeddings, embed, self.notify, self.ahead)
             docs = [replace(d, sent=0, stored=0) for d in state["pending"]]
         else:
             docs = [replace(d) for d in state["pending"]]
@@ -812,10 +814,11 @@ def build_ingest_graph(
     embeddings: PrefixedEmbeddings,
     on_progress: ProgressFn | None = None,
     batch_files: int = 16,
+    ahead: HeldVectors | None = None,
 ):
     """Build the graph that keeps `store` in sync with the files and folders a run's
-    request names (`run_ingest`)."""
-    steps = IngestSteps(store, embeddings, on_progress or ignore, batch_files)
+    request names (`run_ingest`); its embedding step takes the vectors `ahead` holds."""
+    steps = IngestSteps(store, embeddings, on_progress or ignore, batch_files, ahead=ahead)
     builder = StateGraph(IngestState, input_schema=IngestInput)
     builder.add_node(steps.prepare)
     builder.add_node("load_batch", steps.closing_on_error(steps.load_batch))

@@ -6,7 +6,7 @@ size and modification time are those the store recorded when it last read the fi
 same settings, and the store holds that file's version whole. This check answers such a run
 from what the store recorded (its roots, each file's size, time and hash, and its sources'
 versions, which the embedded store keeps with its seal), stat-ing the files and reading none;
-the command then needs neither LangGraph nor the model factory nor qdrant-client.
+the command then needs neither LangGraph nor LangChain nor qdrant-client.
 
 Anything else — a new, moved, deleted (with prune) or failed file, a root or options not
 recorded, a rename, a rebuild, a shard, a site, a description or embedding model that changes,

@@ -50,7 +50,7 @@ def start_chat(
     }
     command = ["-m", "archivist"]
     if backoff is not None:  # the entry point `python -m archivist` runs, after the setting
-        script = f"import archivist.models as m; m.CHAT_BACKOFF = {backoff}; "
+        script = f"import archivist.ollama.transport as m; m.BACKOFF = {backoff}; "
         command = ["-c", script + "from archivist.cli import main; main()"]
     child = pexpect.spawn(
         sys.executable,

@@ -100,7 +100,8 @@ def one_tls_context() -> Iterator[None]:
 
     LangChain's Ollama models each make an async httpx client, which loads the certificate
     store again (0.1-0.2 s of CPU each, hundreds of times in a run) though no test speaks
-    TLS. A context is safe to share, as Archivist's own clients do (`models._tls_context`).
+    TLS. A context is safe to share, as Archivist's own clients do
+    (`archivist.ollama.clients._tls_context`).
     """
     from httpx._transports import default
 
@@ -170,7 +171,7 @@ def ollama() -> Iterator[FakeOllama]:
 
 @pytest.fixture
 def fake_models(monkeypatch: pytest.MonkeyPatch) -> FakeModels:
-    """The fake Ollama's models in this process, installed in the model factory: chat models,
+    """The fake Ollama's models in this process, installed at the Ollama seam: chat models,
     embedders and `show` answers as the HTTP fake gives them, with no server and no HTTP.
 
     For tests of what Archivist does with the models' answers (the agent, ingest, search, the

@@ -1,12 +1,13 @@
-"""In-process doubles of Ollama's models, at the model factory (`archivist.models`).
+"""In-process doubles of Ollama's models, at the Ollama seam's wire (`archivist.ollama.wire`).
 
 `FakeModels` serves the same models as the fake Ollama (`fake_ollama.DEFAULT_MODELS`), with
 the same behaviour, without HTTP: its chat model is a LangChain `BaseChatModel` that follows
 `fake_ollama.chat_policy` (and `structured_policy` for structured output) unless a turn is
-scripted, and its embedder gives `fake_ollama.embed_text`'s hashing vectors, so a store built
+scripted, and its embeddings are `fake_ollama.embed_text`'s hashing vectors, so a store built
 with either double is the same store (tests/test_fake_models.py checks it). `/api/show`
-answers are the fake Ollama's too (`show_body`), read by the factory's own `show` and
-`embed_context`.
+answers are the fake Ollama's too (`show_body`), read by the seam's own `show` and
+`embed_context`; everything above the wire (the checks of answers, the retries, relevance
+scoring) is the seam's own code.
 
 What the models were sent is recorded in the fake Ollama's request shape
 (`chat_requests()`: `{"model", "messages": [{"role", "content", "tool_calls"?}], "tools",
@@ -61,8 +62,6 @@ from langchain_core.runnables import RunnableMap, RunnablePassthrough
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, ConfigDict
 
-from archivist.tools.embedding import PrefixedEmbeddings
-
 
 class FakeModels(ServedModels):
     """The models an in-process fake Ollama serves, their scripts and what they were sent."""
@@ -114,57 +113,43 @@ class FakeModels(ServedModels):
             raise ollama.ResponseError(f"model '{name}' not found", 404)
         return spec
 
-    # The factory's functions, as conftest's `fake_models` installs them in archivist.models.
-
-    def client(self, settings: Any) -> FakeClient:
-        """Stand in for `models.client`: an Ollama client that answers `show`."""
-        return FakeClient(self)
-
-    def chat_model(self, settings: Any, model: str | None = None, **options: Any) -> FakeChatModel:
-        """Stand in for `models.chat_model`."""
-        return FakeChatModel(models=self, model=model or settings.chat_model, options=options)
-
-    def version(self, settings: Any) -> str:
-        """Stand in for `models.version`."""
-        return self.ollama_version
-
-    def light_show(self, settings: Any, model: str) -> dict[str, Any] | None:
-        """Stand in for `light_ollama.show`: the answer's JSON, None for a model not served."""
-        spec = self.model(model)
-        return None if spec is None else show_body(spec, model)
-
-    def embeddings(
-        self, settings: Any, model: str | None = None, prefixes: tuple[str, str] | None = None
-    ) -> PrefixedEmbeddings:
-        """Stand in for `models.embeddings`."""
-        name = model or settings.embed_model
-        inner = HashingEmbeddings(self, name)
-        if prefixes is None:
-            return PrefixedEmbeddings.for_model(inner, name)
-        return PrefixedEmbeddings(inner, name, *prefixes)
+    def wire(self, settings: Any) -> FakeWire:
+        """Stand in for `archivist.ollama.wire.connect`: the requests, answered here."""
+        return FakeWire(self)
 
 
 def install(fake: FakeModels, monkeypatch: Any) -> FakeModels:
-    """Put `fake`'s models in the model factory for the test (through `monkeypatch`)."""
-    from archivist import light_ollama, models, query_embedding
+    """Put `fake`'s models behind the Ollama seam for the test (through `monkeypatch`)."""
+    from archivist.ollama import wire
 
-    for name in ("client", "chat_model", "embeddings", "version"):
-        monkeypatch.setattr(models, name, getattr(fake, name))
-    # An unchanged ingest's one request, made without the factory either.
-    monkeypatch.setattr(light_ollama, "show", fake.light_show)
-    # `archivist search`'s own query embedding, made without the factory's LangChain stack.
-    monkeypatch.setattr(query_embedding, "query_embedder", fake.embeddings)
+    monkeypatch.setattr(wire, "connect", fake.wire)
     return fake
 
 
-class FakeClient:
-    """The part of `ollama.Client` the model factory calls besides chat and embed."""
+class FakeWire:
+    """The requests to Ollama (`archivist.ollama.wire.Wire`), answered by `FakeModels` as the
+    fake Ollama answers them over HTTP."""
+
+    host = "fake-ollama-in-process"
 
     def __init__(self, models: FakeModels) -> None:
         self.models = models
 
-    def show(self, model: str) -> ollama.ShowResponse:
-        return ollama.ShowResponse(**show_body(self.models._served(model), model))
+    def show(self, model: str) -> dict[str, Any]:
+        return show_body(self.models._served(model), model)
+
+    def embed(self, model: str, texts: Sequence[str]) -> list[list[float]]:
+        return HashingEmbeddings(self.models, model).embed_documents(list(texts))
+
+    def version(self) -> str:
+        return self.models.ollama_version
+
+    def chat_model(self, model: str, **options: Any) -> FakeChatModel:
+        return FakeChatModel(models=self.models, model=model, options=options)
+
+    def pull(self, model: str) -> Iterator[ollama.ProgressResponse]:
+        yield ollama.ProgressResponse(status="pulling manifest")
+        yield ollama.ProgressResponse(status="success")
 
     def chat(
         self,

@@ -1,12 +1,12 @@
 from conftest import write_files
 from langchain_core.messages import ToolMessage
 
-from archivist import models
 from archivist.agent.graph import build_agent
 from archivist.agent.retrieval import make_retrieval_tool
 from archivist.agent.setup import AgentSetup
 from archivist.agent.state import turn_input
 from archivist.agent.turn import run_turn
+from archivist.ollama import Ollama
 from archivist.tools.store import KnowledgeStore
 
 REFUND_Q = "How many days do I have to ask for a refund?"
@@ -85,7 +85,7 @@ def test_the_step_limit_stops_a_model_that_keeps_searching(archivist, shop_store
     search = {"tool_calls": [{"name": "search_shop_docs", "arguments": {"query": "refund"}}]}
     ollama.script("qwen2.5:3b", search, search, search, {"content": "Refunds take 30 days [4]."})
     graph = build_agent(
-        models.chat_model(settings), [_tool(archivist, shop_store)], "system", max_steps=2
+        Ollama(settings).chat_model(), [_tool(archivist, shop_store)], "system", max_steps=2
     )
     result = run_turn(AgentSetup(graph, "agent", "qwen2.5:3b", [shop_store]), REFUND_Q)
     assert len(result["tool_calls"]) == 2
@@ -107,7 +107,7 @@ def test_bad_arguments_and_unknown_tools_become_observations(
         {"tool_calls": [{"name": "search_elsewhere", "arguments": {"query": "refund"}}]},
         {"content": "I could not search."},
     )
-    graph = build_agent(models.chat_model(settings), [_tool(archivist, shop_store)], "system")
+    graph = build_agent(Ollama(settings).chat_model(), [_tool(archivist, shop_store)], "system")
     state = graph.invoke(turn_input(REFUND_Q))
     replies = [m for m in state["messages"] if isinstance(m, ToolMessage)]
     assert [m.status for m in replies] == ["error", "error"]
@@ -122,7 +122,7 @@ def test_an_invented_citation_is_flagged(archivist, shop_store, settings, ollama
         {"tool_calls": [{"name": "search_shop_docs", "arguments": {"query": "refund"}}]},
         {"content": "Thirty days [1], or ninety [7]."},
     )
-    graph = build_agent(models.chat_model(settings), [_tool(archivist, shop_store)], "system")
+    graph = build_agent(Ollama(settings).chat_model(), [_tool(archivist, shop_store)], "system")
     result = run_turn(AgentSetup(graph, "agent", "qwen2.5:3b", [shop_store]), REFUND_Q)
     assert [c["n"] for c in result["citations"]] == [1]
     assert result["invalid_citations"] == [7]

@@ -8,13 +8,11 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from test_langgraph_server import graphs, no_env_ollama  # noqa: F401 - fixtures
 
-from archivist import models
-
 
 def test_a_stores_list_and_read_tools_work_in_create_agent(archivist, shop_store):
     tools = [archivist.tool(shop_store), *archivist.document_tools(shop_store)]
     assert [t.name for t in tools] == ["search_shop_docs", "list_shop_docs", "read_shop_docs"]
-    agent = create_agent(models.chat_model(archivist.settings), tools)
+    agent = create_agent(archivist.ollama.chat_model(), tools)
     result = agent.invoke(
         {"messages": [{"role": "user", "content": "How many documents mention 'voucher'?"}]}
     )

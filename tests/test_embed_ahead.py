@@ -65,10 +65,9 @@ def test_a_new_store_takes_the_vectors_sent_ahead_and_sends_no_text_twice(
     started = ahead_first(monkeypatch, requests=3)
     report = archivist.ingest([str(docs)], "kb", batch_size=4, chunk_size=80, chunk_overlap=0)
     assert len(started) == 1 and started[0].sent >= 3
-    agents = ollama.agents_to("/api/embed")
-    ahead_sent = agents.count("")
-    assert ahead_sent == started[0].sent
-    assert any(a.startswith("ollama-python") for a in agents)  # the graph's own requests
+    bodies = [body["input"] for body in ollama.requests_to("/api/embed")]
+    assert all(texts in bodies for texts in started[0].requests)
+    assert len(bodies) > started[0].sent  # the graph's own requests
     sent = Counter(inputs(ollama))
     assert all(n == 1 for n in sent.values()), [t for t, n in sent.items() if n > 1]
     # Every chunk stored once, and the store is what a run without the ahead makes.
@@ -122,7 +121,7 @@ def test_no_ahead_for_a_store_that_exists_or_a_run_whose_imports_are_loaded(
     )
     write_files(docs, {"new.md": "# New\n\nA new note about parcels."})
     archivist.ingest([str(docs)], "kb")  # a store that exists: its unchanged files are skipped
-    assert started == [] and "" not in ollama.agents_to("/api/embed")
+    assert started == []
 
 
 def test_the_child_reads_only_quick_files_and_leaves_pdfs_to_the_graph(
@@ -134,10 +133,10 @@ def test_the_child_reads_only_quick_files_and_leaves_pdfs_to_the_graph(
     started = ahead_first(monkeypatch, requests=2)
     report = archivist.ingest([str(docs)], "kb", batch_size=4, chunk_size=80, chunk_overlap=0)
     assert report.failed == [] and started[0].sent >= 2
-    agents = ollama.agents_to("/api/embed")
-    bodies = ollama.requests_to("/api/embed")
-    by_child = [t for a, b in zip(agents, bodies, strict=True) if not a for t in b["input"]]
-    by_graph = [t for a, b in zip(agents, bodies, strict=True) if a for t in b["input"]]
+    bodies = [body["input"] for body in ollama.requests_to("/api/embed")]
+    ahead = started[0].requests
+    by_child = [t for texts in bodies if texts in ahead for t in texts]
+    by_graph = [t for texts in bodies if texts not in ahead for t in texts]
     assert not any("Pallet manual" in t for t in by_child)
     assert any("Pallet manual" in t for t in by_graph)
     assert any("Parcel 0-0" in t for t in by_child)
@@ -162,7 +161,7 @@ class Answering:
 
 def test_requests_answered_ahead_take_no_thread_so_the_next_one_is_sent_at_once():
     embeddings = Answering({f"held {i}" for i in range(12)})
-    queue = EmbedQueue(embeddings, EmbedSettings(concurrency=1))
+    queue = EmbedQueue(embeddings, EmbedSettings(concurrency=1), held=embeddings)
     for i in range(0, 12, 2):  # six requests answered ahead: more than the four a thread holds
         queue.submit(("held", i), [f"held {i}", f"held {i + 1}"])
     queue.submit(("new", 0), ["new 0", "new 1"])
@@ -185,8 +184,9 @@ def test_a_first_ingest_run_as_a_process_embeds_ahead_of_its_graph(ollama, home,
         ollama_url=ollama.url, home=home, process=True,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    agents = ollama.agents_to("/api/embed")
-    assert "" in agents and any(a.startswith("ollama-python") for a in agents)
+    # Chunks were sent ahead of the graph's first request (its dimension probe).
+    bodies = [body["input"] for body in ollama.requests_to("/api/embed")]
+    assert bodies.index([f"search_document: {DIMENSION_PROBE}"]) > 0
     sent = Counter(inputs(ollama))
     assert sent[f"search_document: {DIMENSION_PROBE}"] == 1
     assert all(n == 1 for n in sent.values())

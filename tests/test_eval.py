@@ -303,7 +303,7 @@ def test_a_failing_run_is_counted_as_an_error_and_the_rest_go_on(
 ):
     dataset = write_dataset(tmp_path / "cases.jsonl", [CASES[1], CASES[3]])
     # Refused on each of the 4 tries a chat request gets.
-    monkeypatch.setattr("archivist.models.CHAT_BACKOFF", 0.01)
+    monkeypatch.setattr("archivist.ollama.transport.BACKOFF", 0.01)
     fake.script(
         "qwen2.5:3b", *[{"error": "llama runner process has terminated", "status": 500}] * 4
     )

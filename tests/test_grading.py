@@ -12,13 +12,13 @@ import pytest
 from conftest import run_cli
 from fake_ollama import NOT_FOUND_REPLY, structured_policy
 
-from archivist import models
 from archivist.agent.grading import Grader, assemble, edges_first
 from archivist.agent.graph import build_agent, build_retrieve_then_answer
 from archivist.agent.retrieval import make_retrieval_tool
 from archivist.agent.setup import AgentSetup
 from archivist.agent.turn import run_turn
 from archivist.app import Archivist
+from archivist.ollama import Ollama
 from archivist.render import tool_line
 from archivist.tools.progress import Note, Searched, Token
 from archivist.tools.store import KnowledgeStore
@@ -66,13 +66,13 @@ def tool(archivist, shop_store):
 
 
 def agent(settings, tool, max_rewrites: int = 2):
-    chat = models.chat_model(settings, MODEL, temperature=0)
+    chat = Ollama(settings).chat_model(MODEL, temperature=0)
     graph = build_agent(chat, [tool], "system", grader=Grader(chat, max_rewrites))
     return AgentSetup(graph, "agent", MODEL, [tool.name.removeprefix("search_")], grade=True)
 
 
 def rta(settings, tool, max_rewrites: int = 2):
-    chat = models.chat_model(settings, NO_TOOLS, temperature=0)
+    chat = Ollama(settings).chat_model(NO_TOOLS, temperature=0)
     graph = build_retrieve_then_answer(chat, [tool], "system", grader=Grader(chat, max_rewrites))
     stores = [tool.name.removeprefix("search_")]
     return AgentSetup(graph, "retrieve-then-answer", NO_TOOLS, stores, grade=True)
@@ -410,7 +410,7 @@ def test_passages_over_the_context_budget_lose_the_least_relevant(settings, tool
     from archivist.agent.context import Window
 
     ollama.script(MODEL, search("refund"), grades(1, 2, 3, 4, 5, among=range(1, 6)))
-    chat = models.chat_model(settings, MODEL, temperature=0)
+    chat = Ollama(settings).chat_model(MODEL, temperature=0)
     window = Window(num_ctx=1024, answer=256)
     graph = build_agent(chat, [tool], "system", window=window, grader=Grader(chat))
     setup = AgentSetup(graph, "agent", MODEL, ["shop_docs"], grade=True)

@@ -6,7 +6,6 @@ from fake_ollama import FakeOllama
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from samples import HTML_PAGE, broken_png_reason, make_docx, make_pdf
 
-from archivist import models
 from archivist.app import Archivist
 from archivist.ingest.embedder import EmbedSettings
 from archivist.ingest.graph import IngestSteps, PendingDoc, build_ingest_graph, run_ingest
@@ -14,6 +13,8 @@ from archivist.ingest.loaders import load
 from archivist.ingest.request import IngestRequest
 from archivist.ingest.splitter import SplitterSettings
 from archivist.ingest.sync import content_hash, discover
+from archivist.ollama import Ollama
+from archivist.settings import Settings
 from archivist.tools.embedding import PrefixedEmbeddings
 from archivist.tools.errors import StoreMismatch
 from archivist.tools.progress import Failed, Loaded
@@ -152,7 +153,7 @@ def test_a_store_is_queried_with_the_model_it_was_built_with(archivist, settings
     asked = ollama.requests_to("/api/embed")
     assert {r["model"] for r in asked} == {"nomic-embed-text"}
     assert asked[0]["input"] == ["search_query: refunds"]
-    assert models.embeddings(settings, "all-minilm").document_prefix == ""
+    assert Ollama(settings).embeddings("all-minilm").document_prefix == ""
 
 
 def test_every_format_is_stored_with_metadata_and_offsets_into_its_text(archivist, tmp_path):
@@ -261,7 +262,7 @@ def test_ingesting_with_another_embedding_model_is_refused(archivist, settings, 
 
 def test_chunks_are_sent_in_batches_asking_ollama_not_to_truncate(tmp_path, home):
     with FakeOllama(embed_delay=0.02) as fake:
-        app = Archivist(models.Settings(ollama_host=fake.url, home=home))
+        app = Archivist(Settings(ollama_host=fake.url, home=home))
         text = "\n\n".join(f"Paragraph {i} " + "word " * 50 for i in range(12))
         root = write_files(tmp_path / "kb", {"long.md": text, "short.md": "Short."})
         splitter = SplitterSettings(chunk_size=300, chunk_overlap=0)

@@ -10,9 +10,9 @@ from langchain_core.tools import ToolException, create_retriever_tool
 from langchain_tests.integration_tests import RetrieversIntegrationTests
 from pydantic import ValidationError
 
-from archivist import models
 from archivist.agent.langchain import StoreRetriever
 from archivist.agent.retrieval import format_results
+from archivist.ollama import Ollama
 from archivist.tools.errors import ArchivistError
 
 QUERY = "Within how many days can I request a refund"
@@ -32,7 +32,7 @@ def trajectory(result: dict) -> list[tuple[str, object]]:
 
 
 def test_a_stores_tool_works_in_create_agent(archivist, shop_store):
-    agent = create_agent(models.chat_model(archivist.settings), [archivist.tool(shop_store)])
+    agent = create_agent(Ollama(archivist.settings).chat_model(), [archivist.tool(shop_store)])
     result = agent.invoke({"messages": [{"role": "user", "content": QUERY + "?"}]})
 
     expected = archivist.search(QUERY, shop_store)
@@ -57,7 +57,7 @@ def test_a_stores_retriever_works_in_create_agent(archivist, shop_store, tmp_pat
     )
     # Both kinds side by side: the fake model picks the tool whose words match the question.
     agent = create_agent(
-        models.chat_model(archivist.settings), [archivist.tool(shop_store), lookup]
+        Ollama(archivist.settings).chat_model(), [archivist.tool(shop_store), lookup]
     )
     question = "Is the Ridgeline tent waterproof"
     steps = trajectory(agent.invoke({"messages": [{"role": "user", "content": question}]}))

@@ -4,10 +4,10 @@ ignored, so a model never believes it filtered or widened a search it did not.""
 
 from langchain_core.messages import ToolMessage
 
-from archivist import models
 from archivist.agent.graph import build_agent
 from archivist.agent.retrieval import make_retrieval_tool
 from archivist.agent.state import turn_input
+from archivist.ollama import Ollama
 from archivist.tools.store import KnowledgeStore
 
 BAD_ARGUMENTS = [
@@ -29,7 +29,7 @@ def test_bad_tool_arguments_become_observations_the_model_can_correct(
     good = {"tool_calls": [{"name": "search_shop_docs", "arguments": {"query": "refund"}}]}
     ollama.script("qwen2.5:3b", *calls, good, {"content": "Thirty days [1]."})
     tool = make_retrieval_tool(KnowledgeStore(archivist.client, shop_store), archivist.embeddings)
-    graph = build_agent(models.chat_model(settings), [tool], "system", max_steps=10)
+    graph = build_agent(Ollama(settings).chat_model(), [tool], "system", max_steps=10)
     state = graph.invoke(turn_input("refund?"))
 
     replies = [m for m in state["messages"] if isinstance(m, ToolMessage)]

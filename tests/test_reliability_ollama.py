@@ -17,7 +17,7 @@ from conftest import run_cli
 from fake_ollama import ModelSpec
 from processes import INGEST, FakeOllamaProcess, clean_ingest, corpus, start_ingest, stored_chunks
 
-from archivist import models
+from archivist.ollama import embeddings
 
 
 def test_ollama_killed_mid_ingest_then_restarted_a_rerun_matches_a_clean_ingest(tmp_path):
@@ -84,8 +84,7 @@ def test_a_hung_ollama_gives_a_timeout_message_not_a_hang(ollama, home, tmp_path
 
 
 def test_ask_and_chat_retry_a_busy_ollama_visibly(ollama, store, home, monkeypatch):
-    monkeypatch.setattr("archivist.models.CHAT_BACKOFF", 0.01)
-    monkeypatch.setattr("archivist.query_embedding.BACKOFF", 0.01)  # the search's own retries
+    monkeypatch.setattr("archivist.ollama.transport.BACKOFF", 0.01)
     question = "How many days for a refund?"
     # Every third chat request fails, as a busy Ollama's do: each ask still answers.
     for _ in range(4):
@@ -256,7 +255,7 @@ def test_a_model_that_changed_size_under_a_store_gets_the_stores_message(ollama,
     # Another model pulled under the same name, declaring its own size: the store's 768
     # no longer fit (the engine would say only "Vector dimension error").
     ollama.add_model(ModelSpec("nomic-embed-text:latest", ["embedding"], embedding_length=384))
-    models._DECLARED.clear()  # what a new process knows
+    embeddings.DECLARED.clear()  # what a new process knows
     for args in (["search", "lantern", "--store", "kb"], ["ingest", str(root), "--store", "kb"]):
         done = run_cli(*args, ollama_url=ollama.url, home=home)
         _refused(
@@ -269,8 +268,7 @@ def test_a_model_that_changed_size_under_a_store_gets_the_stores_message(ollama,
 
 
 def test_a_port_that_resets_connections_is_retried_then_named(ollama, store, home, monkeypatch):
-    monkeypatch.setattr("archivist.models.CHAT_BACKOFF", 0.01)
-    monkeypatch.setattr("archivist.query_embedding.BACKOFF", 0.01)  # the search's own retries
+    monkeypatch.setattr("archivist.ollama.transport.BACKOFF", 0.01)
     question = "How many days for a refund?"
     ollama.misbehave("/api/embed", "reset", times=1)
     ollama.misbehave("/api/chat", "reset", times=1)
@@ -294,8 +292,7 @@ def test_a_port_that_resets_connections_is_retried_then_named(ollama, store, hom
 def test_intermittent_server_errors_retry_the_query_embedding_as_the_chat(
     ollama, store, home, monkeypatch
 ):
-    monkeypatch.setattr("archivist.models.CHAT_BACKOFF", 0.01)
-    monkeypatch.setattr("archivist.query_embedding.BACKOFF", 0.01)  # the search's own retries
+    monkeypatch.setattr("archivist.ollama.transport.BACKOFF", 0.01)
     question = "How many days for a refund?"
     # A model swapped in and out of memory: every other embedding request fails.
     for _ in range(3):
@@ -324,7 +321,8 @@ def test_credentials_in_ollama_host_go_with_every_request_and_never_show(ollama,
 
     from rich.console import Console
 
-    from archivist import prefetch, pull, server
+    from archivist import server
+    from archivist.ollama import Ollama, pull
     from archivist.settings import Settings
 
     ollama.require_auth("ann", "s3cr:t@pw")
@@ -344,7 +342,7 @@ def test_credentials_in_ollama_host_go_with_every_request_and_never_show(ollama,
         assert done.returncode == 0, (args, done.stdout, done.stderr)
         outputs.append(done.stdout + done.stderr)
     settings = Settings(ollama_host=url, home=home)
-    assert prefetch.missing(url, ["qwen2.5:3b", "nomic-embed-text"], 5) == []
+    assert Ollama(settings).missing(["qwen2.5:3b", "nomic-embed-text"]) == []
     pull.pull_with_progress(settings, "all-minilm", Console(file=StringIO()))
     server.run_setup(server.ServerContext(ollama_host=url, home=str(home), stores=["kb"]))
     server.release_setups()

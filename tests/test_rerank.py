@@ -11,9 +11,9 @@ from conftest import run_cli
 from fake_ollama import FakeOllama, ModelSpec, relevance
 from ollama._types import TokenLogprob
 
-from archivist import models
 from archivist.agent.rerank import Reranker
 from archivist.app import Archivist
+from archivist.ollama import Ollama, scoring
 from archivist.render import tool_line
 from archivist.settings import Settings, load_settings
 from archivist.tools.errors import ArchivistError
@@ -61,7 +61,7 @@ def test_the_top_candidates_are_scored_one_request_each_and_reordered(
     assert len(sent) == 1 + len(candidates) == 9
     for body in sent:
         assert body["model"] == RERANKER and body["stream"] is False
-        assert body["logprobs"] is True and body["top_logprobs"] == models.RERANK_TOP_LOGPROBS
+        assert body["logprobs"] is True and body["top_logprobs"] == scoring.RERANK_TOP_LOGPROBS
         assert body["options"] == {"temperature": 0, "num_predict": 1}
         assert body["tools"] == [] and "think" not in body  # qwen2.5 cannot think
         assert [m["role"] for m in body["messages"]] == ["system", "user"]
@@ -190,7 +190,7 @@ def test_the_fake_answers_logprobs_in_the_clients_shape_streamed_or_not(ollama):
     assert answer.message.content == first.token == "yes"
     assert [t.token for t in first.top_logprobs] == ["yes", "no", "Yes"]
     assert math.exp(first.top_logprobs[0].logprob) == pytest.approx(0.97 * p_yes)
-    assert models.yes_probability(first.top_logprobs) == pytest.approx(p_yes, abs=0.01)
+    assert scoring.yes_probability(first.top_logprobs) == pytest.approx(p_yes, abs=0.01)
 
     chunks = list(client.chat(RERANKER, [{"role": "user", "content": "hi!"}], stream=True,
                               logprobs=True, top_logprobs=2))  # fmt: skip
@@ -210,7 +210,7 @@ def test_the_fake_answers_logprobs_in_the_clients_shape_streamed_or_not(ollama):
 
 def test_the_in_process_fake_scores_as_the_http_one(fake_models):
     fake_models.score_with(lambda query, passage: 0.8 if "30 days" in passage else 0.1)
-    score = models.relevance_scorer(Settings(), RERANKER)
+    score = Ollama(Settings()).relevance_scorer(RERANKER)
     assert score("refund", "Refunds within 30 days.") == pytest.approx(0.8, abs=1e-3)
     assert score("refund", "Shipping is free.") == pytest.approx(0.1, abs=1e-3)
     body = fake_models.chat_requests()[-1]
@@ -224,12 +224,12 @@ def test_the_yes_probability_reads_yes_against_no_in_any_case():
     def alternatives(**logprobs):
         return [TokenLogprob(token=t, logprob=lp) for t, lp in logprobs.items()]
 
-    assert models.yes_probability(
+    assert scoring.yes_probability(
         alternatives(yes=math.log(0.6), no=math.log(0.2))
     ) == pytest.approx(0.75)
     both = alternatives(**{"Yes": math.log(0.3), " yes": math.log(0.3), "No": math.log(0.2)})
-    assert models.yes_probability(both) == pytest.approx(0.75)
-    assert models.yes_probability(alternatives(maybe=-0.1, perhaps=-2.0)) == 0.0
+    assert scoring.yes_probability(both) == pytest.approx(0.75)
+    assert scoring.yes_probability(alternatives(maybe=-0.1, perhaps=-2.0)) == 0.0
 
 
 def test_ties_keep_the_search_order_and_the_scorer_runs_once_per_candidate():

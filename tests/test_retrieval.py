@@ -13,12 +13,12 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import ToolException
 from pydantic import ValidationError
 
-from archivist import models
 from archivist.agent.graph import build_agent
 from archivist.agent.retrieval import make_retrieval_tool
 from archivist.agent.state import turn_input
 from archivist.agent.turn import run_turn
 from archivist.app import Archivist
+from archivist.ollama import Ollama
 from archivist.settings import load_settings
 from archivist.tools import sparse
 from archivist.tools.errors import ArchivistError
@@ -280,7 +280,7 @@ def test_a_wrong_source_from_the_model_becomes_an_observation_it_can_fix(
         {"content": "Refunds take 30 days [1]."},
     )
     tool = make_retrieval_tool(KnowledgeStore(archivist.client, shop_store), archivist.embeddings)
-    graph = build_agent(models.chat_model(settings), [tool], "system")
+    graph = build_agent(Ollama(settings).chat_model(), [tool], "system")
     state = graph.invoke(turn_input("refund?"))
     first, second = [m for m in state["messages"] if isinstance(m, ToolMessage)]
     assert first.status == "error"

@@ -12,7 +12,7 @@ def test_logs_list_and_show_the_turns_of_ask_and_chat(ollama, home, store, monke
         cli("ask", REFUND_Q, "--store", store, "--json", ollama=ollama, home=home).stdout
     )
     # Refused on every try: the turn fails.
-    monkeypatch.setattr("archivist.models.CHAT_BACKOFF", 0.01)
+    monkeypatch.setattr("archivist.ollama.transport.BACKOFF", 0.01)
     ollama.fail("/api/chat", 500, "llama runner process has terminated: exit status 2", 4)
     cli("chat", "--store", store, stdin=f"hi\n{REFUND_Q}\n", ollama=ollama, home=home)
 

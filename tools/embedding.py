@@ -33,13 +33,6 @@ class PrefixedEmbeddings(Embeddings):
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         return self.inner.embed_documents([self.document_prefix + t for t in texts])
 
-    def answered(self, texts: Sequence[str]) -> list[list[float]] | None:
-        """The vectors of documents `texts` if the inner embeddings already hold them all (an
-        ingest's, sent ahead of its graph: `archivist.ingest.ahead`), without a request; else
-        None."""
-        held = getattr(self.inner, "answered", None)
-        return held([self.document_prefix + t for t in texts]) if held else None
-
     def embed_query(self, text: str) -> list[float]:
         return self.inner.embed_query(self.query_prefix + text)
 

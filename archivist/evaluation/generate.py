@@ -415,8 +415,8 @@ def generate_from_store(
 ) -> dict[str, Any]:
     """Generate (or resume) a test set of `n` cases from a store's passages; return its
     provenance. The model must exist before any passage is tried."""
-    from archivist import models
     from archivist.agent.retrieval import tool_name
+    from archivist.failures import explained
 
     if n < 1:
         raise ArchivistError("-n must be at least 1.", "Ask for one case or more, e.g. -n 40.")
@@ -427,15 +427,15 @@ def generate_from_store(
             f"Ingest documents first: archivist ingest PATH --store {store}",
         )
     name = model or archivist.settings.chat_model
-    with models.explained(archivist.settings):
-        info = models.show(archivist.settings, name)
+    with explained(archivist.settings):
+        info = archivist.ollama.show(name)
     if "completion" not in info.capabilities:
         raise ArchivistError(
             f"'{name}' cannot chat, so it cannot write questions.",
             "Give a chat model with --model.",
         )
     plan = Plan(store, tool_name(store), name, n, seed)
-    ask = models.structured(archivist.settings, name, SCHEMA, seed)
+    ask = archivist.ollama.structured(name, SCHEMA, seed)
     resume = f"Run the same command again to resume from {out}."
-    with models.explained(archivist.settings, doing="Generation stopped", then=resume):
+    with explained(archivist.settings, doing="Generation stopped", then=resume):
         return generate(plan, chunks, ask, out, on_progress)

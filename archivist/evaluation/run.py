@@ -14,13 +14,13 @@ from typing import Any
 import httpx
 from langgraph.checkpoint.memory import InMemorySaver
 
-from archivist import models
 from archivist.agent.records import Passage, ToolCall, Turn
 from archivist.agent.retrieval import format_results
 from archivist.agent.setup import AGENT, AgentSetup
 from archivist.agent.turn import run_turn
 from archivist.app import Archivist
 from archivist.evaluation import corpus
+from archivist.failures import explain
 from archivist.tools.errors import ArchivistError
 from archivist.tools.progress import CaseRan, ProgressFn, StoreReady, ignore
 from archivist.tools.search import SearchMode
@@ -597,14 +597,14 @@ def _trajectory(calls: Sequence[ToolCall], agent: bool) -> list[dict[str, Any]]:
 
 
 class Judge:
-    """LLM-as-judge verdicts from openevals, with an Ollama model from our model factory."""
+    """LLM-as-judge verdicts from openevals, with an Ollama chat model from the Ollama seam."""
 
     def __init__(self, archivist: Archivist, model: str, seed: int | None) -> None:
         from openevals.llm import create_llm_as_judge
         from openevals.prompts import RAG_GROUNDEDNESS_PROMPT, RAG_HELPFULNESS_PROMPT
 
         self.model = model
-        chat = models.chat_model(archivist.settings, model, temperature=0, seed=seed)
+        chat = archivist.ollama.chat_model(model, temperature=0, seed=seed)
         self.helpfulness = create_llm_as_judge(
             prompt=RAG_HELPFULNESS_PROMPT, feedback_key="helpfulness", judge=chat
         )
@@ -718,7 +718,7 @@ def evaluate(
             for rerank in reranking
         ]
         if judge_model:
-            models.show(archivist.settings, judge_model)
+            archivist.ollama.show(judge_model)
         judge = Judge(archivist, judge_model, seed) if judge_model else None
         embedders, embedder_ranks = (
             compare_embedders(archivist, cases, stores[0], embed_models, k, on_progress)
@@ -807,7 +807,7 @@ def _run_case(
         turn = run_turn(setup, case.question, thread)
     except Exception as exc:
         _raise_if_unreachable(exc, model)
-        explained = models.explain(exc, archivist.settings)
+        explained = explain(exc, archivist.settings)
         error = str(explained) if explained else f"{type(exc).__name__}: {exc}"
     run: dict[str, Any] = {
         "model": model,

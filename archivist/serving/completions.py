@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from archivist import models
+from archivist import failures
 from archivist.agent.records import Turn
 from archivist.app import Archivist
 from archivist.render import notice_text, place_text, tool_line
@@ -84,7 +84,7 @@ def api_error(exc: BaseException, settings: Any = None) -> APIError:
     if isinstance(exc, APIError):
         return exc
     if settings is not None and not isinstance(exc, ArchivistError):
-        explained = models.explain(exc, settings)
+        explained = failures.explain(exc, settings)
         exc = explained if explained is not None else exc
     if isinstance(exc, MessageTooLong):
         return APIError(400, str(exc), param="messages", code="context_length_exceeded")
@@ -346,7 +346,7 @@ class ChatService:
     def check(self) -> None:
         """Open the stores before serving: a store named that does not exist is refused, and
         the store's client is opened once, before requests share it."""
-        with models.explained(self.settings):
+        with failures.explained(self.settings):
             for name in self.only:
                 self.archivist.store(name)
             self.archivist.store_names()
@@ -356,7 +356,7 @@ class ChatService:
         """The stores served: those named, else every store there is now."""
         if self.only:
             return list(self.only)
-        with models.explained(self.settings):
+        with failures.explained(self.settings):
             return self.archivist.store_names()
 
     def model_ids(self) -> list[str]:
@@ -401,7 +401,7 @@ class ChatService:
             self._built.move_to_end(target)
         with built.lock:
             if built.setup is None:
-                with models.explained(self.settings):
+                with failures.explained(self.settings):
                     built.setup = self.archivist.agent(target.stores, target.chat_model)
             return built.setup
 
@@ -412,7 +412,7 @@ class ChatService:
         from archivist.turnlog import logged_turn
 
         log = self.archivist.turn_log
-        with models.explained(self.settings):
+        with failures.explained(self.settings):
             return logged_turn(
                 log, "serve", setup, request.question, on_event=on_event, history=request.history
             )

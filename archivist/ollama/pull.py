@@ -11,31 +11,19 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
-from archivist import models
+from archivist.failures import explained
+from archivist.ollama import Ollama
 from archivist.settings import Settings, mask_url
 
 
-def missing_models(settings: Settings, names: list[str]) -> list[str]:
-    """Return the models Ollama answers 404 for (an unreachable Ollama is reported later)."""
-    missing = []
-    for name in dict.fromkeys(names):
-        try:
-            models.show(settings, name)
-        except Exception as exc:  # the client's ResponseError carries Ollama's status
-            if getattr(exc, "status_code", None) != 404:
-                return missing  # Ollama down: the command itself says how to start it
-            missing.append(name)
-    return missing
-
-
-def offer_pull(settings: Settings, names: list[str], console: Console | None = None) -> None:
+def offer_pull(settings: Settings, missing: list[str], console: Console | None = None) -> None:
     """Ask, for each missing model, whether to pull it now, and pull it with a progress bar.
 
     A declined offer changes nothing: the command goes on and names `ollama pull` itself.
     """
     console = console or Console(stderr=True, highlight=False)
     host = mask_url(settings.ollama_host)
-    for name in missing_models(settings, names):
+    for name in missing:
         if not typer.confirm(
             f"The model '{name}' is not in Ollama at {host}. Pull it now?", default=True, err=True
         ):
@@ -45,15 +33,16 @@ def offer_pull(settings: Settings, names: list[str], console: Console | None = N
 
 def pull_with_progress(settings: Settings, name: str, console: Console) -> None:
     """Pull a model, showing Ollama's status and the bytes of each layer as they arrive."""
-    with models.explained(settings, f"Pulling '{name}' failed"):
+    ollama = Ollama(settings)
+    with explained(settings, f"Pulling '{name}' failed"):
         if console.is_dumb_terminal:
-            models.pull(settings, name, _status_lines(name, console))
+            ollama.pull(name, _status_lines(name, console))
         else:
-            _pull_with_bar(settings, name, console)
+            _pull_with_bar(ollama, name, console)
     console.print(f"Pulled {name}.")
 
 
-def _pull_with_bar(settings: Settings, name: str, console: Console) -> None:
+def _pull_with_bar(ollama: Ollama, name: str, console: Console) -> None:
     progress = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -71,7 +60,7 @@ def _pull_with_bar(settings: Settings, name: str, console: Console) -> None:
             sizes = {"completed": completed, "total": total} if total else {}
             progress.update(task, description=f"{name}: {status}", **sizes)
 
-        models.pull(settings, name, update)
+        ollama.pull(name, update)
 
 
 def _status_lines(name: str, console: Console):

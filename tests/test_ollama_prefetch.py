@@ -4,24 +4,26 @@ import ollama as ollama_client
 import pytest
 from conftest import SHOP, run_cli
 
-from archivist import models, prefetch
+from archivist.failures import explain
+from archivist.ollama import Ollama
+from archivist.settings import Settings
 
 
 def test_show_uses_the_prefetched_answer_without_asking_again(ollama, settings):
-    prefetch.start_show(settings.ollama_host, "qwen2.5:3b", 10)
-    info = models.show(settings, "qwen2.5:3b")
+    Ollama(settings).show_soon("qwen2.5:3b")
+    info = Ollama(settings).show("qwen2.5:3b")
     assert info.tools and info.context_length
     assert ollama.requests_to("/api/show") == [{"model": "qwen2.5:3b"}]
-    assert info == models.show(settings, "qwen2.5:3b")  # the answer is taken once
+    assert info == Ollama(settings).show("qwen2.5:3b")  # the answer is taken once
     assert len(ollama.requests_to("/api/show")) == 2
 
 
 def test_a_failed_prefetch_leaves_the_error_to_show(ollama, settings):
-    prefetch.start_show(settings.ollama_host, "missing-model", 10)
+    Ollama(settings).show_soon("missing-model")
     with pytest.raises(ollama_client.ResponseError) as raised:
-        models.show(settings, "missing-model")
+        Ollama(settings).show("missing-model")
     assert raised.value.status_code == 404
-    assert "ollama pull missing-model" in str(models.explain(raised.value, settings))
+    assert "ollama pull missing-model" in str(explain(raised.value, settings))
 
 
 def test_ask_asks_about_the_chat_model_before_anything_else(ollama, home):
@@ -35,18 +37,18 @@ def test_ask_asks_about_the_chat_model_before_anything_else(ollama, home):
 
 
 def test_missing_names_the_models_ollama_lacks_and_leaves_the_prefetch_to_show(ollama, settings):
-    host = settings.ollama_host
-    prefetch.start_show(host, "qwen2.5:3b", 10)
-    assert prefetch.missing(host, ["qwen2.5:3b", "nope:7b", "nomic-embed-text"], 10) == ["nope:7b"]
+    Ollama(settings).show_soon("qwen2.5:3b")
+    assert Ollama(settings).missing(["qwen2.5:3b", "nope:7b", "nomic-embed-text"]) == ["nope:7b"]
     assert [r["model"] for r in ollama.requests_to("/api/show")] == [
         "qwen2.5:3b",
         "nope:7b",
         "nomic-embed-text",
     ]
     # The chat model's prefetched answer was looked at, not taken: the agent still gets it.
-    assert models.show(settings, "qwen2.5:3b").tools
+    assert Ollama(settings).show("qwen2.5:3b").tools
     assert len(ollama.requests_to("/api/show")) == 3
 
 
 def test_missing_is_none_when_ollama_cannot_be_asked(settings):
-    assert prefetch.missing("http://127.0.0.1:9", ["qwen2.5:3b"], 10) is None
+    down = Settings(ollama_host="http://127.0.0.1:9", home=settings.home)
+    assert Ollama(down).missing(["qwen2.5:3b"]) is None

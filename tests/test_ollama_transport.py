@@ -1,12 +1,13 @@
-"""The one-request HTTP exchange of the commands that must start fast (`search`, an unchanged
-`ingest`): what it reads of the answers a server may give, byte for byte on a socket."""
+"""The transport's HTTP exchange (every request Archivist writes itself: `/api/show`,
+`/api/embed`, `/api/version`): what it reads of the answers a server may give, byte for byte
+on a socket."""
 
 import socket
 import threading
 
 import pytest
 
-from archivist.light_ollama import Cut, post
+from archivist.ollama.transport import Cut, exchange
 
 
 class ScriptedServer:
@@ -54,7 +55,9 @@ def serve():
 
 def test_the_request_carries_its_host_length_headers_and_body(serve):
     server = serve(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
-    status, body = post(server.url + "/api/embed?x=1", b'{"a":1}', {"Authorization": "Bearer k"}, 5)
+    status, body = exchange(
+        server.url + "/api/embed?x=1", b'{"a":1}', {"Authorization": "Bearer k"}, 5
+    )
     assert (status, body) == (200, b"{}")
     sent = server.requests[0].decode()
     assert sent.startswith("POST /api/embed?x=1 HTTP/1.1\r\n")
@@ -79,7 +82,7 @@ def test_the_request_carries_its_host_length_headers_and_body(serve):
 )
 def test_each_way_of_ending_a_body_is_read_whole(serve, answer):
     server = serve(answer)
-    assert post(server.url, b"{}", {}, 5) == (200, b'{"embeddings":[1]}')
+    assert exchange(server.url, b"{}", {}, 5) == (200, b'{"embeddings":[1]}')
 
 
 @pytest.mark.parametrize(
@@ -95,13 +98,13 @@ def test_each_way_of_ending_a_body_is_read_whole(serve, answer):
 def test_an_answer_cut_short_is_a_cut_to_send_again(serve, answer):
     server = serve(answer)
     with pytest.raises(Cut, match="stopped before the answer was complete"):
-        post(server.url, b"{}", {}, 5)
+        exchange(server.url, b"{}", {}, 5)
 
 
 def test_an_answer_that_is_not_http_is_named(serve):
     server = serve(b"SSH-2.0-OpenSSH_9.2\r\n")
     with pytest.raises(ConnectionError, match=r"answer from http://127\.0\.0\.1 is not HTTP's"):
-        post(server.url, b"{}", {}, 5)
+        exchange(server.url, b"{}", {}, 5)
 
 
 def test_a_redirect_is_followed_with_the_same_request(serve):
@@ -110,7 +113,7 @@ def test_a_redirect_is_followed_with_the_same_request(serve):
         f"HTTP/1.1 307 Temporary Redirect\r\nLocation: {target.url}/api/embed\r\n"
         "Content-Length: 0\r\n\r\n".encode()
     )
-    assert post(first.url + "/api/embed", b'{"q":2}', {}, 5) == (200, b"ok")
+    assert exchange(first.url + "/api/embed", b'{"q":2}', {}, 5) == (200, b"ok")
     assert target.requests[0].startswith(b"POST /api/embed HTTP/1.1\r\n")
     assert target.requests[0].endswith(b'{"q":2}')
 
@@ -121,4 +124,4 @@ def test_a_closed_port_is_a_connection_failure_naming_the_host():
     with pytest.raises(
         ConnectionError, match=r"Failed to connect to Ollama at http://127\.0\.0\.1"
     ):
-        post(f"http://127.0.0.1:{port}/api/embed", b"{}", {}, 5)
+        exchange(f"http://127.0.0.1:{port}/api/embed", b"{}", {}, 5)

@@ -1,4 +1,6 @@
-"""An HTTP transport that bounds a whole request in time, not each read.
+"""The client libraries' connections to Ollama (the ollama client, LangChain's models), made
+with the transport's deadline: an HTTP transport that bounds a whole request in time, not
+each read.
 
 httpx's timeouts hold for one network operation each: a server (or a proxy) that sends one
 byte a second never trips a 30-second read timeout, and a request to it never ends. Here every
@@ -11,12 +13,17 @@ lines is complete: an answer may take longer than the timeout while it keeps com
 stream that stops or drips slower than a line per timeout is cut.
 """
 
+import ssl
 import time
 from collections.abc import Iterator
 from contextvars import ContextVar
+from functools import cache
 from typing import Any
 
 import httpx
+import ollama
+
+from archivist.ollama.transport import Endpoint
 
 _DEADLINE: ContextVar[float | None] = ContextVar("archivist_http_deadline", default=None)
 """When the request being read or written in this thread must be over (time.monotonic)."""
@@ -131,3 +138,44 @@ class DeadlineTransport(httpx.HTTPTransport):
             stream=_Body(response.stream, deadline, self.seconds if streamed else None),
             extensions=response.extensions,
         )
+
+
+@cache
+def _tls_context() -> ssl.SSLContext:
+    # Each HTTP client would load the certificate store again (~0.1 s of CPU each); httpx's
+    # own default context is made once and shared.
+    return httpx.create_ssl_context()
+
+
+def client_kwargs(endpoint: Endpoint) -> dict[str, Any]:
+    """What every client library's HTTP client to Ollama is built with: the credentials of
+    OLLAMA_HOST (sent as a header on every request) and a transport that ends each request
+    within the endpoint's timeout from its first byte to its last."""
+    return {
+        "timeout": endpoint.timeout,
+        "headers": endpoint.headers,
+        "transport": DeadlineTransport(endpoint.timeout, verify=_tls_context()),
+    }
+
+
+def langchain_kwargs(endpoint: Endpoint) -> dict[str, Any]:
+    """The address and clients of a LangChain Ollama model, as `client_kwargs` makes them.
+
+    LangChain hands `client_kwargs` to its async client too, which cannot use a synchronous
+    transport: the transport goes to the synchronous client alone (the one Archivist uses),
+    and the async one gets the shared TLS context (else it loads the certificate store again,
+    ~0.1 s of CPU for every model built).
+    """
+    kwargs = client_kwargs(endpoint)
+    transport = kwargs.pop("transport")
+    return {
+        "base_url": endpoint.address,
+        "client_kwargs": kwargs,
+        "sync_client_kwargs": {"transport": transport},
+        "async_client_kwargs": {"verify": _tls_context()},
+    }
+
+
+def client(endpoint: Endpoint) -> ollama.Client:
+    """An ollama client for the endpoint (streamed pulls, scoring requests)."""
+    return ollama.Client(host=endpoint.address, **client_kwargs(endpoint))
