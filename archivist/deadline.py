@@ -110,9 +110,12 @@ class _Body(httpx.SyncByteStream):
 class DeadlineTransport(httpx.HTTPTransport):
     """httpx's transport, with each request over within `seconds` (see the module doc)."""
 
-    def __init__(self, seconds: float, **kwargs: Any) -> None:
+    def __init__(self, seconds: float, renew_streams: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.seconds = seconds
+        self.renew_streams = renew_streams
+        """Whether an NDJSON answer gets the whole time again with each line (False: every
+        answer must be whole within `seconds`, whatever its type says)."""
         # httpcore takes its network backend only when the pool is made, which httpx does
         # in its own constructor: the pool's connections are all made through this one.
         self._pool._network_backend = _Backend(self._pool._network_backend)
@@ -124,7 +127,9 @@ class DeadlineTransport(httpx.HTTPTransport):
             response = super().handle_request(request)
         finally:
             _DEADLINE.reset(token)
-        streamed = response.headers.get("content-type", "").startswith(STREAMED)
+        streamed = self.renew_streams and response.headers.get("content-type", "").startswith(
+            STREAMED
+        )
         return httpx.Response(
             status_code=response.status_code,
             headers=response.headers,
