@@ -156,8 +156,17 @@ class _Unpacker:
     """An answer's body unpacked as it comes, through its content encodings (in the order
     they were applied), its size counted piece by piece against `limit`."""
 
-    def __init__(self, codings: str, limit: int, cut: bool = False, over: str = "") -> None:
+    def __init__(
+        self,
+        codings: str,
+        limit: int,
+        cut: bool = False,
+        over: str = "",
+        sink: Callable[[bytes], bool] | None = None,
+    ) -> None:
         self.limit = limit
+        self.sink = sink
+        """Given each piece as it is unpacked, instead of `body`; True from it stops."""
         self.over = over or f"over the {_size(limit)} limit"
         self.cut = cut
         """At the limit: stop and keep what came (robots.txt), rather than fail."""
@@ -187,8 +196,11 @@ class _Unpacker:
                 if not self.cut:
                     raise _PageFailed(self.over)
                 data, self.full = data[:room], True
-            self.body += data
             self.size += len(data)
+            if self.sink is None:
+                self.body += data
+            elif data and self.sink(data):
+                self.full = True
             return
         stage = self.stages[level]
         try:
@@ -516,21 +528,13 @@ class Crawler:
                     if sink is not None and response.status_code != 200:
                         sink = None  # an error page is not a sitemap
                     unpacker = _Unpacker(
-                        response.headers.get("content-encoding", ""), limit, cut, over
+                        response.headers.get("content-encoding", ""), limit, cut, over, sink
                     )
                     for block in response.iter_raw():
                         unpacker.feed(block)
-                        if sink is not None:
-                            done = sink(bytes(unpacker.body))
-                            unpacker.body.clear()
-                            if done:
-                                break
                         if unpacker.full:
                             break
                     body = unpacker.close() if not unpacker.full else bytes(unpacker.body)
-                    if sink is not None and body:
-                        sink(body)
-                        body = b""
                     return _Answer(response.status_code, url, response.headers, body)
             except httpx.TimeoutException:
                 self._last = time.monotonic()
@@ -607,7 +611,7 @@ class Crawler:
             left = MAX_SITEMAP_BYTES - self.sitemap_bytes
             if left <= 0:
                 break
-            reader = _SitemapReader(prefix, found, pages, todo, wanted)
+            reader = _SitemapReader(prefix, found, pages, todo, wanted, left)
             try:
                 answer = self._get(url, {}, left, cut=True, sink=reader.feed)
             except _PageFailed:
@@ -715,18 +719,21 @@ def page_markdown(html: str, url: str) -> tuple[str, str]:
         if text.strip():
             return str(meta.get("title") or ""), text.strip()
     try:
-        return html_to_markdown(html)
+        title, text = html_to_markdown(html)
     except RecursionError:
-        # Markup nested deeper than the converter recurses (a few hundred <div>s): the
-        # page's text, read without recursion, paragraph by paragraph.
-        return _plain_text(html)
+        title, text = "", ""
+    if text.strip():
+        return title, text
+    # Markup nested deeper than the converters go (a few hundred <div>s: one recurses, the
+    # others stop at 256 levels): the page's text, read without recursion, line by line.
+    return _plain_text(html)
 
 
 def _plain_text(html: str) -> tuple[str, str]:
     """A page's title and text without its markup, its scripts and styles."""
     import lxml.html
 
-    document = lxml.html.document_fromstring(html)
+    document = lxml.html.document_fromstring(html, parser=lxml.html.HTMLParser(huge_tree=True))
     for element in list(document.iter("script", "style", "nav", "header", "footer")):
         element.drop_tree()
     title = (document.findtext(".//title") or "").strip()
@@ -911,12 +918,20 @@ class _SitemapReader:
     `wanted` pages are found, or the sitemap is unreadable, so the rest is not read."""
 
     def __init__(
-        self, prefix: str, found: set[str], pages: list[str], todo: deque, wanted: int
+        self,
+        prefix: str,
+        found: set[str],
+        pages: list[str],
+        todo: deque,
+        wanted: int,
+        budget: int,
     ) -> None:
         from lxml import etree
 
         self.prefix, self.found, self.pages, self.todo = prefix, found, pages, todo
         self.wanted = wanted
+        self.budget = budget
+        """The bytes it may unpack and parse."""
         self.size = 0
         self.gunzip: _Unpacker | None = None
         self.first = True
@@ -931,17 +946,18 @@ class _SitemapReader:
         if self.first:
             self.first = False
             if data[:2] == b"\x1f\x8b":  # a sitemap.xml.gz served as it is
-                self.gunzip = _Unpacker("gzip", MAX_SITEMAP_BYTES, cut=True)
-        if self.gunzip is not None:
-            try:
-                self.gunzip.feed(data)
-            except _PageFailed:
-                self.broken = True
-                return True
-            data = bytes(self.gunzip.body)
-            self.gunzip.body.clear()
+                self.gunzip = _Unpacker("gzip", self.budget, cut=True, sink=self._take)
+        if self.gunzip is None:
+            return self._take(data)
+        try:
+            self.gunzip.feed(data)
+        except _PageFailed:
+            self.broken = True
+        return self.broken or self.gunzip.full
+
+    def _take(self, data: bytes) -> bool:
         self.size += len(data)
-        return self._parse(data) or (self.gunzip is not None and self.gunzip.full)
+        return self._parse(data) or self.size >= self.budget
 
     def _parse(self, data: bytes) -> bool:
         from lxml import etree
