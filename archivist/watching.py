@@ -140,8 +140,9 @@ class Watcher:
             return
         for item in report.stored:
             self.say(f"{store}: {item['status']} {item['source']} ({item['chunks']} chunks)")
+        emptied = {s["source"] for s in report.skipped if s["reason"] == "empty file"}
         for source in report.removed:
-            self.say(f"{store}: removed {source}")
+            self.say(f"{store}: removed {source}" + (" (emptied)" if source in emptied else ""))
         for failure in report.failed:
             self.say(f"{store}: failed {failure['source']}: {failure['reason']}")
         self.changes += len(report.stored) + len(report.removed)

@@ -30,7 +30,7 @@ from langgraph.graph import END, START, StateGraph
 from archivist.ingest import loading, web, worker
 from archivist.ingest import roots as rooting
 from archivist.ingest.embedder import EmbedQueue, EmbedSettings, embed_with_retry
-from archivist.ingest.loaders import LoadError, NotADocument, Section, streamed
+from archivist.ingest.loaders import EMPTY, LoadError, NotADocument, Section, streamed
 from archivist.ingest.loaders.base import reporting
 from archivist.ingest.report import IngestOutcome
 from archivist.ingest.request import IngestRequest
@@ -282,7 +282,8 @@ class IngestSteps:
         cache = None
         if request.web.cache is None:
             cache = self.resources(run).scratch()
-        return web.crawl(starts, request.web, held, self.notify, cache)
+        options = replace(request.web, prune_vanished=request.prune_blank)
+        return web.crawl(starts, options, held, self.notify, cache)
 
     def load_batch(self, state: IngestState) -> dict[str, Any]:
         """Read the next batch of files; queue the documents that changed."""
@@ -338,6 +339,7 @@ class IngestSteps:
             "unchanged": read.unchanged,
             "failed": read.failed,
             "skipped": read.skipped,
+            "removed": read.removed,
             "settled": read.settled,
             "present": read.present,
             "whole": read.whole,
@@ -500,9 +502,22 @@ class IngestSteps:
             reason = exc.strerror or reason
         if isinstance(exc, NotADocument):
             read.skipped.append({"source": file.source, "reason": reason})
+            if reason == EMPTY and run.held:
+                self._emptied(file, read, run)
             return
         read.failed.append({"source": file.source, "reason": reason})
         self.notify(Failed(**read.failed[-1]))
+
+    def _emptied(self, file: SourceFile, read: "_Batch", run: RunResources) -> None:
+        """A file the store holds, emptied on disk: its document is now empty, so what the
+        store holds of it (its records too) is removed, as a sync tool mirrors an emptied
+        file. Its version stays on disk for nobody: the file is the truth."""
+        mine = [name for name in run.held if name == file.source or _record_of(name, {file.source})]
+        for name in mine:
+            self.store.delete_source(name)
+            read.removed.append(name)
+        run.held.difference_update(mine)
+        read.settled.append(file.source)
 
     def embed_and_store(self, state: IngestState) -> dict[str, Any]:
         """Send the loaded chunks to the embedder; store the answers that are back."""
@@ -627,7 +642,9 @@ class IngestSteps:
         shard = state["request"].shard
         roots = rooting.RootSet(rooting.Root.from_dict(r) for r in state.get("roots", []))
         scopes = [rooting.Scope(root, sub, "", "") for root, sub in state.get("scopes", [])]
-        reachable = {r.id for r in roots.roots if r.kind == "url" or r.disk_path().exists()}
+        reachable = {r.id for r in roots.roots if r.kind == "url" or _there(r)}
+        blank = set() if state["request"].prune_blank else self._blank(state, roots, reachable)
+        reachable -= {root.id for root, _ in blank}
 
         def in_scope(source: str) -> bool:
             found = roots.owner(source)
@@ -649,7 +666,38 @@ class IngestSteps:
         ]
         for source in removed:
             self.store.delete_source(source)
-        return {"removed": removed}
+        failed = [
+            {
+                "source": root.location,
+                "reason": f"lists no files now: its {held} sources are kept (an unmounted drive, "
+                "a folder emptied?); sync --prune removes them",
+            }
+            for root, held in blank
+        ]
+        return {"removed": removed, "failed": failed}
+
+    def _blank(
+        self, state: IngestState, roots: "rooting.RootSet", reachable: set[str]
+    ) -> list[tuple["rooting.Root", int]]:
+        """The folder roots this run found no file in (none read, failed or skipped) while
+        the store holds sources of theirs, with how many it holds."""
+        listed: set[str] = set()
+        names = [f.source for f in state["files"]]
+        names += [f["source"] for f in state.get("failed", []) + state.get("skipped", [])]
+        for name in names:
+            found = roots.owner(name)
+            if found is not None:
+                listed.add(found[0].id)
+        held: dict[str, int] = {}
+        for source in self.store.sources():
+            found = roots.owner(source)
+            if found is not None and found[0].kind == "folder":
+                held[found[0].id] = held.get(found[0].id, 0) + 1
+        return [
+            (root, held[root.id])
+            for root in roots.roots
+            if root.id in reachable and root.id not in listed and held.get(root.id)
+        ]
 
     def record(self, state: IngestState) -> dict[str, Any]:
         """Record in the store what this run read of its roots: each file's size,
@@ -713,10 +761,17 @@ class _Batch:
     unchanged: list[str] = field(default_factory=list)
     failed: list[dict[str, str]] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
     settled: list[str] = field(default_factory=list)
     present: list[str] = field(default_factory=list)
     whole: list[str] = field(default_factory=list)
     hashes: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _there(root: "rooting.Root") -> bool:
+    """Whether a root is on disk as what it was: a folder still a folder, a file a file."""
+    path = root.disk_path()
+    return path.is_dir() if root.kind == "folder" else path.exists() and not path.is_dir()
 
 
 def _record_of(source: str, files: set[str]) -> bool:

@@ -27,6 +27,10 @@ class IngestRequest:
     store: str = ""
     """The store asked for (a rebuild writes a scratch store first, then swaps it in)."""
     prune: bool = False
+    prune_blank: bool = False
+    """Prune even a root that now lists no file, and a site whose starting page (or every
+    page stored) answers 404: asked for by name (`--prune`); a sync's own pruning keeps
+    them, since an unmounted drive or a site down looks the same."""
     """Remove sources that are no longer among the discovered files."""
     description: str | None = None
     """What the store holds, in words; shown to the model in the tool's description."""
@@ -68,6 +72,7 @@ class IngestRequest:
         store: str,
         *,
         prune: bool = False,
+        prune_blank: bool | None = None,
         description: str | None = None,
         reindex: bool = False,
         chunk_size: int | None = None,
@@ -147,6 +152,7 @@ class IngestRequest:
             paths=paths,
             store=store,
             prune=prune,
+            prune_blank=prune if prune_blank is None else prune_blank,
             description=description,
             reindex=reindex,
             shard=shard,

@@ -362,3 +362,21 @@ def test_a_starting_page_moved_from_http_to_https_on_its_port_is_followed(
     found = web.crawl([f"{plain_url}/docs/"], web.WebOptions(), cache=tmp_path / "cache")
     assert reasons(found) == {}
     assert sources(found) == [f"{secure}/docs/", f"{secure}/docs/install.html"]
+
+
+def test_a_site_whose_pages_all_vanished_is_kept_until_asked_to_prune(fake_models, archivist, site):
+    docs_site(site)
+    start = f"{site.url}/docs/"
+    assert len(ingest(archivist, start).stored) == 4
+    site.routes.clear()  # every page a 404: a site moved, or half down
+    again = ingest(archivist, start, prune=False)
+    assert again.removed == []
+    assert [f["reason"] for f in again.failed] == [
+        "the starting page answered 404 or 410: the 4 pages stored are kept (a site moved, or "
+        "down?); sync --prune removes them"
+    ]
+    assert len(archivist.store("docs").source_names()) == 4
+    pruned = ingest(archivist, start, prune=True)
+    assert sorted(pruned.removed) == sorted(
+        f"{site.url}/docs/{p}" for p in ("", "install.html", "refunds.html", "shipping.html")
+    )
