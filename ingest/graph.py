@@ -643,7 +643,8 @@ class IngestSteps:
         roots = rooting.RootSet(rooting.Root.from_dict(r) for r in state.get("roots", []))
         scopes = [rooting.Scope(root, sub, "", "") for root, sub in state.get("scopes", [])]
         reachable = {r.id for r in roots.roots if r.kind == "url" or _there(r)}
-        blank = set() if state["request"].prune_blank else self._blank(state, roots, reachable)
+        whole_roots = {sc.root for sc in scopes if not sc.sub} & reachable
+        blank = [] if state["request"].prune_blank else self._blank(state, roots, whole_roots)
         reachable -= {root.id for root, _ in blank}
 
         def in_scope(source: str) -> bool:
@@ -677,10 +678,11 @@ class IngestSteps:
         return {"removed": removed, "failed": failed}
 
     def _blank(
-        self, state: IngestState, roots: "rooting.RootSet", reachable: set[str]
+        self, state: IngestState, roots: "rooting.RootSet", covered: set[str]
     ) -> list[tuple["rooting.Root", int]]:
-        """The folder roots this run found no file in (none read, failed or skipped) while
-        the store holds sources of theirs, with how many it holds."""
+        """The folder roots among `covered` (read whole by this run) it found no file in
+        (none read, failed or skipped) while the store holds sources of theirs, with how many
+        it holds."""
         listed: set[str] = set()
         names = [f.source for f in state["files"]]
         names += [f["source"] for f in state.get("failed", []) + state.get("skipped", [])]
@@ -696,7 +698,7 @@ class IngestSteps:
         return [
             (root, held[root.id])
             for root in roots.roots
-            if root.id in reachable and root.id not in listed and held.get(root.id)
+            if root.id in covered and root.id not in listed and held.get(root.id)
         ]
 
     def record(self, state: IngestState) -> dict[str, Any]:

@@ -78,3 +78,21 @@ def test_a_root_folder_that_became_a_file_keeps_its_sources(fake_models, home, t
     )
     assert "s other: 1 file stored, 1 unchanged, 0 failed, 0 removed." in done.stdout
     assert sorted(texts(home)) == ["kb/a.md", "kb/b.md", "other/c.md", "other/d.md"]
+
+
+def test_a_watched_root_deleted_and_made_again_is_watched_again(fake_models, home, tmp_path):
+    import shutil
+
+    kb = write_files(tmp_path / "kb", {"a.md": "# A\n\nAlpha."})
+    cli(home, "ingest", str(kb), "--store", "s")
+    with watching(home) as (watcher, lines):
+        shutil.rmtree(kb)
+        assert until(lambda: f"{kb} is missing: its sources are kept; watching for it to "
+                     "return." in lines)  # fmt: skip
+        assert sorted(texts(home)) == ["a.md"]  # kept
+        write_files(kb, {"b.md": "# B\n\nBravo, in the folder made again."})
+        assert until(lambda: f"{kb} is on disk again: syncing it." in lines)
+        assert until(lambda: "b.md" in texts(home))
+        (kb / "c.md").write_text("# C\n\nCharlie, written once watched again.")
+        assert until(lambda: "c.md" in texts(home))
+    assert "s: new c.md (1 chunks)" in lines
