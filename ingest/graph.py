@@ -29,6 +29,7 @@ from langgraph.graph import END, START, StateGraph
 
 from archivist.ingest import loading, web, worker
 from archivist.ingest import roots as rooting
+from archivist.ingest.discovery import escaped
 from archivist.ingest.embedder import EmbedQueue, EmbedSettings, embed_with_retry
 from archivist.ingest.loaders import EMPTY, LoadError, NotADocument, Section, streamed
 from archivist.ingest.loaders.base import reporting
@@ -382,11 +383,13 @@ class IngestSteps:
             return False, 0
         done = True
         try:
+            _stay_inside(file)
             if file.has_records:
                 documents, done = self._take(run, request, file, file_hash, offset)
             else:  # a file without records is read from its start: its hash is known
                 # Loading refuses a file without text, so what is loaded has some to split.
                 sections = self._loads(run, request).load(file, request.loader)
+                _stay_inside(file)  # a link swapped while it was read: what was read is not kept
                 if loaded_files is not None:
                     loaded_files.append(_Loaded(file, file_hash, sections))
                     return True, 0
@@ -768,6 +771,13 @@ class _Batch:
     present: list[str] = field(default_factory=list)
     whole: list[str] = field(default_factory=list)
     hashes: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _stay_inside(file: SourceFile) -> None:
+    """Refuse a file whose path now leads out of the folder it was found in."""
+    problem = escaped(file)
+    if problem:
+        raise LoadError(problem)
 
 
 def _there(root: "rooting.Root") -> bool:

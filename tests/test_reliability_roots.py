@@ -96,3 +96,34 @@ def test_a_watched_root_deleted_and_made_again_is_watched_again(fake_models, hom
         (kb / "c.md").write_text("# C\n\nCharlie, written once watched again.")
         assert until(lambda: "c.md" in texts(home))
     assert "s: new c.md (1 chunks)" in lines
+
+
+def test_a_link_swapped_to_outside_after_discovery_is_not_read(
+    fake_models, archivist, tmp_path, monkeypatch
+):
+    from archivist.ingest import graph
+
+    kb = write_files(tmp_path / "kb", {"real.md": "# Real\n\nThe real page.", "a.md": "# A\n\nA."})
+    secret = write_files(tmp_path / "outside", {"secret.md": "# Secret\n\nThe root password."})
+    (kb / "link.md").symlink_to(kb / "real.md")
+    hashed = graph.content_hash
+
+    def swap_after_hashing(path, *args, **kwargs):
+        digest = hashed(path, *args, **kwargs)
+        if path.name == "link.md":  # between the folder's walk and the file's reading
+            path.unlink()
+            path.symlink_to(secret / "secret.md")
+        return digest
+
+    monkeypatch.setattr(graph, "content_hash", swap_after_hashing)
+    report = archivist.ingest([str(kb)], "s")
+    assert report.failed == [
+        {
+            "source": "link.md",
+            "reason": "symbolic link now leads outside the folder, not read (changed while it "
+            "was read?)",
+        }
+    ]
+    assert sorted(archivist.store("s").source_names()) == ["a.md", "real.md"]
+    embedded = [t for request in fake_models.embed_requests() for t in request]
+    assert not any("root password" in t for t in embedded)
