@@ -127,3 +127,27 @@ def test_a_link_swapped_to_outside_after_discovery_is_not_read(
     assert sorted(archivist.store("s").source_names()) == ["a.md", "real.md"]
     embedded = [t for request in fake_models.embed_requests() for t in request]
     assert not any("root password" in t for t in embedded)
+
+
+def test_roots_labelled_apart_only_by_case_are_searched_by_name(
+    fake_models, archivist, home, tmp_path
+):
+    a = write_files(tmp_path / "x" / "Docs", {"a.md": "# A\n\nAlpha widgets."})
+    b = write_files(tmp_path / "y" / "docs", {"b.md": "# B\n\nBravo widgets."})
+    archivist.ingest([str(a), str(b)], "s")
+    store = archivist.store("s")
+    # New roots get labels apart by more than case.
+    assert sorted(r["label"] for r in store.info()["roots"]) == ["x/Docs", "y/docs"]
+    # Labels made before that (`Docs` and `docs`): the one written as typed is meant, and
+    # written in neither's case, both (was: ValueError for every search naming them).
+    roots = [{**r, "label": r["label"].split("/")[-1]} for r in store.info()["roots"]]
+    store.annotate(roots=roots)
+    store.delete_source("x/Docs/a.md")
+    store.delete_source("y/docs/b.md")
+    archivist.ingest([str(a), str(b)], "s")
+    assert store.source_names() == ["Docs/a.md", "docs/b.md"]
+    assert store.match_sources("docs") == ["docs/b.md"]
+    assert store.match_sources("Docs") == ["Docs/a.md"]
+    assert store.match_sources("DOCS") == ["Docs/a.md", "docs/b.md"]
+    found = cli(home, "search", "widgets", "--store", "s", "--source", "docs", "--json")
+    assert {r["source"] for r in json.loads(found.stdout)} == {"docs/b.md"}
