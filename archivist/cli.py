@@ -665,7 +665,10 @@ def search(
     from archivist.render import place_text
 
     for r in results:
-        reranked = f", relevance {r['rerank_score']:.2f}" if "rerank_score" in r else ""
+        reranked = ""
+        if "rerank_score" in r:  # None: the model's answer for it was unreadable
+            score = r["rerank_score"]
+            reranked = ", relevance " + ("unreadable" if score is None else f"{score:.2f}")
         score = f"score {r['score']:.3f}{reranked}"
         print(f"[{r['rank']}] {place_text(r)} ({score})\n{printable(r['text'])}\n")
     if not results:

@@ -1,0 +1,99 @@
+"""Hostile answers and inputs outside the crawler: a relevance model's malformed answers,
+PDF pages huge in points, scans interrupted, Latin-1 text without a declared charset."""
+
+import json
+import math
+
+import pytest
+from ollama._types import ChatResponse
+
+from archivist import models
+from archivist.agent.records import ModelInfo
+from archivist.agent.rerank import Reranker
+from archivist.settings import Settings
+from archivist.tools.errors import ArchivistError
+
+RERANKER = "qwen2.5:3b"
+
+
+def answer(logprobs) -> ChatResponse:
+    """A relevance answer as the Ollama client parses it (so wrong types fail there)."""
+    return ChatResponse.model_validate(
+        {"model": RERANKER, "message": {"role": "assistant", "content": "yes"}, "done": True,
+         "logprobs": logprobs}
+    )  # fmt: skip
+
+
+def entry(token: str, logprob, top=()) -> dict:
+    return {"token": token, "logprob": logprob, "top_logprobs": list(top)}
+
+
+def passages(*texts: str) -> list[dict]:
+    return [
+        {"rank": n, "score": 1.0 / n, "source": t, "chunk_id": t, "text": t, "metadata": {}}
+        for n, t in enumerate(texts, start=1)
+    ]
+
+
+def scorer_answering(monkeypatch, answers: dict):
+    """The real relevance scorer, its Ollama client answering `answers[passage]`: a
+    ChatResponse to parse, or an exception the client raises."""
+
+    class Client:
+        def chat(self, model, messages, **options):
+            text = messages[-1]["content"]
+            for key, reply in answers.items():
+                if key in text:
+                    if callable(reply):
+                        return reply()
+                    if isinstance(reply, BaseException):
+                        raise reply
+                    return reply
+            return answer([entry("yes", math.log(0.9), [entry("yes", math.log(0.9))])])
+
+    monkeypatch.setattr(models, "client", lambda settings: Client())
+    monkeypatch.setattr(
+        models, "show", lambda settings, model: ModelInfo(model, ("completion",), 4096, None)
+    )
+    return models.relevance_scorer(Settings(ollama_host="http://127.0.0.1:9"), RERANKER)
+
+
+def test_malformed_relevance_answers_leave_their_passage_unscored(monkeypatch):
+    def good(p: float) -> ChatResponse:
+        top = [entry("yes", math.log(p)), entry("no", math.log(1 - p))]
+        return answer([entry("yes", math.log(p), top)])
+
+    score = scorer_answering(
+        monkeypatch,
+        {
+            "Alpha": json.JSONDecodeError("Expecting value", "<html>", 0),  # not JSON
+            "Bravo": answer([entry("yes", 1000.0, [entry("yes", 1000.0)])]),  # exp overflows
+            "Charlie": lambda: answer([entry("yes", "very")]),  # wrong type: fails parsing
+            "Delta": answer([entry("yes", math.nan, [entry("yes", math.nan)])]),
+            "Echo": good(0.3),
+            "Foxtrot": good(0.8),
+        },
+    )
+    ranked = Reranker(score, RERANKER, candidates=6)(
+        "q", passages("Alpha", "Bravo", "Charlie", "Delta", "Echo", "Foxtrot"), 6
+    )
+    assert [(r["text"], r["rerank_score"]) for r in ranked] == [
+        ("Foxtrot", 0.8),
+        ("Echo", 0.3),
+        ("Alpha", None),
+        ("Bravo", None),
+        ("Charlie", None),
+        ("Delta", None),
+    ]
+    json.dumps(list(ranked), allow_nan=False)  # valid JSON: never a NaN
+
+
+def test_a_relevance_model_whose_every_answer_is_unreadable_is_named(monkeypatch):
+    refusal = json.JSONDecodeError("Expecting value", "<", 0)
+    score = scorer_answering(monkeypatch, {"Alpha": refusal, "Bravo": refusal})
+    with pytest.raises(ArchivistError) as refused:
+        Reranker(score, RERANKER)("q", passages("Alpha", "Bravo"), 2)
+    assert refused.value.message == (
+        f"The rerank model '{RERANKER}' gave no readable relevance score (JSONDecodeError: "
+        "Expecting value: line 1 column 1 (char 0))."
+    )
