@@ -107,6 +107,9 @@ class IngestState(IngestInput, total=False):
     cached: dict[str, str]
     """Files whose size and modification time are as when they were last read: source →
     the content hash they had then (not hashed again)."""
+    not_documents: dict[str, str]
+    """Files found not to be documents when last read (no text in a picture, …), unchanged
+    since: source → why (not read again)."""
     roots: list[dict[str, Any]]
     """The store's roots with this run's paths resolved (`Root.to_dict()`), as recorded."""
     scopes: list[tuple[str, str]]
@@ -250,6 +253,7 @@ class IngestSteps:
             held = {s: info for s, info in held.items() if s not in removed}
             known = {s: h for s, h in known.items() if s not in removed}
         cached = rooting.cached_hashes(resolution.roots, files, request)
+        not_documents = _not_documents(resolution.roots, files, held)
         if shard:
             # A record file is read by every shard; each keeps the records it owns.
             files = [f for f in files if f.has_records or shard.owns(f.source)]
@@ -264,6 +268,7 @@ class IngestSteps:
             "files": files,
             "known": known,
             "cached": cached,
+            "not_documents": not_documents,
             "roots": resolution.roots.to_list(),
             "scopes": [(sc.root, sc.sub) for sc in resolution.scopes if sc.root],
             "renamed": resolution.renamed,
@@ -313,7 +318,15 @@ class IngestSteps:
             if file.has_records and loaded_files:
                 self._split_loaded(loaded_files, request, helper, known, read, run)
             was_loaded, offset = self._load_file(
-                file, request, known, read, run, offset, loaded_files, state.get("cached", {})
+                file,
+                request,
+                known,
+                read,
+                run,
+                offset,
+                loaded_files,
+                state.get("cached", {}),
+                state.get("not_documents", {}),
             )
             loaded += was_loaded
             if offset:
@@ -321,6 +334,11 @@ class IngestSteps:
                 break
         if loaded_files:
             self._split_loaded(loaded_files, request, helper, known, read, run)
+        found = [s for s in read.skipped if s["source"] not in state.get("not_documents", {})]
+        if found:
+            # Recorded now, not only at the end: a run stopped later (Ctrl-C in a folder of
+            # 2,000 blank scans) does not read these again.
+            _record_not_documents(self.store, batch, found)
         if read.pending:
             docs = [(d.source, d.doc_hash) for d in read.pending]
             texts = [[c.index_text for c in d.chunks] for d in read.pending]
@@ -357,6 +375,7 @@ class IngestSteps:
         offset: int = 0,
         loaded_files: "list[_Loaded] | None" = None,
         cached: dict[str, str] | None = None,
+        not_documents: dict[str, str] | None = None,
     ) -> tuple[bool, int]:
         """Add one file's outcome to `read`, going on from document `offset` of a record file
         read in slices; return whether it counts as loaded (read, not only hashed) and the
@@ -364,6 +383,10 @@ class IngestSteps:
         that has text is only loaded, into `loaded_files` if given, to be split with others."""
         file_options = request.loader if file.has_records else None
         file_hash = None
+        not_document = (not_documents or {}).get(file.source)
+        if offset == 0 and not_document and file.source not in known:
+            read.skipped.append({"source": file.source, "reason": not_document})
+            return False, 0
         try:
             if offset == 0 or run.reader is None:
                 file_hash = (cached or {}).get(file.source) or content_hash(
@@ -771,6 +794,36 @@ class _Batch:
     present: list[str] = field(default_factory=list)
     whole: list[str] = field(default_factory=list)
     hashes: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _not_documents(roots: "rooting.RootSet", files: list[SourceFile], held: Any) -> dict[str, str]:
+    """The files recorded as not documents when last read, unchanged since: source → why."""
+    found: dict[str, str] = {}
+    for file in files:
+        root = roots.get(file.root)
+        entry = root.skipped.get(file.relative) if root is not None else None
+        if entry and entry[:2] == [file.size, file.mtime_ns] and file.source not in held:
+            found[file.source] = str(entry[2])
+    return found
+
+
+def _record_not_documents(
+    store: KnowledgeStore, batch: list[SourceFile], skipped: list[dict[str, str]]
+) -> None:
+    """Record in the store's roots the files of a batch just found not to be documents."""
+    reasons = {s["source"]: s["reason"] for s in skipped}
+    info = store.info()
+    roots = rooting.RootSet.of(info)
+    changed = False
+    for file in batch:
+        root = roots.get(file.root)
+        if file.source in reasons and root is not None and file.relative:
+            entry = [file.size, file.mtime_ns, reasons[file.source]]
+            if root.skipped.get(file.relative) != entry:
+                root.skipped[file.relative] = entry
+                changed = True
+    if changed:
+        store.annotate(**{rooting.ROOTS_KEY: roots.to_list()})
 
 
 def _stay_inside(file: SourceFile) -> None:

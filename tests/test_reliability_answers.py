@@ -97,3 +97,72 @@ def test_a_relevance_model_whose_every_answer_is_unreadable_is_named(monkeypatch
         f"The rerank model '{RERANKER}' gave no readable relevance score (JSONDecodeError: "
         "Expecting value: line 1 column 1 (char 0))."
     )
+
+
+def test_a_pdf_page_huge_in_points_is_rendered_within_the_pixel_bound(tmp_path, monkeypatch):
+    pytest.importorskip("pypdfium2")
+    import pypdfium2
+    from pypdf import PdfWriter
+
+    from archivist.ingest.loaders import LoadError, load, ocr
+
+    writer = PdfWriter()
+    writer.add_blank_page(width=14_400, height=14_400)  # 200 inches square
+    writer.add_blank_page(width=1_000_000, height=1_000_000)
+    writer.add_blank_page(width=612, height=792)  # a letter page: rendered at 144 dpi
+    path = tmp_path / "huge.pdf"
+    with path.open("wb") as handle:
+        writer.write(handle)
+    assert path.stat().st_size < 1000
+    rendered = []
+    render = pypdfium2.PdfPage.render
+
+    def measured(page, scale=1, **kwargs):
+        width, height = page.get_size()
+        rendered.append((round(width * scale), round(height * scale)))
+        return render(page, scale=scale, **kwargs)
+
+    monkeypatch.setattr(pypdfium2.PdfPage, "render", measured)
+    monkeypatch.setattr(ocr, "read_picture", lambda picture: "")
+    with pytest.raises(LoadError):  # blank pages: no text, by OCR either
+        load(path)
+    assert rendered[2] == (1224, 1584)
+    assert all(w * h <= ocr.MAX_RENDER_PIXELS * 1.001 for w, h in rendered)
+    assert rendered[0] == (4000, 4000) and rendered[1] == (4000, 4000)
+
+
+def test_pictures_found_without_text_are_not_read_again_after_an_interruption(
+    fake_models, archivist, tmp_path, monkeypatch
+):
+    pytest.importorskip("rapidocr")
+    from PIL import Image
+
+    from archivist.ingest.loaders import ocr
+
+    folder = tmp_path / "scans"
+    folder.mkdir()
+    for n in range(40):
+        Image.new("RGB", (64, 64), "white").save(folder / f"blank{n:02}.png")
+    (folder / "note.md").write_text("# Note\n\nThe only text here.")
+    read = []
+    stop = [20]
+
+    def recognise(picture):
+        read.append(picture)
+        if len(read) == stop[0]:
+            stop[0] = 0
+            raise KeyboardInterrupt  # Ctrl-C in the middle of the second batch
+        return ""
+
+    monkeypatch.setattr(ocr, "read_picture", recognise)
+    with pytest.raises(KeyboardInterrupt):
+        archivist.ingest([str(folder)], "s")
+    read.clear()
+    report = archivist.ingest([str(folder)], "s")
+    # The first batch's 16 pictures were recorded as they were found: not read again.
+    assert len(read) == 40 - 16
+    assert len(report.skipped) == 40
+    assert {s["reason"] for s in report.skipped} == {"no text found in the image"}
+    read.clear()
+    archivist.ingest([str(folder)], "s")
+    assert read == []
