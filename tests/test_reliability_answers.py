@@ -166,3 +166,34 @@ def test_pictures_found_without_text_are_not_read_again_after_an_interruption(
     read.clear()
     archivist.ingest([str(folder)], "s")
     assert read == []
+
+
+FRENCH = (
+    "La crème brûlée est servie à la fin du repas. Où est le café? Très élevé, déjà vu, "
+    "garçon, naïve, Noël, cœur."
+)
+
+
+@pytest.mark.parametrize("codec", ["latin-1", "cp1252"])
+def test_latin_1_french_without_a_charset_is_read_as_written(codec, tmp_path):
+    from archivist.ingest.loaders import decode_text, load
+
+    data = FRENCH.replace("œ", "oe" if codec == "latin-1" else "œ").encode(codec)
+    text = decode_text(data)
+    assert "crème brûlée est servie à la fin" in text and "Noël" in text
+    (tmp_path / "menu.txt").write_bytes(data)
+    assert "crème brûlée" in load(tmp_path / "menu.txt")[0].text
+
+
+def test_other_code_pages_are_still_told_apart():
+    from archivist.ingest.loaders import decode_text
+
+    assert decode_text("Zażółć gęślą jaźń, powiedział.".encode("cp1250")).startswith("Zażółć")
+    assert decode_text("Привет мир, как дела сегодня?".encode("cp1251")).startswith("Привет")
+
+
+def test_a_web_page_in_latin_1_without_a_charset_is_read_as_written():
+    from archivist.ingest.web import _decode_html
+
+    body = f"<html><body><p>{FRENCH}</p></body></html>".replace("œ", "oe").encode("latin-1")
+    assert "crème brûlée" in _decode_html(body, {"content-type": "text/html"})
