@@ -329,7 +329,10 @@ class Crawler:
                 prefix = prefix_of(page.url if page else url)
                 listed = []
                 if self.options.max_depth > 0:
-                    listed = [u for u in self._sitemap_pages(prefix) if u not in seen]
+                    try:
+                        listed = [u for u in self._sitemap_pages(prefix) if u not in seen]
+                    except Exception:  # noqa: BLE001 - an unreadable sitemap: links are followed
+                        listed = []
                 follow = not listed
                 for link in listed:
                     seen.add(link)
@@ -582,7 +585,10 @@ class Crawler:
                 body = body[: body.rfind(b"\n") + 1]
             text = body.decode("utf-8", errors="replace")
         # Anything else (4xx, or a redirect too many): no robots.txt, everything allowed.
-        self.robots = Protego.parse(text)
+        try:
+            self.robots = Protego.parse(text)
+        except Exception as exc:  # noqa: BLE001 - whatever the parser meets refuses the crawl
+            return f"robots.txt could not be read ({_unexpected(exc)}): nothing fetched"
         asked = self.robots.crawl_delay(ROBOTS_AGENT)
         if asked:
             self.delay = max(self.delay, min(float(asked), MAX_CRAWL_DELAY))
