@@ -31,7 +31,7 @@ from archivist.ingest import loading, web, worker
 from archivist.ingest import roots as rooting
 from archivist.ingest.discovery import escaped
 from archivist.ingest.embedder import EmbedQueue, EmbedSettings, embed_with_retry
-from archivist.ingest.loaders import EMPTY, LoadError, NotADocument, Section, streamed
+from archivist.ingest.loaders import EMPTY, LoadError, NotADocument, Section, ocr, streamed
 from archivist.ingest.loaders.base import reporting
 from archivist.ingest.report import IngestOutcome
 from archivist.ingest.request import IngestRequest
@@ -229,6 +229,7 @@ class IngestSteps:
             request.description,
         )
         shard = request.shard
+        before = rooting.RootSet.of(store.info())
         resolution, files, failed, skipped = rooting.prepare_roots(store, request)
         # A run that stopped between storing a document's new version and removing its old
         # one left both: finish that now, since the file now looks unchanged.
@@ -253,7 +254,7 @@ class IngestSteps:
             held = {s: info for s, info in held.items() if s not in removed}
             known = {s: h for s, h in known.items() if s not in removed}
         cached = rooting.cached_hashes(resolution.roots, files, request)
-        not_documents = _not_documents(resolution.roots, files, held)
+        not_documents = _not_documents(resolution.roots, before, files, held)
         if shard:
             # A record file is read by every shard; each keeps the records it owns.
             files = [f for f in files if f.has_records or shard.owns(f.source)]
@@ -796,15 +797,31 @@ class _Batch:
     hashes: list[tuple[str, str]] = field(default_factory=list)
 
 
-def _not_documents(roots: "rooting.RootSet", files: list[SourceFile], held: Any) -> dict[str, str]:
-    """The files recorded as not documents when last read, unchanged since: source → why."""
+def _not_documents(
+    roots: "rooting.RootSet", before: "rooting.RootSet", files: list[SourceFile], held: Any
+) -> dict[str, str]:
+    """The pictures recorded without text when last read by OCR (the costly reading), the
+    file and its root's options unchanged since: source → why (not read again)."""
     found: dict[str, str] = {}
     for file in files:
-        root = roots.get(file.root)
-        entry = root.skipped.get(file.relative) if root is not None else None
-        if entry and entry[:2] == [file.size, file.mtime_ns] and file.source not in held:
+        root, was = roots.get(file.root), before.get(file.root)
+        if root is None or was is None or root.options != was.options:
+            continue
+        entry = root.skipped.get(file.relative)
+        if (
+            entry
+            and entry[:2] == [file.size, file.mtime_ns]
+            and entry[2] in OCR_NOT_DOCUMENTS
+            and file.source not in held
+        ):
             found[file.source] = str(entry[2])
     return found
+
+
+OCR_NOT_DOCUMENTS = frozenset(
+    ("no text found in the image", "an image too small to hold text", ocr.UNREADABLE_IMAGE)
+)
+"""What a picture read by OCR may turn out to be, which only a change of the file changes."""
 
 
 def _record_not_documents(
