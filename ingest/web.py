@@ -275,11 +275,19 @@ class Crawler:
         self.cache = cache
         self.notify = notify
         self.agent = user_agent()
+
+        def transport(proxy: str | None = None) -> httpx.HTTPTransport:
+            return DeadlineTransport(options.deadline, renew_streams=False, proxy=proxy)
+
         self.client = httpx.Client(
             headers={"User-Agent": self.agent, "Accept-Encoding": CODINGS},
             timeout=httpx.Timeout(options.timeout, connect=min(10.0, options.timeout)),
             follow_redirects=False,
-            transport=DeadlineTransport(options.deadline, renew_streams=False),
+            transport=transport(),
+            mounts={
+                pattern: transport(proxy) if proxy else None
+                for pattern, proxy in _environment_proxies().items()
+            },
         )
         self.delay = options.delay
         self._last = 0.0
@@ -761,6 +769,34 @@ def _under(url: str, prefix: str) -> bool:
 def _same_host(a: str, b: str) -> bool:
     one, two = urlsplit(a), urlsplit(b)
     return (one.scheme, one.netloc) == (two.scheme, two.netloc)
+
+
+def _environment_proxies() -> dict[str, str | None]:
+    """The proxies the environment names (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, NO_PROXY), as
+    httpx mounts them: a transport of its own replaces the ones httpx would make from them."""
+    import urllib.request
+
+    found = urllib.request.getproxies()
+    mounts: dict[str, str | None] = {}
+    for scheme in ("http", "https"):
+        proxy = found.get(scheme) or found.get("all")
+        if proxy:
+            mounts[f"{scheme}://"] = proxy if "://" in proxy else f"http://{proxy}"
+    for host in (found.get("no") or "").split(","):
+        host = host.strip()
+        if host == "*":
+            return {}
+        if not host:
+            continue
+        if "://" in host:
+            mounts[host] = None
+        elif ":" in host:  # an IPv6 address
+            mounts[f"all://[{host.strip('[]')}]"] = None
+        elif host.replace(".", "").isdigit() or host.lower() == "localhost":
+            mounts[f"all://{host}"] = None
+        else:  # a domain and its subdomains
+            mounts[f"all://*{host}"] = None
+    return mounts
 
 
 def _same_site(target: str, url: str) -> bool:

@@ -379,3 +379,22 @@ def test_a_site_whose_pages_all_vanished_is_kept_until_asked_to_prune(fake_model
     assert sorted(pruned.removed) == sorted(
         f"{site.url}/docs/{p}" for p in ("", "install.html", "refunds.html", "shipping.html")
     )
+
+
+def test_a_proxy_the_environment_names_is_used(site, tmp_path, monkeypatch):
+    """The crawler's own transport (its deadline) still goes through HTTP_PROXY: the local
+    server plays the proxy, so the site's host is never looked up."""
+    host = "http://docs.example.invalid"
+    site.routes.update(
+        {
+            f"{host}/robots.txt": Route(b"User-agent: *\nAllow: /\n", kind="text/plain"),
+            f"{host}/docs/": Route(index("install.html")),
+            f"{host}/docs/install.html": Route(page("Install", INSTALL_TEXT)),
+        }
+    )
+    monkeypatch.setenv("HTTP_PROXY", site.url)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    found = web.crawl([f"{host}/docs/"], web.WebOptions(), cache=tmp_path / "cache")
+    assert sources(found) == [f"{host}/docs/", f"{host}/docs/install.html"]
+    assert site.paths()[0] == f"{host}/robots.txt"
