@@ -171,19 +171,29 @@ class Archivist:
             (name, root) for name in names for root in RootSet.of(self.store(name).info()).roots
         ]
 
-    def sync_request(self, store: str, root: Any) -> IngestRequest:
+    def sync_request(self, store: str, root: Any, prune: bool = False) -> IngestRequest:
         """The ingest run that brings one recorded root of a store up to date: the root read
-        again with its recorded options, its deleted files removed."""
+        again with its recorded options, its deleted files removed (with `prune`, even when
+        the root now lists nothing, or its site's pages all answer 404)."""
         from archivist.ingest.request import IngestRequest
 
-        if root.kind != "url" and not Path(root.location).exists():
+        path = Path(root.location)
+        if root.kind != "url" and not path.exists():
             raise ArchivistError(
                 f"{root.location} ({root.label}, a root of '{store}') is missing: its sources "
                 "are kept.",
                 f"Bring it back, or remove it: archivist delete --store {store} --root "
                 f"{root.label}",
             )
-        return IngestRequest.from_recorded(root, store, prune=True)
+        if root.kind in ("folder", "file") and path.is_dir() != (root.kind == "folder"):
+            now = "a folder" if path.is_dir() else "a file"
+            raise ArchivistError(
+                f"{root.location} ({root.label}, a root of '{store}') was a {root.kind} and is "
+                f"now {now}: its sources are kept.",
+                f"Put the {root.kind} back, or remove the root: archivist delete --store "
+                f"{store} --root {root.label}",
+            )
+        return IngestRequest.from_recorded(root, store, prune=True, prune_blank=prune)
 
     def stores(self, only: Sequence[str] | None = None) -> list[dict[str, Any]]:
         """List the stores (or those of `only`) with their size, embedding model, sparse

@@ -502,6 +502,14 @@ def sync(
     watch: Annotated[
         bool, typer.Option("--watch", help="Keep syncing as files change, until Ctrl-C.")
     ] = False,
+    prune: Annotated[
+        bool,
+        typer.Option(
+            "--prune",
+            help="Remove the sources of a root that now lists no files, or of a site whose "
+            "pages all answer 404 (kept otherwise: an unmounted drive looks the same).",
+        ),
+    ] = False,
     wait: WaitOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -519,7 +527,7 @@ def sync(
     reports, failed = [], False
     for store, root in targets:
         try:
-            request = archivist.sync_request(store, root)
+            request = archivist.sync_request(store, root, prune=prune)
             report = archivist.ingest(request, release=True)
         except ArchivistError as exc:
             failed = True
@@ -542,10 +550,12 @@ def sync(
 
 
 def _print_sync_report(root: Any, report: Any) -> None:
+    # Every file is counted: a skipped one (empty, not a document) too, when there is one.
+    skipped = f"{number(len(report.skipped))} skipped, " if report.skipped else ""
     print(
         f"{report.store} {printable_name(root.label)}: {count(len(report.stored), 'file')} "
         f"stored, {number(len(report.unchanged))} unchanged, {number(len(report.failed))} "
-        f"failed, {number(len(report.removed))} removed."
+        f"failed, {skipped}{number(len(report.removed))} removed."
     )
     for failure in report.failed:
         print(f"  failed: {printable_name(failure['source'])}: {printable(failure['reason'])}")

@@ -37,9 +37,10 @@ def relevance_text(result: Mapping[str, Any]) -> str:
     """` (relevance 0.91)` for a reranked result: the reranking model's probability that it
     is relevant; '' otherwise. A search's own `score` is not shown to people: it only orders
     the results, on a scale that differs with the search mode (`--json` keeps it)."""
-    if "rerank_score" in result:
-        return f" (relevance {result['rerank_score']:.2f})"
-    return ""
+    if "rerank_score" not in result:
+        return ""
+    score = result["rerank_score"]  # None: the model's answer for it was unreadable
+    return " (relevance " + ("unreadable" if score is None else f"{score:.2f}") + ")"
 
 
 def retry_notice(event: Retried) -> str:

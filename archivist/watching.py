@@ -24,6 +24,8 @@ SETTLE_S = 0.25
 """How long a changed file must keep its size and modification time to be read."""
 SETTLE_LIMIT_S = 30.0
 """How long a batch waits for files still being written before reading them anyway."""
+WATCH_POLL_S = 0.2
+"""How often a watch with no root on disk looks for one to come back (seconds)."""
 
 
 class Watcher:
@@ -64,40 +66,97 @@ class Watcher:
 
     def run(self) -> None:
         """Watch until `stop` is set or Ctrl-C (then what was being stored is finished or
-        left whole for the next run, never half-stored)."""
-        import watchfiles
-
+        left whole for the next run, never half-stored). A watched folder deleted, or made
+        anew (a new folder at the same path, which file system events never name), is told
+        and watched again once it is there, its root synced."""
         targets = self.targets()
         places = sorted(
             {root.location if root.kind == "folder" else str(Path(root.location).parent)
              for _, root in targets}
         )  # fmt: skip
-        places = [p for p in places if os.path.isdir(p)]
-        if not places:
+        if not any(os.path.isdir(p) for p in places):
             raise ArchivistError(
                 "None of the roots to watch is on disk.",
                 "Check them with: archivist sources --store NAME",
             )
         try:
-            events = watchfiles.watch(
-                *places,
-                stop_event=self.stop,
-                debounce=self.debounce_ms,
-                step=50,
-                yield_on_timeout=True,
-                rust_timeout=200,
-                raise_interrupt=True,
-                ignore_permission_denied=True,
-            )
-            for changes in events:
-                if not self.ready.is_set():
-                    self.ready.set()
-                    if self.on_ready is not None:
-                        self.on_ready(len(targets))
-                if changes:
-                    self.sync_changes({Path(path) for _, path in changes}, targets)
+            seen = {p: _identity(p) for p in places}
+            back: list[tuple[str, Any]] = []
+            while not self.stop.is_set():
+                now = self._watch(places, seen, targets, back)
+                if now is None:
+                    return
+                back = self._moved(seen, now, targets)
+                seen = now
         except KeyboardInterrupt:
             return
+
+    def _watch(
+        self,
+        places: list[str],
+        seen: dict[str, Any],
+        targets: list[tuple[str, Any]],
+        back: list[tuple[str, Any]],
+    ) -> dict[str, Any] | None:
+        """Watch the places on disk until one of `places` is deleted or made anew (return
+        what each is now) or the watch stops (None); the roots `back` on disk are synced
+        once the watch has begun, so nothing written meanwhile is missed."""
+        import watchfiles
+
+        there = [p for p in places if seen[p] is not None]
+        if not there:  # nothing to watch until a root comes back
+            self.ready.set()
+            while not self.stop.wait(WATCH_POLL_S):
+                now = {p: _identity(p) for p in places}
+                if now != seen:
+                    return now
+            return None
+        events = watchfiles.watch(
+            *there,
+            stop_event=self.stop,
+            debounce=self.debounce_ms,
+            step=50,
+            yield_on_timeout=True,
+            rust_timeout=200,
+            raise_interrupt=True,
+            ignore_permission_denied=True,
+        )
+        for changes in events:
+            if not self.ready.is_set():
+                self.ready.set()
+                if self.on_ready is not None:
+                    self.on_ready(len(targets))
+            if back:
+                for store, root in back:
+                    self._sync_root(store, root)
+                self.batches += 1
+                back = []
+            if changes:
+                self.sync_changes({Path(path) for _, path in changes}, targets)
+            now = {p: _identity(p) for p in places}
+            if now != seen:
+                return now
+        return None
+
+    def _moved(
+        self, seen: dict[str, Any], now: dict[str, Any], targets: list[tuple[str, Any]]
+    ) -> list[tuple[str, Any]]:
+        """Tell what became of the watched folders that moved; return the roots of those
+        back on disk, to sync."""
+        back: set[Path] = set()
+        for place in sorted(now):
+            if now[place] == seen[place]:
+                continue
+            if now[place] is None:
+                self.say(f"{place} is missing: its sources are kept; watching for it to return.")
+            else:
+                self.say(f"{place} is on disk again: syncing it.")
+                back.add(Path(place))
+        return [
+            (store, root)
+            for store, root in targets
+            if any(_touches(root, {p}) or Path(root.location) == p for p in back)
+        ]
 
     def sync_changes(self, paths: set[Path], targets: list[tuple[str, Any]]) -> None:
         """Sync the roots these changed paths are in, once the files hold still; again while
@@ -142,8 +201,9 @@ class Watcher:
         for item in report.stored:
             chunks = count(item["chunks"], "chunk")
             self.say(f"{store}: {item['status']} {item['source']} ({chunks})")
+        emptied = {s["source"] for s in report.skipped if s["reason"] == "empty file"}
         for source in report.removed:
-            self.say(f"{store}: removed {source}")
+            self.say(f"{store}: removed {source}" + (" (emptied)" if source in emptied else ""))
         for failure in report.failed:
             self.say(f"{store}: failed {failure['source']}: {failure['reason']}")
         self.changes += len(report.stored) + len(report.removed)
@@ -155,6 +215,15 @@ def _stat(path: Path) -> tuple[int, int] | None:
     except OSError:
         return None
     return found.st_size, found.st_mtime_ns
+
+
+def _identity(place: str) -> tuple[int, int] | None:
+    """A folder's device and inode: another folder made at the same path has others."""
+    try:
+        found = os.stat(place)
+    except OSError:
+        return None
+    return (found.st_dev, found.st_ino) if os.path.isdir(place) else None
 
 
 def _touches(root: Any, paths: set[Path]) -> bool:

@@ -314,6 +314,20 @@ def _not_a_file(path: Path) -> str:
     return f"{kind}, not a file: not read"
 
 
+def escaped(file: SourceFile) -> str | None:
+    """Why a file found in a folder is no longer to be read there: a symbolic link on its
+    path now leads out of the folder (swapped since the folder was walked), or nowhere."""
+    if file.folder is None:
+        return None
+    try:
+        target = file.path.resolve(strict=True)
+    except (OSError, RuntimeError):
+        return None  # gone or looping: reading it says so
+    if target.is_relative_to(file.folder.resolve()):
+        return None
+    return "symbolic link now leads outside the folder, not read (changed while it was read?)"
+
+
 def _link_problem(path: Path, inside: Path) -> str | None:
     """Why a symbolic link is not followed: it leads nowhere, in a loop, or out of `inside`."""
     try:

@@ -29,8 +29,9 @@ from langgraph.graph import END, START, StateGraph
 
 from archivist.ingest import loading, web, worker
 from archivist.ingest import roots as rooting
+from archivist.ingest.discovery import escaped
 from archivist.ingest.embedder import EmbedQueue, EmbedSettings, HeldVectors, embed_with_retry
-from archivist.ingest.loaders import LoadError, NotADocument, Section, streamed
+from archivist.ingest.loaders import EMPTY, LoadError, NotADocument, Section, ocr, streamed
 from archivist.ingest.loaders.base import reporting
 from archivist.ingest.report import IngestOutcome
 from archivist.ingest.request import IngestRequest
@@ -106,6 +107,9 @@ class IngestState(IngestInput, total=False):
     cached: dict[str, str]
     """Files whose size and modification time are as when they were last read: source →
     the content hash they had then (not hashed again)."""
+    not_documents: dict[str, str]
+    """Files found not to be documents when last read (no text in a picture, …), unchanged
+    since: source → why (not read again)."""
     roots: list[dict[str, Any]]
     """The store's roots with this run's paths resolved (`Root.to_dict()`), as recorded."""
     scopes: list[tuple[str, str]]
@@ -228,6 +232,7 @@ class IngestSteps:
             request.description,
         )
         shard = request.shard
+        before = rooting.RootSet.of(store.info())
         try:
             resolution, files, failed, skipped = rooting.prepare_roots(store, request)
         except rooting.NothingIncluded:
@@ -257,6 +262,7 @@ class IngestSteps:
             held = {s: info for s, info in held.items() if s not in removed}
             known = {s: h for s, h in known.items() if s not in removed}
         cached = rooting.cached_hashes(resolution.roots, files, request)
+        not_documents = _not_documents(resolution.roots, before, files, held)
         if shard:
             # A record file is read by every shard; each keeps the records it owns.
             files = [f for f in files if f.has_records or shard.owns(f.source)]
@@ -271,6 +277,7 @@ class IngestSteps:
             "files": files,
             "known": known,
             "cached": cached,
+            "not_documents": not_documents,
             "roots": resolution.roots.to_list(),
             "scopes": [(sc.root, sc.sub) for sc in resolution.scopes if sc.root],
             "renamed": resolution.renamed,
@@ -290,7 +297,8 @@ class IngestSteps:
         cache = None
         if request.web.cache is None:
             cache = self.resources(run).scratch()
-        return web.crawl(starts, request.web, held, self.notify, cache)
+        options = replace(request.web, prune_vanished=request.prune_blank)
+        return web.crawl(starts, options, held, self.notify, cache)
 
     def load_batch(self, state: IngestState) -> dict[str, Any]:
         """Read the next batch of files; queue the documents that changed."""
@@ -319,7 +327,15 @@ class IngestSteps:
             if file.has_records and loaded_files:
                 self._split_loaded(loaded_files, request, helper, known, read, run)
             was_loaded, offset = self._load_file(
-                file, request, known, read, run, offset, loaded_files, state.get("cached", {})
+                file,
+                request,
+                known,
+                read,
+                run,
+                offset,
+                loaded_files,
+                state.get("cached", {}),
+                state.get("not_documents", {}),
             )
             loaded += was_loaded
             if offset:
@@ -327,6 +343,11 @@ class IngestSteps:
                 break
         if loaded_files:
             self._split_loaded(loaded_files, request, helper, known, read, run)
+        found = [s for s in read.skipped if s["source"] not in state.get("not_documents", {})]
+        if found:
+            # Recorded now, not only at the end: a run stopped later (Ctrl-C in a folder of
+            # 2,000 blank scans) does not read these again.
+            _record_not_documents(self.store, batch, found)
         if read.pending:
             docs = [(d.source, d.doc_hash) for d in read.pending]
             texts = [[c.index_text for c in d.chunks] for d in read.pending]
@@ -346,6 +367,7 @@ class IngestSteps:
             "unchanged": read.unchanged,
             "failed": read.failed,
             "skipped": read.skipped,
+            "removed": read.removed,
             "settled": read.settled,
             "present": read.present,
             "whole": read.whole,
@@ -362,6 +384,7 @@ class IngestSteps:
         offset: int = 0,
         loaded_files: "list[_Loaded] | None" = None,
         cached: dict[str, str] | None = None,
+        not_documents: dict[str, str] | None = None,
     ) -> tuple[bool, int]:
         """Add one file's outcome to `read`, going on from document `offset` of a record file
         read in slices; return whether it counts as loaded (read, not only hashed) and the
@@ -369,6 +392,10 @@ class IngestSteps:
         that has text is only loaded, into `loaded_files` if given, to be split with others."""
         file_options = request.loader if file.has_records else None
         file_hash = None
+        not_document = (not_documents or {}).get(file.source)
+        if offset == 0 and not_document and file.source not in known:
+            read.skipped.append({"source": file.source, "reason": not_document})
+            return False, 0
         try:
             if offset == 0 or run.reader is None:
                 file_hash = (cached or {}).get(file.source) or content_hash(
@@ -388,11 +415,13 @@ class IngestSteps:
             return False, 0
         done = True
         try:
+            _stay_inside(file)
             if file.has_records:
                 documents, done = self._take(run, request, file, file_hash, offset)
             else:  # a file without records is read from its start: its hash is known
                 # Loading refuses a file without text, so what is loaded has some to split.
                 sections = self._loads(run, request).load(file, request.loader)
+                _stay_inside(file)  # a link swapped while it was read: what was read is not kept
                 if loaded_files is not None:
                     loaded_files.append(_Loaded(file, file_hash, sections))
                     return True, 0
@@ -508,9 +537,22 @@ class IngestSteps:
             reason = exc.strerror or reason
         if isinstance(exc, NotADocument):
             read.skipped.append({"source": file.source, "reason": reason})
+            if reason == EMPTY and run.held:
+                self._emptied(file, read, run)
             return
         read.failed.append({"source": file.source, "reason": reason})
         self.notify(Failed(**read.failed[-1]))
+
+    def _emptied(self, file: SourceFile, read: "_Batch", run: RunResources) -> None:
+        """A file the store holds, emptied on disk: its document is now empty, so what the
+        store holds of it (its records too) is removed, as a sync tool mirrors an emptied
+        file. Its version stays on disk for nobody: the file is the truth."""
+        mine = [name for name in run.held if name == file.source or _record_of(name, {file.source})]
+        for name in mine:
+            self.store.delete_source(name)
+            read.removed.append(name)
+        run.held.difference_update(mine)
+        read.settled.append(file.source)
 
     def embed_and_store(self, state: IngestState) -> dict[str, Any]:
         """Send the loaded chunks to the embedder; store the answers that are back."""
@@ -635,7 +677,10 @@ class IngestSteps:
         shard = state["request"].shard
         roots = rooting.RootSet(rooting.Root.from_dict(r) for r in state.get("roots", []))
         scopes = [rooting.Scope(root, sub, "", "") for root, sub in state.get("scopes", [])]
-        reachable = {r.id for r in roots.roots if r.kind == "url" or r.disk_path().exists()}
+        reachable = {r.id for r in roots.roots if r.kind == "url" or _there(r)}
+        whole_roots = {sc.root for sc in scopes if not sc.sub} & reachable
+        blank = [] if state["request"].prune_blank else self._blank(state, roots, whole_roots)
+        reachable -= {root.id for root, _ in blank}
 
         def in_scope(source: str) -> bool:
             found = roots.owner(source)
@@ -657,7 +702,39 @@ class IngestSteps:
         ]
         for source in removed:
             self.store.delete_source(source)
-        return {"removed": removed}
+        failed = [
+            {
+                "source": root.location,
+                "reason": f"lists no files now: its {held} sources are kept (an unmounted drive, "
+                "a folder emptied?); sync --prune removes them",
+            }
+            for root, held in blank
+        ]
+        return {"removed": removed, "failed": failed}
+
+    def _blank(
+        self, state: IngestState, roots: "rooting.RootSet", covered: set[str]
+    ) -> list[tuple["rooting.Root", int]]:
+        """The folder roots among `covered` (read whole by this run) it found no file in
+        (none read, failed or skipped) while the store holds sources of theirs, with how many
+        it holds."""
+        listed: set[str] = set()
+        names = [f.source for f in state["files"]]
+        names += [f["source"] for f in state.get("failed", []) + state.get("skipped", [])]
+        for name in names:
+            found = roots.owner(name)
+            if found is not None:
+                listed.add(found[0].id)
+        held: dict[str, int] = {}
+        for source in self.store.sources():
+            found = roots.owner(source)
+            if found is not None and found[0].kind == "folder":
+                held[found[0].id] = held.get(found[0].id, 0) + 1
+        return [
+            (root, held[root.id])
+            for root in roots.roots
+            if root.id in covered and root.id not in listed and held.get(root.id)
+        ]
 
     def record(self, state: IngestState) -> dict[str, Any]:
         """Record in the store what this run read of its roots: each file's size,
@@ -721,10 +798,70 @@ class _Batch:
     unchanged: list[str] = field(default_factory=list)
     failed: list[dict[str, str]] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
     settled: list[str] = field(default_factory=list)
     present: list[str] = field(default_factory=list)
     whole: list[str] = field(default_factory=list)
     hashes: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _not_documents(
+    roots: "rooting.RootSet", before: "rooting.RootSet", files: list[SourceFile], held: Any
+) -> dict[str, str]:
+    """The pictures recorded without text when last read by OCR (the costly reading), the
+    file and its root's options unchanged since: source → why (not read again)."""
+    found: dict[str, str] = {}
+    for file in files:
+        root, was = roots.get(file.root), before.get(file.root)
+        if root is None or was is None or root.options != was.options:
+            continue
+        entry = root.skipped.get(file.relative)
+        if (
+            entry
+            and entry[:2] == [file.size, file.mtime_ns]
+            and entry[2] in OCR_NOT_DOCUMENTS
+            and file.source not in held
+        ):
+            found[file.source] = str(entry[2])
+    return found
+
+
+OCR_NOT_DOCUMENTS = frozenset(
+    ("no text found in the image", "an image too small to hold text", ocr.UNREADABLE_IMAGE)
+)
+"""What a picture read by OCR may turn out to be, which only a change of the file changes."""
+
+
+def _record_not_documents(
+    store: KnowledgeStore, batch: list[SourceFile], skipped: list[dict[str, str]]
+) -> None:
+    """Record in the store's roots the files of a batch just found not to be documents."""
+    reasons = {s["source"]: s["reason"] for s in skipped}
+    info = store.info()
+    roots = rooting.RootSet.of(info)
+    changed = False
+    for file in batch:
+        root = roots.get(file.root)
+        if file.source in reasons and root is not None and file.relative:
+            entry = [file.size, file.mtime_ns, reasons[file.source]]
+            if root.skipped.get(file.relative) != entry:
+                root.skipped[file.relative] = entry
+                changed = True
+    if changed:
+        store.annotate(**{rooting.ROOTS_KEY: roots.to_list()})
+
+
+def _stay_inside(file: SourceFile) -> None:
+    """Refuse a file whose path now leads out of the folder it was found in."""
+    problem = escaped(file)
+    if problem:
+        raise LoadError(problem)
+
+
+def _there(root: "rooting.Root") -> bool:
+    """Whether a root is on disk as what it was: a folder still a folder, a file a file."""
+    path = root.disk_path()
+    return path.is_dir() if root.kind == "folder" else path.exists() and not path.is_dir()
 
 
 def _record_of(source: str, files: set[str]) -> bool:

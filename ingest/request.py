@@ -100,6 +100,10 @@ class IngestRequest:
     store: str = ""
     """The store asked for (a rebuild writes a scratch store first, then swaps it in)."""
     prune: bool = False
+    prune_blank: bool = False
+    """Prune even a root that now lists no file, and a site whose starting page (or every
+    page stored) answers 404: asked for by name (`--prune`); a sync's own pruning keeps
+    them, since an unmounted drive or a site down looks the same."""
     """Remove sources that are no longer among the discovered files."""
     description: str | None = None
     """What the store holds, in words; shown to the model in the tool's description."""
@@ -156,6 +160,7 @@ class IngestRequest:
         store: str,
         *,
         prune: bool = False,
+        prune_blank: bool | None = None,
         description: str | None = None,
         reindex: bool = False,
         chunk_size: int | None = None,
@@ -235,6 +240,7 @@ class IngestRequest:
             paths=paths,
             store=store,
             prune=prune,
+            prune_blank=prune if prune_blank is None else prune_blank,
             description=description,
             reindex=reindex,
             shard=shard,
@@ -281,11 +287,14 @@ class IngestRequest:
         return arguments
 
     @classmethod
-    def from_recorded(cls, root: Root, store: str, *, prune: bool = False) -> "IngestRequest":
+    def from_recorded(
+        cls, root: Root, store: str, *, prune: bool = False, **run: Any
+    ) -> "IngestRequest":
         """The run that reads a recorded root of `store` again with the options recorded
-        with it (checked as `build` checks them)."""
+        with it (checked as `build` checks them); `run` holds options of this run alone,
+        never recorded (`prune_blank`)."""
         arguments = cls.recorded_arguments(root.kind, root.options)
-        return cls.build([root.location], store, prune=prune, **arguments)
+        return cls.build([root.location], store, prune=prune, **arguments, **run)
 
     def fitted(self, context: int, model: str) -> "IngestRequest":
         """This request with chunk sizes that fit an embedding model reading `context` tokens:

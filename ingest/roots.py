@@ -246,7 +246,9 @@ def canonical(path: str) -> str:
 
 
 def _conflict(a: str, b: str) -> bool:
-    """Whether two labels could make one name: equal, or one a folder of the other."""
+    """Whether two labels could make one name: equal, or one a folder of the other (case
+    ignored: `Docs` and `docs` are one folder on macOS, and one `--source` to a user)."""
+    a, b = a.casefold(), b.casefold()
     return a == b or a.startswith(b + "/") or b.startswith(a + "/")
 
 

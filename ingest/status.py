@@ -156,6 +156,8 @@ def _splitter(root: Root, fallback: dict[str, Any] | None) -> SplitterSettings:
 
 def _compare(path: Path, splitter: SplitterSettings, stored: SourceInfo) -> tuple[str, str | None]:
     try:
+        if path.stat().st_size == 0:
+            return "changed", "emptied: the next sync or ingest removes its chunks"
         digest = content_hash(path, splitter)
     except Exception as exc:  # noqa: BLE001 - unreadable now: the next ingest says why
         return "changed", str(getattr(exc, "strerror", None) or exc)

@@ -15,6 +15,10 @@ MAX_DEPTH = 10
 MAX_PAGE_BYTES = 10 * 1024 * 1024
 """The most an HTML page may weigh; another document may weigh as much as a file may."""
 TIMEOUT = 20.0
+"""Seconds one network operation (connecting, one read) may take."""
+DEADLINE = 120.0
+"""Seconds one request (a page, robots.txt, a sitemap) may take from its first byte to its
+answer's last, however its bytes come."""
 
 
 def is_url(text: str) -> bool:
@@ -48,11 +52,36 @@ def normalise(url: str) -> str:
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     host = (parts.hostname or "").lower()
+    if ":" in host:  # an IPv6 address keeps its brackets
+        host = f"[{host}]"
     if parts.port and (scheme, parts.port) not in (("http", 80), ("https", 443)):
         host = f"{host}:{parts.port}"
     if parts.username:
         host = f"{parts.username}@{host}"
-    return urlunsplit((scheme, host, parts.path or "/", parts.query, ""))
+    return urlunsplit((scheme, host, without_dots(parts.path) or "/", parts.query, ""))
+
+
+def without_dots(path: str) -> str:
+    """A URL's path with its `.` and `..` segments resolved (RFC 3986, 5.2.4), `%2e` read as
+    the dot it encodes: `/docs/../admin` is `/admin`, never a page under `/docs/`."""
+    if "." not in path and "%2" not in path:
+        return path
+    segments = path.split("/")
+    out: list[str] = []
+    for n, segment in enumerate(segments):
+        plain = segment.replace("%2e", ".").replace("%2E", ".")
+        last = n == len(segments) - 1
+        if plain == ".":
+            if last:
+                out.append("")
+        elif plain == "..":
+            if len(out) > 1:
+                out.pop()
+            if last:
+                out.append("")
+        else:
+            out.append(segment)
+    return "/".join(out) if out != [""] else "/"
 
 
 def prefix_of(url: str) -> str:
@@ -76,4 +105,8 @@ class WebOptions:
     delay: float = 0.0
     """Seconds at least between two requests (robots.txt's `Crawl-delay` may ask for more)."""
     timeout: float = TIMEOUT
+    deadline: float = DEADLINE
     max_page_bytes: int = MAX_PAGE_BYTES
+    prune_vanished: bool = False
+    """Remove the pages stored even when the starting page, or every page stored, is gone
+    (404, 410) at once (else they are kept and the crawl fails, saying so)."""

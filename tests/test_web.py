@@ -35,6 +35,8 @@ class Route:
     etag: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
+    gap: float = 0.0
+    """Set: the body is sent a byte at a time, this many seconds apart (a site dripping)."""
 
 
 class Site:
@@ -68,7 +70,16 @@ class Site:
                 for name, value in route.headers.items():
                     self.send_header(name, value)
                 self.end_headers()
-                self.wfile.write(route.body)
+                if not route.gap:
+                    self.wfile.write(route.body)
+                    return
+                for n in range(len(route.body)):
+                    try:
+                        self.wfile.write(route.body[n : n + 1])
+                        self.wfile.flush()
+                    except OSError:  # the crawler gave up on it
+                        return
+                    time.sleep(route.gap)
 
             def log_message(self, *args: object) -> None:
                 pass

@@ -275,7 +275,8 @@ class SourceCatalog:
         if not wanted:
             return SourceMatch([])
         names = self.source_names()
-        if labelled := self._root_sources(wanted.rstrip("/"), names):
+        typed = pattern.strip().replace("\\", "/").removeprefix("./").strip("/")
+        if labelled := self._root_sources(wanted.rstrip("/"), names, typed):
             return SourceMatch(labelled)
         exact = [n for n in names if n.lower() == wanted or n.lower().endswith("/" + wanted)]
         if exact:
@@ -290,21 +291,27 @@ class SourceCatalog:
             ]
         )
 
-    def _root_sources(self, label: str, names: list[str]) -> list[str]:
+    def _root_sources(self, label: str, names: list[str], typed: str = "") -> list[str]:
         """The sources of the root labelled `label` (case ignored), when the store records
         its roots (`roots` in its metadata, each with a `label` and the `files` it holds):
-        in a store of several roots they are named `label/…` (a file root: `label`)."""
+        in a store of several roots they are named `label/…` (a file root: `label`). Of
+        labels differing only in case (`Docs`, `docs`), the one written as `typed` is meant;
+        else all of them."""
         roots = self.info().get("roots") or []
         found = [r for r in roots if str(r.get("label", "")).lower() == label]
         if not found:
             return []
         if len(roots) == 1:
             return names
-        [root] = found
-        if root.get("kind") == "file":
-            prefix = root["label"]
-            return [n for n in names if n == prefix or n.startswith(prefix + "#")]
-        return [n for n in names if n.startswith(root["label"] + "/")]
+        found = [r for r in found if r.get("label") == typed] or found
+        chosen: list[str] = []
+        for root in found:
+            prefix = str(root["label"])
+            if root.get("kind") == "file":
+                chosen += [n for n in names if n == prefix or n.startswith(prefix + "#")]
+            else:
+                chosen += [n for n in names if n.startswith(prefix + "/")]
+        return sorted(chosen)
 
     def partial_versions(self) -> list[str]:
         """The versions (`version_key`) of documents stored only in part, which searches leave

@@ -22,7 +22,7 @@ class Passage(TypedDict):
     chunk_id: str
     text: str
     metadata: dict[str, Any]
-    rerank_score: NotRequired[float]
+    rerank_score: NotRequired[float | None]
     """With reranking: the relevance model's probability that the passage is relevant."""
     retrieval_rank: NotRequired[int]
     """With reranking: its rank in the search before reranking."""

@@ -32,6 +32,7 @@ from archivist.ingest.loaders.base import (
 
 __all__ = [
     "AUTO_TEXT_FIELDS",
+    "EMPTY",
     "INCLUDING_SUFFIXES",
     "LOADERS",
     "MAX_FILE_BYTES",
@@ -164,13 +165,17 @@ def skip_reason(path: Path) -> str:
     return f"unsupported text type '{kind}' (add --text-ext {kind} to ingest it as text)"
 
 
+EMPTY = "empty file"
+"""The reason an empty file is not a document (one the store held is removed: emptied)."""
+
+
 def check_size(path: Path) -> None:
     """Refuse an empty file or one over the size limit, from its size alone (nothing is read)."""
     size = path.stat().st_size
     if size > MAX_FILE_BYTES:
         raise LoadError(f"larger than the {MAX_FILE_BYTES // 2**20} MB limit ({size // 2**20} MB)")
     if size == 0:
-        raise NotADocument("empty file")
+        raise NotADocument(EMPTY)
 
 
 def load(path: Path, options: LoaderOptions | None = None) -> list[Section]:

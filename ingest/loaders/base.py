@@ -155,7 +155,37 @@ def decode_text(data: bytes) -> str:
         raise LoadError(f"not valid UTF-8 (byte {first_bad}) and no other text encoding fits")
     # Short texts often fit several code pages equally well; Windows-1252 is the commonest.
     ties = [m for m in matches if (m.chaos, m.coherence) == (best.chaos, best.coherence)]
+    if best.encoding in _LATIN_PAGES and best.encoding != "cp1252":
+        western = _western(data)
+        if western is not None:
+            return western
     return str(next((m for m in ties if m.encoding == "cp1252"), best))
+
+
+# Single-byte code pages of Latin script that a detector may prefer to Windows-1252 on a
+# short Western text (French "Crème à" read as Baltic "Crčme ą").
+_LATIN_PAGES = frozenset(
+    "cp1250 cp1254 cp1257 cp775 cp850 cp437 latin_1 iso8859_2 iso8859_3 iso8859_4 iso8859_9 "
+    "iso8859_10 iso8859_13 iso8859_14 iso8859_15 iso8859_16 mac_latin2 mac_iceland mac_roman "
+    "mac_turkish".split()
+)
+# What a Western European text holds beyond ASCII: Latin-1's letters and the typography of
+# Windows-1252 (quotes, dashes, the euro).
+_WESTERN = re.compile(
+    "[^\x00-\x7f\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u00ff\u0152\u0153\u0160\u0161"
+    "\u0178\u017d\u017e\u00a0\u00a1\u00a3\u00a7\u00ab\u00b0\u00b7\u00bb\u00bf"
+    "\u2013\u2014\u2018\u2019\u201a\u201c\u201d\u201e\u2022\u2026\u20ac]"
+)
+
+
+def _western(data: bytes) -> str | None:
+    """The bytes as Windows-1252 when every character beyond ASCII that gives is a Western
+    European letter or mark (else None: another Latin code page may fit better)."""
+    try:
+        text = data.decode("cp1252")
+    except UnicodeDecodeError:
+        return None
+    return None if _WESTERN.search(text) else text
 
 
 def read_text(path: Path) -> str:

@@ -9,6 +9,7 @@ installs it.
 import functools
 import importlib.util
 import logging
+import math
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,10 @@ Its time is bounded as every load's is, by the ingest's budget per file, which a
 reading pages by OCR gets several times over (`archivist.ingest.loading.OCR_FACTOR`)."""
 RENDER_SCALE = 2.0
 """PDF pages are rendered at 144 dpi (72 × 2): small print stays legible to the recogniser."""
+MAX_RENDER_PIXELS = 16_000_000
+"""A rendered page's size at most, in pixels (4,000 × 4,000; ~64 MB as pdfium renders it):
+a page larger in points (a poster, or a hostile 10⁶-point square) is rendered smaller, so its
+memory is bounded by this, never by what the page declares. A4 at 144 dpi is 2 million."""
 UNREADABLE_IMAGE = "an image that cannot be read (damaged, or not an image)"
 MIN_SIDE = 24
 """Images narrower or lower than this many pixels (icons, spacers) hold no readable text."""
@@ -101,6 +106,14 @@ def load_image(path: Path, options: LoaderOptions) -> list[Section]:
     return [Section(text, {"ocr": True})]
 
 
+def render_scale(width: float, height: float) -> float:
+    """The scale a page of `width` × `height` points is rendered at: RENDER_SCALE, less for a
+    page that would pass MAX_RENDER_PIXELS (0: a page without a size to render)."""
+    if not (math.isfinite(width) and math.isfinite(height)) or width <= 0 or height <= 0:
+        return 0.0
+    return min(RENDER_SCALE, math.sqrt(MAX_RENDER_PIXELS / (width * height)))
+
+
 def read_scanned_pages(path: Path, numbers: list[int]) -> dict[int, str]:
     """OCR the PDF pages `numbers` (1-based) of a file; return their text by page number."""
     if not available():
@@ -124,10 +137,11 @@ def read_scanned_pages(path: Path, numbers: list[int]) -> dict[int, str]:
         for done, number in enumerate(numbers, start=1):
             page = document[number - 1]
             try:
-                picture = page.render(scale=RENDER_SCALE).to_pil()
+                scale = render_scale(*page.get_size())
+                picture = page.render(scale=scale).to_pil() if scale else None
             finally:
                 page.close()
-            texts[number] = read_picture(picture)
+            texts[number] = read_picture(picture) if picture is not None else ""
             report(Recognised(path.name, done, len(numbers)))
     finally:
         document.close()
