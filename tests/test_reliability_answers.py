@@ -7,9 +7,8 @@ import math
 import pytest
 from ollama._types import ChatResponse
 
-from archivist import models
-from archivist.agent.records import ModelInfo
 from archivist.agent.rerank import Reranker
+from archivist.ollama import Ollama
 from archivist.settings import Settings
 from archivist.tools.errors import ArchivistError
 
@@ -35,11 +34,16 @@ def passages(*texts: str) -> list[dict]:
     ]
 
 
-def scorer_answering(monkeypatch, answers: dict):
+def scorer_answering(answers: dict):
     """The real relevance scorer, its Ollama client answering `answers[passage]`: a
     ChatResponse to parse, or an exception the client raises."""
 
-    class Client:
+    class Wire:
+        host = "http://127.0.0.1:9"
+
+        def show(self, model):
+            return {"capabilities": ["completion"], "model_info": {}, "parameters": ""}
+
         def chat(self, model, messages, **options):
             text = messages[-1]["content"]
             for key, reply in answers.items():
@@ -51,11 +55,8 @@ def scorer_answering(monkeypatch, answers: dict):
                     return reply
             return answer([entry("yes", math.log(0.9), [entry("yes", math.log(0.9))])])
 
-    monkeypatch.setattr(models, "client", lambda settings: Client())
-    monkeypatch.setattr(
-        models, "show", lambda settings, model: ModelInfo(model, ("completion",), 4096, None)
-    )
-    return models.relevance_scorer(Settings(ollama_host="http://127.0.0.1:9"), RERANKER)
+    ollama = Ollama(Settings(ollama_host=Wire.host), wire=Wire())
+    return ollama.relevance_scorer(RERANKER)
 
 
 def test_malformed_relevance_answers_leave_their_passage_unscored(monkeypatch):
@@ -64,7 +65,6 @@ def test_malformed_relevance_answers_leave_their_passage_unscored(monkeypatch):
         return answer([entry("yes", math.log(p), top)])
 
     score = scorer_answering(
-        monkeypatch,
         {
             "Alpha": json.JSONDecodeError("Expecting value", "<html>", 0),  # not JSON
             "Bravo": answer([entry("yes", 1000.0, [entry("yes", 1000.0)])]),  # exp overflows
@@ -74,7 +74,7 @@ def test_malformed_relevance_answers_leave_their_passage_unscored(monkeypatch):
             "Foxtrot": good(0.8),
         },
     )
-    ranked = Reranker(score, RERANKER, candidates=6)(
+    ranked = Reranker(score, RERANKER)(
         "q", passages("Alpha", "Bravo", "Charlie", "Delta", "Echo", "Foxtrot"), 6
     )
     assert [(r["text"], r["rerank_score"]) for r in ranked] == [
@@ -90,7 +90,7 @@ def test_malformed_relevance_answers_leave_their_passage_unscored(monkeypatch):
 
 def test_a_relevance_model_whose_every_answer_is_unreadable_is_named(monkeypatch):
     refusal = json.JSONDecodeError("Expecting value", "<", 0)
-    score = scorer_answering(monkeypatch, {"Alpha": refusal, "Bravo": refusal})
+    score = scorer_answering({"Alpha": refusal, "Bravo": refusal})
     with pytest.raises(ArchivistError) as refused:
         Reranker(score, RERANKER)("q", passages("Alpha", "Bravo"), 2)
     assert refused.value.message == (
