@@ -28,7 +28,7 @@ from langchain_core.messages import (
 )
 
 from archivist.tools.errors import ArchivistError
-from archivist.words import count as count_words
+from archivist.tools.words import count as count_words
 
 MESSAGE_OVERHEAD = 4
 """Tokens the chat template adds around each message (role markers, separators)."""

@@ -17,7 +17,7 @@ from archivist.tools.passage import place
 from archivist.tools.search import DEFAULT as DEFAULT_SEARCH
 from archivist.tools.search import SearchRequest
 from archivist.tools.store import KnowledgeStore, tool_name
-from archivist.words import closest, number
+from archivist.tools.words import closest, number
 
 if TYPE_CHECKING:
     from langchain_core.tools import BaseTool

@@ -60,7 +60,7 @@ from archivist.agent.state import AgentState, Ungraded
 from archivist.agent.textcalls import describe_tools, recovered_ids, settle, turn_results
 from archivist.tools.errors import ArchivistError
 from archivist.tools.progress import CHANNEL, Event, Note, Searched
-from archivist.words import count
+from archivist.tools.words import count
 
 
 def _emit(event: Event) -> None:

@@ -12,7 +12,7 @@ from archivist.printable import printable, printable_name
 from archivist.render import notice_text, place_text, relevance_text, tool_line
 from archivist.tools.errors import ArchivistError
 from archivist.tools.progress import Event, Note, ProgressFn, Retried, Searched, Thinking, Token
-from archivist.words import count
+from archivist.tools.words import count
 
 PROMPT = "› "
 HELP = """Ask a question, or use a command:

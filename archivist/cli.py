@@ -26,7 +26,7 @@ from archivist.tools.errors import (
     OllamaUnreachable,
     StoreNotFound,
 )
-from archivist.words import count, number
+from archivist.tools.words import count, number
 
 if TYPE_CHECKING:
     from archivist.agent.retrieval import SearchResult

@@ -16,7 +16,7 @@ from archivist.tools.progress import (
     Retried,
     Stored,
 )
-from archivist.words import count
+from archivist.tools.words import count
 
 if TYPE_CHECKING:
     from rich.progress import Progress

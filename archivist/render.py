@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from archivist.agent.records import ToolCall
 from archivist.printable import printable_name
-from archivist.words import count
+from archivist.tools.words import count
 
 if TYPE_CHECKING:  # the events are imported by what renders them: `search` renders none
     from archivist.tools.progress import Note, Retried

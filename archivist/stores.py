@@ -20,7 +20,7 @@ from archivist.tools.store import (
     list_stores,
     tool_name,
 )
-from archivist.words import closest, did_you_mean
+from archivist.tools.words import closest, did_you_mean
 
 if TYPE_CHECKING:
     from archivist.tools.embedding import PrefixedEmbeddings

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from archivist.tools.errors import ArchivistError
-from archivist.words import count
+from archivist.tools.words import count
 
 DEBOUNCE_MS = 400
 """How long events gather into one batch after the first (milliseconds)."""

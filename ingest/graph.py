@@ -55,6 +55,7 @@ from archivist.tools.progress import (
     ignore,
 )
 from archivist.tools.store import SPARSE_SCHEME, Chunk, ChunkWrite, KnowledgeStore
+from archivist.tools.words import count as counted
 
 DIMENSION_PROBE = "dimension probe"
 LOOKAHEAD = 2
@@ -705,8 +706,9 @@ class IngestSteps:
         failed = [
             {
                 "source": root.location,
-                "reason": f"lists no files now: its {held} sources are kept (an unmounted drive, "
-                "a folder emptied?); sync --prune removes them",
+                "reason": f"lists no files now: its {counted(held, 'source')} "
+                f"{'is' if held == 1 else 'are'} kept (an "
+                "unmounted drive, a folder emptied?); sync --prune removes them",
             }
             for root, held in blank
         ]

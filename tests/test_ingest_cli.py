@@ -157,11 +157,14 @@ def test_include_patterns_that_match_nothing_stop_the_run_and_create_no_store(
     after = run_cli("sources", "--store", "x", "--json", ollama_url=ollama.url, home=home)
     assert after.stdout == before.stdout
     assert [s["source"] for s in json.loads(after.stdout)] == ["button/index.en-US.md"]
-    # The patterns the root records, once they match nothing on disk: a sync removes what
-    # they matched, rather than refusing.
+    # The patterns the root records, once they match nothing on disk: not refused as a typo,
+    # but a root that now lists nothing keeps its sources until `sync --prune` says so.
     (root / "button" / "index.en-US.md").unlink()
     synced = run_cli("sync", "--store", "x", ollama_url=ollama.url, home=home)
-    assert synced.returncode == 0, synced.stderr
+    assert synced.returncode == 1 and "matched no file" not in synced.stderr + synced.stdout
+    assert "lists no files now: its 1 source is kept" in synced.stdout
+    pruned = run_cli("sync", "--store", "x", "--prune", ollama_url=ollama.url, home=home)
+    assert pruned.returncode == 0, pruned.stderr
     after = run_cli("sources", "--store", "x", "--json", ollama_url=ollama.url, home=home)
     assert json.loads(after.stdout) == []
 

@@ -95,7 +95,7 @@ def test_a_watched_root_deleted_and_made_again_is_watched_again(fake_models, hom
         assert until(lambda: "b.md" in texts(home))
         (kb / "c.md").write_text("# C\n\nCharlie, written once watched again.")
         assert until(lambda: "c.md" in texts(home))
-    assert "s: new c.md (1 chunks)" in lines
+    assert "s: new c.md (1 chunk)" in lines
 
 
 def test_a_link_swapped_to_outside_after_discovery_is_not_read(

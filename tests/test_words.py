@@ -19,7 +19,7 @@ from archivist.agent.retrieval import describe, examples
 from archivist.agent.search_args import SearchArgs
 from archivist.evaluation.report import never_searched_note
 from archivist.mcp import SEARCH_SCHEMA
-from archivist.words import count, number
+from archivist.tools.words import count, number
 
 REFUND_Q = "How many days do I have to ask for a refund?"
 NO_TOOLS = "gemma-notools:1b cannot call tools: using retrieve-then-answer."
@@ -210,7 +210,7 @@ def test_a_folder_named_archivist_beside_a_script_is_named_in_the_error(tmp_path
 
 
 def test_a_mistyped_name_gets_the_names_most_like_it():
-    from archivist.words import closest, did_you_mean
+    from archivist.tools.words import closest, did_you_mean
 
     stores = ["antd", "antd_zh", "shop_docs"]
     assert closest("antdd", stores)[0] == "antd" and closest("ANTD_AP", stores)[0] == "antd"

@@ -13,7 +13,7 @@ from archivist.evaluation.run import (
     TEXT_CALL_METRICS,
 )
 from archivist.printable import printable
-from archivist.words import count
+from archivist.tools.words import count
 
 LATENCY_METRICS = ("latency_p50_ms", "latency_p95_ms")
 TOKEN_METRICS = ("input_tokens", "output_tokens", "model_calls")
