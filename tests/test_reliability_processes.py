@@ -16,6 +16,7 @@ from conftest import ROOT, run_cli, write_files
 from fake_ollama import FakeOllama
 from processes import INGEST, clean_ingest, corpus, start_ingest, stored_chunks, wait_for
 
+from archivist.ingest.ahead import AHEAD_REQUESTS
 from archivist.tools.store import KnowledgeStore, connect
 
 
@@ -26,10 +27,10 @@ def test_an_ingest_killed_with_sigkill_leaves_a_store_that_opens_and_finishes(tm
         ingest = start_ingest(root, "kb", ollama.url, home)
         try:
             # Several batches stored and more being written: kill with no chance to clean up.
-            # (Counted from the graph's own requests, made by the ollama client: those sent
-            # ahead of it, by Archivist's light client, come before the store exists.)
-            graphs = lambda: [a for a in ollama.agents_to("/api/embed") if a]  # noqa: E731
-            wait_for(lambda: len(graphs()) >= 12, "a dozen batches")
+            # (Counted past the requests an ingest may send ahead of its graph, which come
+            # before the store exists.)
+            sent = lambda: len(ollama.requests_to("/api/embed"))  # noqa: E731
+            wait_for(lambda: sent() >= AHEAD_REQUESTS + 12, "a dozen of the graph's batches")
             ingest.send_signal(signal.SIGKILL)
             ingest.wait(timeout=30)
         finally:
