@@ -424,7 +424,7 @@ def ingest(
 ) -> None:
     """Ingest files, folders and web sites into a store; unchanged files are skipped."""
     from archivist.ingest.request import IngestRequest
-    from archivist.progress import IngestProgress
+    from archivist.terminal.progress import IngestProgress
 
     request = IngestRequest.build(
         [str(p) for p in paths],
@@ -617,7 +617,7 @@ def ask(
     """Answer one question with the agent and print it (the turn is logged)."""
     question = _question(question)  # a missing or empty question is refused before any request
     _prefetch_show(model)
-    from archivist.chat import render_answer
+    from archivist.terminal.chat import render_answer
 
     archivist = _app(
         max_steps=max_steps,
@@ -748,7 +748,7 @@ def chat(
     tools: ToolsOpt = None,
 ) -> None:
     """Chat with the agent in the terminal; conversations are kept and can be resumed."""
-    from archivist.chat import PlainView, StartFailed, chat_loop, stdin_reader
+    from archivist.terminal.chat import PlainView, StartFailed, chat_loop, stdin_reader
 
     if resume and thread:
         raise ArchivistError("--resume and --thread both name a conversation.", "Give one.")
@@ -779,7 +779,7 @@ def chat(
     if terminal:
         from rich.console import Console
 
-        from archivist.terminal import RichView, keys_unechoed, prompt_reader
+        from archivist.terminal.screen import RichView, keys_unechoed, prompt_reader
 
         view = RichView(Console(highlight=False), show_thinking)
         say = view.info
@@ -790,7 +790,7 @@ def chat(
         quiet = nullcontext()
     starting = None
     if early:
-        from archivist.starting import Starting
+        from archivist.terminal.starting import Starting
 
         conversation = starting = Starting(build, say)
         say(f"Archivist · starting {chat_model}…")
@@ -847,8 +847,8 @@ def _build_chat(
 
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    from archivist.conversation import Conversation
     from archivist.ingest.request import IngestRequest
+    from archivist.terminal.conversation import Conversation
 
     archivist = _app()
     opened.append(archivist)
@@ -1455,7 +1455,7 @@ def mcp(
 ) -> None:
     """Serve the stores' search tools to MCP clients (desktop apps, IDEs), over stdio or HTTP;
     with --tools all, their list and read tools too, and every source as a resource."""
-    from archivist.mcp import (
+    from archivist.serving.mcp import (
         HTTP_PATH,
         StoreTools,
         http_socket,

@@ -19,8 +19,8 @@ from fake_ollama import FakeOllama  # noqa: E402
 
 from archivist.agent.context import fit_messages  # noqa: E402
 from archivist.app import Archivist  # noqa: E402
-from archivist.conversation import Conversation  # noqa: E402
 from archivist.settings import Settings  # noqa: E402
+from archivist.terminal.conversation import Conversation  # noqa: E402
 
 PASSAGE = "Customers may request a refund within 30 days of delivery. " * 16  # ~1,000 chars
 

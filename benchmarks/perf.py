@@ -601,7 +601,7 @@ def cli_times(fake: FakeOllamaProcess, home: Path, runs: int, help_s: float) -> 
     ingested in this process: that ingest is not measured."""
     import pexpect
 
-    from archivist.chat import PROMPT
+    from archivist.terminal.chat import PROMPT
 
     env = user_env(OLLAMA_HOST=fake.url, ARCHIVIST_HOME=str(home))
     exe = str(Path(sys.executable).with_name("archivist"))

@@ -17,7 +17,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from fake_ollama import FakeOllama  # noqa: E402
 
 from archivist.app import Archivist  # noqa: E402
-from archivist.server import agent_graph, release_setups  # noqa: E402
+from archivist.serving.graphs import agent_graph, release_setups  # noqa: E402
 from archivist.settings import Settings  # noqa: E402
 
 QUESTION = "How many days do I have to ask for a refund?"

@@ -11,7 +11,7 @@ import pexpect
 import pyte
 from conftest import ROOT
 
-from archivist.chat import PROMPT
+from archivist.terminal.chat import PROMPT
 
 TIMEOUT = 240  # generous: a loaded 2-core machine imports LangChain slowly; waits end on
 # what the terminal shows, so a long one costs nothing when the machine is quick

@@ -4,7 +4,7 @@ import io
 
 import pytest
 
-from archivist.chat import PlainView, chat_loop
+from archivist.terminal.chat import PlainView, chat_loop
 from archivist.tools.errors import ArchivistError
 from archivist.tools.progress import Searched, Token
 
@@ -136,7 +136,7 @@ def test_pasted_lines_starting_with_a_slash_are_a_question():
 def test_a_conversation_still_being_built_answers_commands_and_waits_for_questions():
     import threading
 
-    from archivist.starting import Starting
+    from archivist.terminal.starting import Starting
 
     go = threading.Event()
     out = io.StringIO()
@@ -166,8 +166,8 @@ def test_a_conversation_still_being_built_answers_commands_and_waits_for_questio
 
 
 def test_a_conversation_that_cannot_be_built_ends_the_chat_with_its_error():
-    from archivist.chat import StartFailed
-    from archivist.starting import Starting
+    from archivist.terminal.chat import StartFailed
+    from archivist.terminal.starting import Starting
 
     missing = ArchivistError("There is no store named 'nope'.", "Create it.")
 

@@ -55,7 +55,7 @@ def test_a_thread_id_names_a_conversation_to_continue(ollama, home, store):
 def test_a_stopped_turn_leaves_the_thread_ready_for_the_next_question(archivist, shop_store):
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from archivist.conversation import Conversation
+    from archivist.terminal.conversation import Conversation
 
     conversation = Conversation(archivist, [shop_store], InMemorySaver())
 
@@ -78,7 +78,7 @@ def test_a_stopped_turn_leaves_the_thread_ready_for_the_next_question(archivist,
 def test_a_question_too_long_for_the_context_is_refused_and_not_kept(archivist, shop_store, ollama):
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from archivist.conversation import Conversation
+    from archivist.terminal.conversation import Conversation
     from archivist.tools.errors import ArchivistError
 
     conversation = Conversation(archivist, [shop_store], InMemorySaver())
@@ -98,7 +98,7 @@ def test_a_first_question_too_long_is_refused_and_the_thread_left_empty(
 ):
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from archivist.conversation import Conversation
+    from archivist.terminal.conversation import Conversation
     from archivist.tools.errors import ArchivistError
 
     conversation = Conversation(archivist, [shop_store], InMemorySaver())
@@ -117,7 +117,7 @@ def test_a_store_deleted_while_the_chat_is_open_is_named_and_the_chat_goes_on(
 ):
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from archivist.conversation import Conversation
+    from archivist.terminal.conversation import Conversation
 
     conversation = Conversation(archivist, [shop_store], InMemorySaver())
     conversation.answer(REFUND_Q, lambda event: None)

@@ -10,7 +10,7 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from prompt_toolkit.output.vt100 import Vt100_Output
 
-from archivist.terminal import prompt_reader
+from archivist.terminal.screen import prompt_reader
 
 
 class Burst:

@@ -10,9 +10,9 @@ from samples import make_pdf
 
 from archivist.agent.citations import check_citations, used_sentences
 from archivist.agent.langchain import StoreRetriever
-from archivist.chat import marked, sources_line
-from archivist.mcp import StoreTools
 from archivist.render import place_text
+from archivist.serving.mcp import StoreTools
+from archivist.terminal.chat import marked, sources_line
 
 GUIDE = """# Guide
 
@@ -170,7 +170,7 @@ def test_sources_in_the_chat_marks_what_the_answer_used(docs, ollama, home):
 def test_the_terminal_highlights_the_sentences_used_and_shows_the_whole_place():
     from rich.console import Console
 
-    from archivist.terminal import RichView
+    from archivist.terminal.screen import RichView
 
     console = Console(record=True, width=60, force_terminal=True, color_system="standard")
     place = {"heading": "A very long heading › And a longer subheading", "lines": [120, 131]}

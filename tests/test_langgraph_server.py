@@ -298,7 +298,7 @@ def test_another_process_ingests_between_served_turns(
 
 
 def test_the_served_agents_kept_built_are_bounded(ollama, home, shop_store, monkeypatch):
-    from archivist import server
+    from archivist.serving import graphs as server
 
     monkeypatch.setattr(server, "MAX_SETUPS", 2)
     server.release_setups()

@@ -20,7 +20,7 @@ from processes import wait_for
 
 from archivist.agent.retrieval import describe, format_results
 from archivist.agent.search_args import SearchArgs
-from archivist.mcp import StoreTools, build_server
+from archivist.serving.mcp import StoreTools, build_server
 
 QUERY = "How many days do I have to ask for a refund?"
 

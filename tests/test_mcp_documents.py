@@ -8,7 +8,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from archivist.agent.documents import describe_list, describe_read
-from archivist.mcp import StoreTools, build_server
+from archivist.serving.mcp import StoreTools, build_server
 from archivist.tools.documents import stored_source
 
 

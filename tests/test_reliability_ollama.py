@@ -321,8 +321,8 @@ def test_credentials_in_ollama_host_go_with_every_request_and_never_show(ollama,
 
     from rich.console import Console
 
-    from archivist import server
     from archivist.ollama import Ollama, pull
+    from archivist.serving import graphs as server
     from archivist.settings import Settings
 
     ollama.require_auth("ann", "s3cr:t@pw")

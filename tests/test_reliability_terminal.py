@@ -60,7 +60,7 @@ def test_escapes_in_documents_and_file_names_never_reach_the_terminal(ollama, ho
 def test_the_terminal_chat_view_shows_escapes_from_answers_and_sources():
     from rich.console import Console
 
-    from archivist.terminal import RichView
+    from archivist.terminal.screen import RichView
 
     console = Console(file=io.StringIO(), force_terminal=True, width=200)
     view = RichView(console)

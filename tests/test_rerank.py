@@ -265,7 +265,7 @@ def test_doctor_checks_the_rerank_model_the_settings_name(shop_store, home, monk
 
 
 def test_mcp_searches_are_reranked_and_say_so(archivist, shop_store, ollama):
-    from archivist.mcp import StoreTools
+    from archivist.serving.mcp import StoreTools
 
     archivist.close()
     ollama.score_with(refunds_first)
@@ -289,7 +289,7 @@ def test_the_chat_says_it_reranks_and_its_search_line_shows_the_time(
 ):
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from archivist.conversation import Conversation
+    from archivist.terminal.conversation import Conversation
 
     archivist.close()
     done = run_cli("chat", "-s", shop_store, "--rerank", RERANKER, stdin=QUERY + "\n",

@@ -537,7 +537,7 @@ def test_sync_crawls_a_recorded_site_again_within_its_bounds(ollama, home, site)
 
 
 def test_the_progress_shows_ocr_pages_off_a_terminal(capsys):
-    from archivist.progress import IngestProgress
+    from archivist.terminal.progress import IngestProgress
     from archivist.tools.progress import Recognised
 
     progress = IngestProgress(enabled=True, live=False)

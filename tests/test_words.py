@@ -18,7 +18,7 @@ from archivist.agent.context import fit_messages
 from archivist.agent.retrieval import describe, examples
 from archivist.agent.search_args import SearchArgs
 from archivist.evaluation.report import never_searched_note
-from archivist.mcp import SEARCH_SCHEMA
+from archivist.serving.mcp import SEARCH_SCHEMA
 from archivist.tools.words import count, number
 
 REFUND_Q = "How many days do I have to ask for a refund?"

@@ -1,6 +1,3 @@
-"""`archivist serve`: the stores as models behind the OpenAI chat-completions API.
-
-`completions` holds what the API means in Archivist's terms (the models served, a request
-read into a question and its history, a turn written back as a completion); `api` serves it
-over HTTP.
-"""
+"""Archivist served to other programs: the OpenAI chat-completions API (`archivist serve`:
+`completions`, `api`), MCP (`archivist mcp`: `mcp`, `mcp_documents`) and the graphs LangGraph
+Server runs (`graphs`, named in langgraph.json)."""

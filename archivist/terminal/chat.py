@@ -78,7 +78,8 @@ def unsearched_line(result: Turn) -> str | None:
     """The dim line under an answer the agent gave without searching, if it did."""
     if result.get("searched", True):
         return None
-    # Imported here: the query engine is not loaded until a turn has run (archivist.starting).
+    # Imported here: the query engine is not loaded until a turn has run
+    # (archivist.terminal.starting).
     from archivist.agent.turn import unsearched_note
 
     return unsearched_note(result["model"], result["stores"])

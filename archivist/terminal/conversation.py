@@ -1,6 +1,6 @@
 """The chat session: the agent over some stores, one thread in the checkpointer, the last results.
 
-`Conversation` is what the chat loop (archivist.chat) talks to; it is built on the facade.
+`Conversation` is what the chat loop (archivist.terminal.chat) talks to; it is built on the facade.
 """
 
 import uuid

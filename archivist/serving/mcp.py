@@ -26,10 +26,10 @@ from mcp.shared.exceptions import MCPError
 from pydantic import TypeAdapter, ValidationError
 from typing_extensions import TypedDict
 
-from archivist import mcp_documents
 from archivist.agent.retrieval import describe, tool_name
 from archivist.agent.search_args import SearchArgs
 from archivist.app import Archivist
+from archivist.serving import mcp_documents
 from archivist.settings import Settings
 from archivist.tools.errors import ArchivistError, StoreDamaged
 from archivist.tools.passage import Passage

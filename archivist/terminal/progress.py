@@ -37,7 +37,9 @@ class IngestProgress:
         """Documents completely stored so far (what an interrupted run keeps)."""
         self.progress: Progress | None = None
         if enabled and live:
-            from archivist.progress_bar import ingest_bar  # rich: ~0.15 s, for a terminal only
+            from archivist.terminal.progress_bar import (
+                ingest_bar,  # rich: ~0.15 s, for a terminal only
+            )
 
             self.progress = ingest_bar()
             self.files = self.progress.add_task("files", total=None, eta=True)

@@ -15,9 +15,9 @@ from rich.spinner import Spinner
 from rich.text import Text
 
 from archivist.agent.records import ShownPassage, Turn
-from archivist.chat import invalid_line, sources_line, unsearched_line
 from archivist.printable import printable
 from archivist.render import notice_text, place_text, relevance_text, tool_line
+from archivist.terminal.chat import invalid_line, sources_line, unsearched_line
 from archivist.tools.progress import Event, Note, Retried, Searched, Thinking, Token
 
 
@@ -203,7 +203,8 @@ def keys_unechoed(stream: TextIO) -> Iterator[None]:
 
 
 class News(Protocol):
-    """What another thread has to say while the prompt waits for input (archivist.starting)."""
+    """What another thread has to say while the prompt waits for input
+    (archivist.terminal.starting)."""
 
     @property
     def settled(self) -> bool:

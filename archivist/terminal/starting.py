@@ -3,7 +3,7 @@
 Building it imports LangChain, LangGraph and the store and opens them (about two seconds of
 CPU); the prompt needs none of that. `Starting` runs the build in a thread and keeps what the
 build says (a notice, the banner) for the main thread, which shows it as it comes: above the
-prompt (archivist.terminal) or while a question waits for the build. A build that fails ends
+prompt (archivist.terminal.screen) or while a question waits for the build. A build that fails ends
 the chat with its error, as a build before the prompt would have: the main thread raises it.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from archivist.agent.records import ShownPassage, Turn
-from archivist.chat import Conversation, StartFailed
+from archivist.terminal.chat import Conversation, StartFailed
 from archivist.tools.progress import ProgressFn
 
 Build = Callable[[Callable[[str], None]], tuple[Conversation, list[str]]]

@@ -31,7 +31,7 @@ from archivist.tools.errors import ArchivistError
 
 if TYPE_CHECKING:
     from archivist.app import Archivist
-    from archivist.mcp import StoreTools
+    from archivist.serving.mcp import StoreTools
     from archivist.tools.store import KnowledgeStore
 
 SCHEME = "archivist"
