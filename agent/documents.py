@@ -615,7 +615,7 @@ class DocumentReply(list):
 
 def make_list_tool(store: KnowledgeStore) -> BaseTool:
     """Build the `list_<store>` tool."""
-    from langchain_core.tools import StructuredTool, ToolException
+    from langchain_core.tools import ToolException
 
     from archivist.agent.document_args import ListArgs
 
@@ -635,24 +635,14 @@ def make_list_tool(store: KnowledgeStore) -> BaseTool:
         def render(first: int, budget: int | None) -> tuple[str, list[Passage]]:
             return render_listing(entries, name, args, first, budget)
 
-        reply = DocumentReply(render)
-        content, passages = render(1, None)
-        reply.extend(passages)
-        return content, reply
+        return replied(render)
 
-    return StructuredTool.from_function(
-        func=run,
-        name=name,
-        description=describe_list(store),
-        args_schema=ListArgs,
-        response_format="content_and_artifact",
-        metadata={TOOL_KIND: "list"},
-    )
+    return document_tool(run, name, describe_list(store), ListArgs, "list")
 
 
 def make_read_tool(store: KnowledgeStore) -> BaseTool:
     """Build the `read_<store>` tool."""
-    from langchain_core.tools import StructuredTool, ToolException
+    from langchain_core.tools import ToolException
 
     from archivist.agent.document_args import ReadArgs
 
@@ -680,18 +670,32 @@ def make_read_tool(store: KnowledgeStore) -> BaseTool:
             content, shown = render_reading(reading, name, first, budget)
             return content, [shown]
 
-        reply = DocumentReply(render)
-        content, passages = render(1, None)
-        reply.extend(passages)
-        return content, reply
+        return replied(render)
+
+    return document_tool(run, name, describe_read(store), ReadArgs, "read")
+
+
+def replied(render: Callable[[int, int | None], tuple[str, list[Passage]]]) -> tuple[str, Any]:
+    """A document tool's answer: its text rendered whole, and the reply the turn renders again
+    to its budget and numbering (`render_reply`)."""
+    reply = DocumentReply(render)
+    content, passages = render(1, None)
+    reply.extend(passages)
+    return content, reply
+
+
+def document_tool(run: Callable, name: str, description: str, schema: type, kind: str) -> Any:
+    """A list or read tool as LangChain runs it: its text for the model, its reply as the
+    artifact, its kind in its metadata."""
+    from langchain_core.tools import StructuredTool
 
     return StructuredTool.from_function(
         func=run,
         name=name,
-        description=describe_read(store),
-        args_schema=ReadArgs,
+        description=description,
+        args_schema=schema,
         response_format="content_and_artifact",
-        metadata={TOOL_KIND: "read"},
+        metadata={TOOL_KIND: kind},
     )
 
 
