@@ -728,6 +728,13 @@ class KnowledgeStore:
         """Yield every stored chunk's whole payload: text, source, position, version, metadata."""
         yield from self._payloads(None, True)
 
+    def sample_texts(self, n: int = 256) -> list[str]:
+        """The texts of up to `n` stored chunks (the first the engine lists): what a store
+        holds, for a look at its language."""
+        for points in scroll_pages(self.client, self.name, n, None, ("text",)):
+            return [str((point.payload or {}).get("text", "")) for point in points]
+        return []
+
     def annotate(self, **fields: Any) -> None:
         """Record `fields` in the store's metadata, beside its fingerprint and description."""
         info = self.info()
