@@ -1,6 +1,7 @@
 """Retrieval benchmark: hit@5 and MRR@5 of dense, sparse and hybrid search, and a plain baseline.
 
     .venv/bin/python benchmarks/retrieval.py [--questions 1000] [--set cmrc --set english]
+        [--set docs] [--set frameworks [--tree antd=PATH --tree vue-zh=PATH]]
         [--sparse edge|ours] [--sparse-only] [--out benchmarks/out]
     .venv/bin/python benchmarks/retrieval.py --rerank [--out benchmarks/results]
 
@@ -17,6 +18,13 @@ It prints a table and writes it as JSON to `--out` (default benchmarks/out), nam
 measured: `retrieval[-ours][-SET][-ablation][-sparse-only].json` (`-ours` for Archivist's own
 BM25 tokenizer, `-SET` when only some sets were asked for, `-ablation` for `--docs-ablation`).
 These are figures, not tests.
+
+`frameworks` measures two documentation trees of other frameworks than the docs set's
+(Ant Design's dumi pages, Vue's Chinese VitePress guide) with our own English, Simplified and
+Traditional (Taiwan) questions, each Traditional one the twin of a Simplified one, a third held
+out (`benchmarks/data/frameworks-questions.jsonl`); each tree is fetched at its pinned commit,
+or read from a local copy at that commit (`--tree antd=PATH`, the folder holding
+`components/`; `--tree vue-zh=PATH`, the folder holding `src/`).
 
 The stores' BM25 vectors are those of new stores, from the encoder qdrant-edge ships
 (multilingual tokenizer, English stemming and stop words); `--sparse ours` builds them with
@@ -164,8 +172,8 @@ class ConstantEmbeddings(Embeddings):
 
 
 # `--sparse`: the stores' BM25 vectors, ours (the scheme of stores built before the switch)
-# or qdrant-edge's encoder (the scheme of new stores).
-SPARSE_SCHEMES = {"ours": sparse.LEGACY_SCHEME, "edge": sparse.EDGE_SCHEME}
+# or qdrant-edge's encoder (over folded Chinese: the scheme of new stores).
+SPARSE_SCHEMES = {"ours": sparse.LEGACY_SCHEME, "edge": sparse.DEFAULT_SCHEME}
 
 
 def build_store(qa: QASet, embedder: Embeddings, client: QdrantClient, workdir: Path, scheme: str):
