@@ -199,6 +199,7 @@ const count = ref(0)
 # 响应式基础
 
 <div class="composition-api">
+<VueSchoolLink href="https://example.com/lesson" title="Free lesson"/>
 
 用 `ref()` 声明响应式状态。
 
@@ -229,6 +230,7 @@ def test_vitepress_snippets_containers_and_scripts_become_text(tmp_path):
     [section] = load_markdown(page, LoaderOptions(include_root=tmp_path))
     text = section.text
     assert "<script" not in text and "<div" not in text and "</div>" not in text
+    assert "VueSchoolLink" not in text
     assert ":::" not in text and "<<<" not in text
     assert "**注意**\nref 会自动解包。" in text and "**Warning**\n不要解构" in text
     assert "```javascript\nconst count = ref(0)\ncount.value++\n```" in text

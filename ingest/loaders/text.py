@@ -39,8 +39,16 @@ _HTML_COMMENT = re.compile(r"<!--.*?-->")
 # `::: tip Title`, `:::warning`, `:::note[Title]`, `::: code-group`, and the closing `:::`.
 _CONTAINER = re.compile(r"^\s{0,3}:{3,}\s*([A-Za-z][\w-]*)?\s*(.*?)\s*$")
 _UNTITLED = frozenset({"code-group", "raw", "v-pre", "details"})
-# A line holding nothing but HTML tags (`<div class="options-api">`, `</div>`, `<br/>`).
+# A line holding nothing but HTML tags (`<div class="options-api">`, `</div>`, `<br/>`): HTML's
+# own elements, components (`<VueSchoolLink … />`) and custom elements (`<vue-demo>`); a line
+# of other tags is text the page shows (or quotes) as written.
 _TAGS_ONLY = re.compile(r"\s*(?:</?[a-zA-Z][\w:-]*(?:\s+[^<>]*)?/?>\s*)+")
+_TAG_NAME = re.compile(r"</?([a-zA-Z][\w:-]*)")
+_HTML_ELEMENTS = frozenset(
+    "a abbr article aside b blockquote br caption center code dd details div dl dt em figcaption "
+    "figure font h1 h2 h3 h4 h5 h6 hr i img kbd li main nav ol p picture pre section small "
+    "source span strong sub summary sup table tbody td th thead tr u ul video".split()
+)
 _LIST_ITEM = re.compile(r"^\s*([-*+]|\d+[.)])\s")
 _RST_ADORNMENT = re.compile(r"^([!-/:-@\[-`{-~])\1{2,}\s*$")
 _RST_DIRECTIVE = re.compile(r"^\.\.\s+([\w:-]+)::\s*(.*)$")
@@ -137,6 +145,15 @@ def load_markdown(path: Path, options: LoaderOptions) -> list[Section]:
     return [Section(expanded, metadata, first_line=first_line)]
 
 
+def _only_html_tags(line: str) -> bool:
+    if not line.strip() or not _TAGS_ONLY.fullmatch(line):
+        return False
+    return all(
+        name.lower() in _HTML_ELEMENTS or name[0].isupper() or "-" in name
+        for name in _TAG_NAME.findall(line)
+    )
+
+
 def framework_markup(text: str) -> str:
     """Markdown with documentation frameworks' markup read as text, line for line (so a
     page's lines stay its own): a `::: tip Title` / `:::note[Title]` container's opening line
@@ -182,7 +199,7 @@ def framework_markup(text: str) -> str:
             title = title.strip("[]{} ").strip() or (kind if kind not in _UNTITLED else "")
             out.append(f"**{title[:1].upper() + title[1:]}**" if title else "")
             continue
-        out.append("" if line.strip() and _TAGS_ONLY.fullmatch(line) else line)
+        out.append("" if _only_html_tags(line) else line)
     return "\n".join(out)
 
 
