@@ -201,7 +201,8 @@ const count = ref(0)
 <div class="composition-api">
 <VueSchoolLink href="https://example.com/lesson" title="Free lesson"/>
 
-用 `ref()` 声明响应式状态。
+用 `ref()` 声明<span class="options-api">响应式</span>状态。
+见 <abbr title="Single-File Component">SFC</abbr>。
 
 </div>
 
@@ -230,7 +231,8 @@ def test_vitepress_snippets_containers_and_scripts_become_text(tmp_path):
     [section] = load_markdown(page, LoaderOptions(include_root=tmp_path))
     text = section.text
     assert "<script" not in text and "<div" not in text and "</div>" not in text
-    assert "VueSchoolLink" not in text
+    assert "VueSchoolLink" not in text and "<span" not in text and "<abbr" not in text
+    assert "用 `ref()` 声明响应式状态。\n见 SFC (Single-File Component)。" in text
     assert ":::" not in text and "<<<" not in text
     assert "**注意**\nref 会自动解包。" in text and "**Warning**\n不要解构" in text
     assert "```javascript\nconst count = ref(0)\ncount.value++\n```" in text

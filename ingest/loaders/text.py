@@ -44,6 +44,10 @@ _UNTITLED = frozenset({"code-group", "raw", "v-pre", "details"})
 # of other tags is text the page shows (or quotes) as written.
 _TAGS_ONLY = re.compile(r"\s*(?:</?[a-zA-Z][\w:-]*(?:\s+[^<>]*)?/?>\s*)+")
 _TAG_NAME = re.compile(r"</?([a-zA-Z][\w:-]*)")
+_INLINE_TAG = re.compile(r"</?(?P<name>[a-zA-Z][\w-]*)(?P<attributes>\s[^<>]*)?/?>")
+_INLINE_ABBR = re.compile(
+    r"<abbr\s+title=(?P<q>[\"'])(?P<title>[^\"'<>]*)(?P=q)\s*>(?P<text>[^<]*)</abbr>"
+)
 _HTML_ELEMENTS = frozenset(
     "a abbr article aside b blockquote br caption center code dd details div dl dt em figcaption "
     "figure font h1 h2 h3 h4 h5 h6 hr i img kbd li main nav ol p picture pre section small "
@@ -154,12 +158,38 @@ def _only_html_tags(line: str) -> bool:
     )
 
 
+def _inline_html(line: str) -> str:
+    """A line of text without the tags of HTML elements (and of components written with
+    attributes: `<Badge type="tip">`) around its words, code spans left as they are; an
+    abbreviation keeps its expansion (`<abbr title="Application Programming Interface">API`
+    → `API (Application Programming Interface)`)."""
+    if "<" not in line:
+        return line
+    parts = re.split(r"(`+[^`]*`+)", line)
+    for n in range(0, len(parts), 2):
+        if "<" in parts[n]:
+            parts[n] = _INLINE_ABBR.sub(_expanded_abbr, parts[n])
+            parts[n] = _INLINE_TAG.sub(_dropped_tag, parts[n])
+    return "".join(parts)
+
+
+def _expanded_abbr(match: re.Match) -> str:
+    return f"{match['text']} ({match['title']})" if match["title"] != match["text"] else match[0]
+
+
+def _dropped_tag(match: re.Match) -> str:
+    name, attributes = match["name"], match["attributes"] or ""
+    if name.lower() in _HTML_ELEMENTS or (name[0].isupper() and "=" in attributes):
+        return ""
+    return match[0]
+
+
 def framework_markup(text: str) -> str:
     """Markdown with documentation frameworks' markup read as text, line for line (so a
     page's lines stay its own): a `::: tip Title` / `:::note[Title]` container's opening line
     becomes its title in bold and its closing line goes; HTML comments, `<script>` and
-    `<style>` blocks (VitePress pages) and lines holding only HTML tags become blank lines.
-    Code blocks are left as they are."""
+    `<style>` blocks (VitePress pages) and lines holding only HTML tags become blank lines,
+    and HTML tags inside a line of text go, their words kept. Code is left as it is."""
     out: list[str] = []
     fence = ""
     hidden = ""  # the closing tag of a <script> or <style> block being blanked
@@ -199,7 +229,7 @@ def framework_markup(text: str) -> str:
             title = title.strip("[]{} ").strip() or (kind if kind not in _UNTITLED else "")
             out.append(f"**{title[:1].upper() + title[1:]}**" if title else "")
             continue
-        out.append("" if _only_html_tags(line) else line)
+        out.append("" if _only_html_tags(line) else _inline_html(line))
     return "\n".join(out)
 
 
