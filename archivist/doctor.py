@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from archivist.failures import explain, explained
 from archivist.ollama import Ollama
 from archivist.settings import Settings, mask_url
+from archivist.stores import store_language_notice
 from archivist.tools import sparse
 from archivist.tools.errors import ArchivistError, ModelMissing, StoreDamaged
 from archivist.tools.store import KnowledgeStore, connect, list_stores, sparse_hint
@@ -180,6 +181,9 @@ def _store_check(
             model = fingerprint.get("embed_model")
             if model:
                 built_with.setdefault(model, []).append(name)
+            notice = store_language_notice(store)
+            if notice:
+                hints.append(Check(False, notice, warning=True))
             hint = sparse_hint(name, fingerprint.get("sparse"))
             if hint:
                 # An older scheme still works (a warning); an unknown one cannot be searched.

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from archivist.settings import Settings
 from archivist.tools.errors import ArchivistError, StoreDamaged, StoreNotFound
-from archivist.tools.prefixes import default_prefixes
+from archivist.tools.prefixes import default_prefixes, language_notice
 from archivist.tools.store import (
     Chunk,
     KnowledgeStore,
@@ -114,9 +114,17 @@ def describe_stores(client, only: Sequence[str] | None = None) -> list[dict[str,
                 "embed_model": entry["fingerprint"].get("embed_model"),
                 "sparse": entry["fingerprint"].get("sparse"),
                 "description": info.get("description", ""),
+                "embedding_notice": store_language_notice(store),
             }
         )
     return listing
+
+
+def store_language_notice(store: KnowledgeStore) -> str | None:
+    """Say so when most of a store's text is in a language its embedding model does not
+    read (from a sample of its chunks), naming models that do; None when it reads it."""
+    model = store.fingerprint.get("embed_model")
+    return language_notice(store.name, model, store.sample_texts()) if model else None
 
 
 def embedder_store(

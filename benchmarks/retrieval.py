@@ -1,6 +1,7 @@
 """Retrieval benchmark: hit@5 and MRR@5 of dense, sparse and hybrid search, and a plain baseline.
 
     .venv/bin/python benchmarks/retrieval.py [--questions 1000] [--set cmrc --set english]
+        [--set docs] [--set frameworks [--tree antd=PATH --tree vue-zh=PATH]]
         [--sparse edge|ours] [--sparse-only] [--out benchmarks/out]
     .venv/bin/python benchmarks/retrieval.py --rerank [--out benchmarks/results]
 
@@ -17,6 +18,13 @@ It prints a table and writes it as JSON to `--out` (default benchmarks/out), nam
 measured: `retrieval[-ours][-SET][-ablation][-sparse-only].json` (`-ours` for Archivist's own
 BM25 tokenizer, `-SET` when only some sets were asked for, `-ablation` for `--docs-ablation`).
 These are figures, not tests.
+
+`frameworks` measures two documentation trees of other frameworks than the docs set's
+(Ant Design's dumi pages, Vue's Chinese VitePress guide) with our own English, Simplified and
+Traditional (Taiwan) questions, each Traditional one the twin of a Simplified one, a third held
+out (`benchmarks/data/frameworks-questions.jsonl`); each tree is fetched at its pinned commit,
+or read from a local copy at that commit (`--tree antd=PATH`, the folder holding
+`components/`; `--tree vue-zh=PATH`, the folder holding `src/`).
 
 The stores' BM25 vectors are those of new stores, from the encoder qdrant-edge ships
 (multilingual tokenizer, English stemming and stop words); `--sparse ours` builds them with
@@ -164,8 +172,8 @@ class ConstantEmbeddings(Embeddings):
 
 
 # `--sparse`: the stores' BM25 vectors, ours (the scheme of stores built before the switch)
-# or qdrant-edge's encoder (the scheme of new stores).
-SPARSE_SCHEMES = {"ours": sparse.LEGACY_SCHEME, "edge": sparse.EDGE_SCHEME}
+# or qdrant-edge's encoder (over folded Chinese: the scheme of new stores).
+SPARSE_SCHEMES = {"ours": sparse.LEGACY_SCHEME, "edge": sparse.DEFAULT_SCHEME}
 
 
 def build_store(qa: QASet, embedder: Embeddings, client: QdrantClient, workdir: Path, scheme: str):
@@ -743,11 +751,215 @@ def run_docs(args: argparse.Namespace, workdir: Path, log) -> dict | None:
     return evaluate_docs(tree, embedder, workdir, log, variants)
 
 
+# Documentation sites of two other frameworks, with English, Simplified and Traditional Chinese
+# questions of our own (`benchmarks/data/frameworks-questions.jsonl`): a dumi site (Ant Design's
+# components, each page in English and Chinese, demos included by tags, API tables) and a
+# VitePress one (Vue's guide in Chinese: containers, scripts). Each tree is one store.
+FRAMEWORK_TREES = {
+    "antd": (
+        "https://github.com/ant-design/ant-design.git",
+        "2b258157ff20fb8948780e414dc1d74246aede40",
+        "components",
+        ("index.*.md",),  # the site's pages; their demos are read through them
+    ),
+    "vue-zh": (
+        "https://github.com/vuejs-translations/docs-zh-cn.git",
+        "c2715ff75bae5376bc5bf212280ae76e30089fbd",
+        "src",
+        ("*.md",),
+    ),
+}
+FRAMEWORK_QUESTIONS = ROOT / "benchmarks" / "data" / "frameworks-questions.jsonl"
+SCRIPTS = ("en", "zh-Hans", "zh-Hant")
+
+
+def fetch_tree(cache: Path, name: str, log=print) -> Path | None:
+    """A framework tree at its pinned commit, fetched once into `cache` (as `docs_tree`)."""
+    repository, commit, path, _ = FRAMEWORK_TREES[name]
+    tree = cache / f"{name}-{commit[:12]}"
+    if (tree / ".complete").exists():
+        return tree
+    git_dir = cache / f"{name}.git"
+    try:
+        if not git_dir.exists():
+            subprocess.run(["git", "init", "--bare", "-q", str(git_dir)], check=True)
+        fetch = ["git", "--git-dir", str(git_dir), "fetch", "-q", "--depth", "1"]
+        subprocess.run([*fetch, repository, commit], check=True, capture_output=True, timeout=900)
+        archive = subprocess.run(
+            ["git", "--git-dir", str(git_dir), "archive", commit, path],
+            check=True,
+            capture_output=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        log(f"{name}: skipped, cannot fetch {repository} at {commit[:12]}: {exc}")
+        return None
+    import io
+
+    tree.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(tree, filter="data")
+    (tree / ".complete").write_text(commit)
+    return tree
+
+
+def framework_scores(ranked: list[list[str]], questions: list[dict]) -> dict[str, dict]:
+    """hit@5 and MRR@5 per script (and all), results counted as files; and how far each
+    Traditional question's reciprocal rank lies from its Simplified twin's."""
+    reciprocal = {}
+    for sources, q in zip(ranked, questions, strict=True):
+        found = [i for i, s in enumerate(sources[:K]) if matches(s, q["gold"])]
+        reciprocal[q["id"]] = 1 / (found[0] + 1) if found else 0.0
+    figures = {}
+    for script in (*SCRIPTS, "all"):
+        chosen = [q for q in questions if script in ("all", q["lang"])]
+        if chosen:
+            figures[script] = {
+                "hit@5": sum(reciprocal[q["id"]] > 0 for q in chosen) / len(chosen),
+                "mrr@5": sum(reciprocal[q["id"]] for q in chosen) / len(chosen),
+                "questions": len(chosen),
+            }
+    gaps = [
+        abs(reciprocal[q["id"]] - reciprocal[q["twin"]])
+        for q in questions
+        if q.get("twin") in reciprocal
+    ]
+    if gaps:
+        figures["twins"] = {
+            "pairs": len(gaps),
+            "apart_over_0.03": sum(gap > 0.03 for gap in gaps),
+            "mean_gap": sum(gaps) / len(gaps),
+        }
+    return figures
+
+
+def evaluate_frameworks(trees: dict[str, Path], embedder: Embeddings, workdir: Path, log) -> dict:
+    """Each tree ingested into a store of new stores' scheme (and of the unfolded scheme, to
+    show what folding Traditional Chinese buys), its questions asked in every mode."""
+    started = time.perf_counter()
+    questions = [
+        json.loads(line)
+        for line in FRAMEWORK_QUESTIONS.read_text(encoding="utf-8").splitlines()
+        if line
+    ]
+    client = connect(workdir / "qdrant-frameworks")
+    results: dict[str, dict] = {}
+    chunks: dict[str, int] = {}
+    try:
+        for name, tree in trees.items():
+            asked = [q for q in questions if q["tree"] == name]
+            include = FRAMEWORK_TREES[name][3]
+            for scheme, label in (
+                (sparse.DEFAULT_SCHEME, "folded"),
+                (sparse.EDGE_SCHEME, "unfolded"),
+            ):
+                store = KnowledgeStore(client, f"{name.replace('-', '_')}_{label}")
+                embeddings = PrefixedEmbeddings(embedder, "all-minilm")
+                dimension = len(embeddings.embed_query("dimension"))
+                store.ensure({**embeddings.fingerprint(dimension), "sparse": scheme})
+                t = time.perf_counter()
+                request = IngestRequest.build((str(tree),), store.name, include=include)
+                report = run_ingest(build_ingest_graph(store, embeddings), request)
+                assert not report.failed, report.failed
+                chunks[name] = store.count()
+                log(f"{name} ({label}): {chunks[name]} chunks in {time.perf_counter() - t:.0f} s")
+                embedder.save()
+                vectors = [embeddings.embed_query(q["question"]) for q in asked]
+                modes = DOCS_MODES if label == "folded" else ("sparse", "hybrid")
+                for mode in modes:
+                    ranked = [
+                        [r["source"] for r in store.search(v, q["question"], k=K, mode=mode)]
+                        for v, q in zip(vectors, asked, strict=True)
+                    ]
+                    row = {}
+                    for split in ("whole", "dev", "held-out"):
+                        picked = [
+                            (r, q)
+                            for r, q in zip(ranked, asked, strict=True)
+                            if split in ("whole", q["split"])
+                        ]
+                        row[split] = framework_scores(
+                            [r for r, _ in picked], [q for _, q in picked]
+                        )
+                    results.setdefault(name, {})[
+                        f"{mode}" + ("" if label == "folded" else " (unfolded)")
+                    ] = row
+                    whole = row["whole"]
+                    log(
+                        f"  {name} {label:8} {mode:7} "
+                        + "  ".join(
+                            f"{s} {whole[s]['hit@5']:.3f}/{whole[s]['mrr@5']:.3f}"
+                            for s in SCRIPTS
+                            if s in whole
+                        )
+                        + (
+                            f"  twins apart {whole['twins']['apart_over_0.03']}"
+                            if "twins" in whole
+                            else ""
+                        )
+                    )
+    finally:
+        client.close()
+        embedder.save()
+    return {
+        "set": "frameworks",
+        "trees": {
+            n: {"repository": r, "commit": c, "path": p, "include": list(i)}
+            for n, (r, c, p, i) in FRAMEWORK_TREES.items()
+        },
+        "questions": len(questions),
+        "chunks": chunks,
+        "seconds": round(time.perf_counter() - started, 1),
+        "results": results,
+    }
+
+
+def frameworks_table(report: dict, split: str = "whole") -> str:
+    """Render the frameworks sets: a row per tree and mode, hit@5 / MRR@5 by script."""
+    lines = [
+        f"| tree | mode | English | Simplified | Traditional | twins apart ({split}) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for tree, modes in report["results"].items():
+        for mode, figures in modes.items():
+            row = figures[split]
+            cells = " | ".join(
+                f"{row[s]['hit@5']:.3f} / {row[s]['mrr@5']:.3f}" if s in row else "–"
+                for s in SCRIPTS
+            )
+            twins = row.get("twins", {})
+            apart = f"{twins.get('apart_over_0.03', 0)} of {twins.get('pairs', 0)}"
+            lines.append(f"| {tree} | {mode} | {cells} | {apart} |")
+    return "\n".join(lines)
+
+
+def run_frameworks(args: argparse.Namespace, workdir: Path, log) -> dict | None:
+    """The framework trees (a local copy with `--tree NAME=PATH`, else fetched), measured."""
+    given = dict(item.split("=", 1) for item in args.trees or [])
+    trees = {}
+    for name in FRAMEWORK_TREES:
+        tree = Path(given[name]) if name in given else fetch_tree(args.docs_cache, name, log)
+        if tree is not None:
+            trees[name] = tree
+    if not trees:
+        return None
+    embedder = MiniLM(OUT / "embedding-cache-frameworks.json")
+    return evaluate_frameworks(trees, embedder, workdir, log)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--questions", type=int, default=1000, help="CMRC questions (max 3219)")
     parser.add_argument("--cmrc", type=Path, default=CMRC, help="path to cmrc2018_dev.json")
-    parser.add_argument("--set", action="append", choices=["cmrc", "english", "docs"], dest="sets")
+    parser.add_argument(
+        "--set", action="append", choices=["cmrc", "english", "docs", "frameworks"], dest="sets"
+    )
+    parser.add_argument(
+        "--tree",
+        action="append",
+        dest="trees",
+        metavar="NAME=PATH",
+        help="frameworks set: a local copy of a tree (antd, vue-zh) at its pinned commit",
+    )
     parser.add_argument(
         "--docs-repository",
         default=DOCS_REPOSITORY,
@@ -788,11 +1000,15 @@ def main() -> None:
     embedder = ConstantEmbeddings() if args.sparse_only else MiniLM(OUT / "embedding-cache.json")
     modes = ("sparse",) if args.sparse_only else MODES
     sets = {"cmrc": lambda: load_cmrc(args.cmrc, args.questions), "english": load_jsonl}
-    reports, docs = [], None
+    reports, docs, frameworks = [], None, None
     with tempfile.TemporaryDirectory() as workdir:
-        for name in args.sets or [*sets, "docs"]:
+        for name in args.sets or [*sets, "docs", "frameworks"]:
             if name == "docs":
                 docs = run_docs(args, Path(workdir), log)
+                continue
+            if name == "frameworks":
+                if not args.sparse_only and args.sparse == "edge":
+                    frameworks = run_frameworks(args, Path(workdir), log)
                 continue
             qa = sets[name]()
             reports.append(
@@ -813,9 +1029,11 @@ def main() -> None:
     }
     if docs is not None:
         figures["docs"] = docs
+    if frameworks is not None:
+        figures["frameworks"] = frameworks
     args.out.mkdir(parents=True, exist_ok=True)
     name = "retrieval" + ("" if args.sparse == "edge" else f"-{args.sparse}")
-    if args.sets and set(args.sets) != {*sets, "docs"}:
+    if args.sets and set(args.sets) != {*sets, "docs", "frameworks"}:
         name += "".join(f"-{chosen}" for chosen in sorted(set(args.sets)))
     if args.docs_ablation and docs is not None:
         name += "-ablation"
@@ -826,6 +1044,9 @@ def main() -> None:
     if docs is not None:
         for split in ("whole", "dev", "held-out"):
             print(f"\n{docs_table(docs, split)}")
+    if frameworks is not None:
+        for split in ("whole", "dev", "held-out"):
+            print(f"\n{frameworks_table(frameworks, split)}")
     print(f"\nFigures written to {args.out / name}", file=sys.stderr)
 
 

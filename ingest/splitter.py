@@ -100,16 +100,20 @@ class Piece:
     headings: tuple[str, ...]
     is_heading: bool = False
     atomic: bool = False
+    columns: str = ""  # a row of a table cut into pieces: the table's header lines
 
 
 @dataclass
 class TextChunk:
-    """A contiguous span of a document's text with its heading path."""
+    """A contiguous span of a document's text with its heading path (every section it holds
+    named: `Design Guide · FAQ` for a chunk holding the end of one and the other) and, for a
+    chunk continuing a table, the table's header lines (`table_columns`)."""
 
     text: str
     start: int
     end: int
     headings: list[str]
+    table_columns: str = ""
 
 
 def is_cjk(text: str, threshold: float = 0.3) -> bool:
@@ -132,9 +136,29 @@ def split_text(text: str, settings: SplitterSettings | None = None) -> list[Text
         limit = size * settings.atomic_limit if block.atomic else size
         if block.end - block.start <= limit:
             pieces.append(block)
+        elif _is_table(text, block):
+            pieces.extend(_cut_table(text, block, size))
         else:
             pieces.extend(_cut(text, block, size))
-    return _pack(text, pieces, size, overlap)
+    return _pack(text, pieces, size, overlap, int(size * settings.atomic_limit))
+
+
+def _is_table(text: str, block: Piece) -> bool:
+    return block.atomic and text[block.start : block.end].lstrip().startswith("|")
+
+
+def _cut_table(text: str, block: Piece, size: int) -> list[Piece]:
+    """Cut a table too long to stay whole into its rows (a row longer than a chunk by
+    sentences, then characters), each knowing the table's header: its first line, and the
+    `|---|` line under it."""
+    lines = text[block.start : block.end].split("\n")
+    header = lines[:2] if len(lines) > 1 and set(lines[1].strip()) <= set("|-: ") else lines[:1]
+    columns = "\n".join(line.strip() for line in header)
+    body = block.start + sum(len(line) + 1 for line in header)
+    return [
+        replace(piece, columns=columns) if piece.start >= body else piece
+        for piece in _cut(text, block, size)
+    ]
 
 
 def _blocks(text: str) -> list[Piece]:
@@ -244,8 +268,10 @@ def _split_at(text: str, start: int, end: int, pattern: re.Pattern) -> list[tupl
     return [(s, e) for s, e in spans if e > s]
 
 
-def _pack(text: str, pieces: list[Piece], size: int, overlap: int) -> list[TextChunk]:
-    """Pack consecutive pieces into chunks of at most `size`, overlapping by whole pieces."""
+def _pack(text: str, pieces: list[Piece], size: int, overlap: int, limit: int) -> list[TextChunk]:
+    """Pack consecutive pieces into chunks of at most `size`, overlapping by whole pieces; a
+    heading (with at most a short lead-in) never ends a chunk before the block it introduces
+    while both fit in `limit`."""
     chunks: list[TextChunk] = []
     i = 0
     while i < len(pieces):
@@ -256,13 +282,24 @@ def _pack(text: str, pieces: list[Piece], size: int, overlap: int) -> list[TextC
             and not (pieces[j].is_heading and pieces[j - 1].end - pieces[i].start >= size // 4)
         ):
             j += 1
+        if j < len(pieces) and not pieces[j].is_heading and pieces[j - 1].is_heading:
+            j += 1  # a heading is not a chunk of its own
+        elif (
+            j < len(pieces)
+            and pieces[j].atomic
+            and pieces[i].is_heading
+            and pieces[j - 1].end - pieces[i].start < size // 4
+            and pieces[j].end - pieces[i].start <= limit
+        ):
+            j += 1  # nor a heading and one sentence before their table or code
         first = pieces[i]
         chunks.append(
             TextChunk(
                 text[first.start : pieces[j - 1].end],
                 first.start,
                 pieces[j - 1].end,
-                list(first.headings),
+                _sections(pieces[i:j]),
+                first.columns,
             )
         )
         if j >= len(pieces):
@@ -279,3 +316,21 @@ def _pack(text: str, pieces: list[Piece], size: int, overlap: int) -> list[TextC
             back -= 1
         i = back
     return chunks
+
+
+def _sections(pieces: list[Piece]) -> list[str]:
+    """The heading path of a chunk made of `pieces`: the first piece's, when every section
+    the chunk holds lies within it; else the path the sections share, then each section's
+    path from the level where they part (`Design Guide · FAQ`, `Install › Upgrade · Support`)."""
+    first = pieces[0].headings
+    paths = [first] + [p.headings for p in pieces[1:] if p.is_heading]
+    if (first or len(paths) == 1) and all(path[: len(first)] == first for path in paths):
+        return list(first)
+    shared = 0
+    while all(len(path) > shared and path[shared] == first[shared] for path in paths):
+        shared += 1
+    parts = [path[shared:] for path in paths if len(path) > shared]
+    # A section followed by its own subsection is named by the subsection's path alone.
+    kept = [p for n, p in enumerate(parts) if not any(q[: len(p)] == p for q in parts[n + 1 :])]
+    titles = dict.fromkeys(" › ".join(path) for path in kept)
+    return [*first[:shared], " · ".join(titles)] if titles else list(first[:shared])

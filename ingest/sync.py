@@ -147,6 +147,8 @@ def chunk_sections(
                 "start": piece.start,
                 "end": piece.end,
             }
+            if piece.table_columns:
+                metadata["table_columns"] = piece.table_columns
             if line_of is not None:
                 metadata["lines"] = [line_of(piece.start), line_of(max(piece.end - 1, piece.start))]
             chunks.append(Chunk(piece.text, source, len(chunks), metadata))

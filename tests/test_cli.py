@@ -230,7 +230,7 @@ def test_a_store_of_an_unknown_sparse_scheme_is_refused_with_the_fix_until_reind
     )
     assert rebuilt.returncode == 0, rebuilt.stderr
     stores = json.loads(run_cli("stores", "--json", ollama_url=ollama.url, home=home).stdout)
-    assert stores[0]["sparse"] == sparse.EDGE_SCHEME and stores[0]["chunks"] == chunks
+    assert stores[0]["sparse"] == sparse.DEFAULT_SCHEME and stores[0]["chunks"] == chunks
     found = run_cli("search", REFUND_Q, "--store", "shop_docs", ollama_url=ollama.url, home=home)
     assert found.returncode == 0 and "refund.md" in found.stdout
 

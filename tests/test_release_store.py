@@ -166,16 +166,16 @@ def test_reindexing_a_released_store_switches_it_to_the_new_scheme(ollama, home,
     app = Archivist(Settings(ollama_host=ollama.url, home=home))
     try:
         store = app.store("shop_docs")
-        assert store.sparse_scheme == sparse.EDGE_SCHEME
+        assert store.sparse_scheme == sparse.DEFAULT_SCHEME
         assert store.description == "policies of an outdoor shop"
         vectors = stored_sparse_vectors(store)
-        edge = sparse.encoder(sparse.EDGE_SCHEME)
+        edge = sparse.encoder(sparse.DEFAULT_SCHEME)
         assert len(vectors) > 50
         assert all(vector == edge.document(text) for text, vector in vectors.items())
     finally:
         app.close()
     listed = run_cli("stores", ollama_url=ollama.url, home=home)
-    assert listed.stdout.splitlines()[1].split("\t")[3] == sparse.EDGE_SCHEME
+    assert listed.stdout.splitlines()[1].split("\t")[3] == sparse.DEFAULT_SCHEME
     assert listed.stderr == ""
     # It now searches exactly as a store this release ingests from the same files.
     fresh = tmp_path / "fresh"

@@ -120,6 +120,23 @@ def test_new_stores_bm25_finds_codes_by_their_letters_and_their_numbers(store):
     assert encoder.query("v1.2.3 E404") == edge_query("v1.2.3 E404")
 
 
+def test_traditional_questions_find_simplified_text_and_the_reverse(store):
+    # The stored text and its citations stay as written; only the index terms are folded.
+    add(store, "button.md", ["按钮的加载状态：设置 loading 属性后按钮显示加载图标。"])
+    add(store, "table.md", ["表格的行选择：通过 rowSelection 配置选择框。"])
+    add(store, "upload.md", ["上传组件在文件上传时显示进度条。"])
+    add(store, "軟體.md", ["軟體安裝後，預設值寫在設定檔中。"])
+    add(store, "其他.md", ["表单在提交时校验每个字段，错误显示在字段下方。"])
+    for mode in ("sparse", "hybrid"):
+        assert search(store, "按鈕載入狀態", mode=mode)[0] == "button.md"
+        assert search(store, "表格行選擇", mode=mode)[0] == "table.md"
+        assert search(store, "软件默认值", mode=mode)[0] == "軟體.md"
+    [first] = store.search(None, "按鈕載入狀態", k=1, mode="sparse")
+    assert first["text"] == "按钮的加载状态：设置 loading 属性后按钮显示加载图标。"
+    [first] = store.search(None, "软件默认值", k=1, mode="sparse")
+    assert first["text"] == "軟體安裝後，預設值寫在設定檔中。"
+
+
 def test_a_chinese_question_finds_the_chinese_passage_among_others(store):
     add(store, "关税.md", ["国际订单的进口关税和增值税由收件人承担，包裹到达时由快递公司代收。"])
     add(store, "退货.md", ["退货须在收到商品后三十天内申请，商品须保持未使用状态并附上收据。"])

@@ -89,8 +89,32 @@ def edge_bm25():
     )
 
 
-def test_new_stores_scheme_is_qdrant_edges_bm25_with_ones_for_queries():
-    assert sparse.DEFAULT_SCHEME == sparse.EDGE_SCHEME
+def test_new_stores_scheme_is_qdrant_edges_bm25_over_folded_chinese():
+    assert sparse.DEFAULT_SCHEME == sparse.FOLDED_SCHEME
+    assert sparse.FOLDED_SCHEME == "bm25-qdrant-multilingual-en-numbers-zhfold-v1"
+    folded = sparse.encoder(sparse.FOLDED_SCHEME)
+    edge = sparse.encoder(sparse.EDGE_SCHEME)
+    # Simplified Chinese and other scripts are indexed as the unfolded scheme indexes them.
+    simplified = "Refunds are paid within a month. 关税由收件人承担，程序会自动退款。"
+    assert folded.document(simplified) == edge.document(simplified)
+    # Traditional text, with Taiwan words, gets the terms of its Simplified, mainland twin.
+    assert folded.document("按鈕的載入狀態與預設值") == edge.document("按钮的加载状态与默认值")
+    assert folded.query("表格行選擇") == edge.query("表格行选择")
+    assert folded.query("按鈕載入狀態") != edge.query("按鈕載入狀態")
+
+
+def test_only_traditional_text_is_folded_and_into_mainland_words():
+    assert sparse.fold_chinese("按鈕載入狀態") == "按钮加载状态"
+    assert sparse.fold_chinese("軟體的預設值") == "软件的默认值"
+    # Simplified text stays as written: tw2sp would read 程序 (a program) as Taiwan's process.
+    assert sparse.fold_chinese("程序的默认值") == "程序的默认值"
+    # One Traditional name quoted in a Simplified page does not make the page Traditional.
+    page = "这个程序用于处理订单和退款，支持多种支付方式，并在完成后发送通知。" + "臺"
+    assert sparse.fold_chinese(page) == page
+    assert sparse.fold_chinese("Plain English, 404.") == "Plain English, 404."
+
+
+def test_the_unfolded_scheme_is_qdrant_edges_bm25_with_ones_for_queries():
     assert sparse.EDGE_SCHEME == "bm25-qdrant-multilingual-en-numbers-v1"
     edge = sparse.encoder(sparse.EDGE_SCHEME)
     text = "Refunds are paid within a month. 关税由收件人承担。 Boots NW-TX-B."

@@ -285,7 +285,7 @@ def test_one_upsert_stores_several_sources_each_with_its_own_time(client):
 def test_a_new_store_keeps_qdrant_edges_bm25_vectors_and_finds_english_and_chinese(client):
     store = KnowledgeStore(client, "docs")
     store.ensure(FINGERPRINT)
-    assert store.fingerprint["sparse"] == sparse.EDGE_SCHEME
+    assert store.fingerprint["sparse"] == sparse.DEFAULT_SCHEME
     english = "Refunds are paid within a month of the return."
     chinese = "国际订单的关税由收件人承担，快递公司会在派送时收取。"
     add(store, "refund.md", [english, "Keep the receipt for the warranty."])
@@ -371,14 +371,14 @@ def test_the_sparse_scheme_is_read_once_for_many_writes_and_again_once_another_c
         rebuilt.ensure(FINGERPRINT)
         # The next write, outside any block, makes its vectors in the store's new scheme.
         add(store, "boots.md", ["Boots NW-TX-2290 need wax-free spray."])
-        assert store.sparse_encoder().scheme == SPARSE_SCHEME == sparse.EDGE_SCHEME
-        assert reads == [sparse.LEGACY_SCHEME, sparse.EDGE_SCHEME]
+        assert store.sparse_encoder().scheme == SPARSE_SCHEME == sparse.DEFAULT_SCHEME
+        assert reads == [sparse.LEGACY_SCHEME, sparse.DEFAULT_SCHEME]
         [vector] = [v for t, v in stored_sparse_vectors(store).items() if "NW" in t]
         assert (
             vector[0]
-            == sparse.encoder(sparse.EDGE_SCHEME).document("Boots NW-TX-2290 need wax-free spray.")[
-                0
-            ]
+            == sparse.encoder(sparse.DEFAULT_SCHEME).document(
+                "Boots NW-TX-2290 need wax-free spray."
+            )[0]
         )
     finally:
         first.close()

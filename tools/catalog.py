@@ -258,6 +258,13 @@ class SourceCatalog:
         """Yield every stored chunk's whole payload: text, source, position, version, metadata."""
         yield from self._payloads(None, True)
 
+    def sample_texts(self, n: int = 256) -> list[str]:
+        """The texts of up to `n` stored chunks (the first the engine lists): what a store
+        holds, for a look at its language."""
+        for points in scroll_pages(self.client, self.name, n, None, ("text",)):
+            return [str((point.payload or {}).get("text", "")) for point in points]
+        return []
+
     def source_names(self) -> list[str]:
         """Return the names of every source in the store (from the payload index)."""
         return sorted(self._facet("source"))

@@ -3,10 +3,13 @@
 Qdrant applies the IDF part itself (the collection's sparse vector has the IDF modifier), so a
 document vector holds only BM25's saturated term frequencies and a query vector holds ones.
 
-Two schemes: new stores use qdrant-edge's BM25 encoder (multilingual tokenizer, English
-Snowball stemming and stop words; measured better than ours in docs/retrieval.md), and stores
-built before it keep our own tokenizer (Latin words, codes, CJK bigrams), which `encoder` still
-gives them, so they are queried and added to as they were built.
+New stores use qdrant-edge's BM25 encoder (multilingual tokenizer, English Snowball stemming
+and stop words; measured better than ours in docs/retrieval.md) over text whose Traditional
+Chinese is folded into Simplified, Taiwan words into mainland ones (OpenCC's `tw2sp`), so a
+question typed in either script finds text written in the other. Stores built before keep
+their scheme: qdrant-edge's encoder without the folding, or our own tokenizer (Latin words,
+codes, CJK bigrams), which `encoder` still gives them, so they are queried and added to as
+they were built.
 """
 
 import functools
@@ -22,8 +25,9 @@ from archivist.tools.errors import ArchivistError
 
 # The scheme names a fingerprint records; a scheme's vectors never change under its name.
 EDGE_SCHEME = "bm25-qdrant-multilingual-en-numbers-v1"
+FOLDED_SCHEME = "bm25-qdrant-multilingual-en-numbers-zhfold-v1"
 LEGACY_SCHEME = "bm25-crc32-cjkbigram-v1"
-DEFAULT_SCHEME = EDGE_SCHEME
+DEFAULT_SCHEME = FOLDED_SCHEME
 
 K1 = 1.2
 B = 0.75
@@ -192,6 +196,52 @@ def _edge_query(text: str) -> tuple[list[int], list[float]]:
     return sorted(indices), [1.0] * len(indices)
 
 
+TRADITIONAL_SHARE = 20
+"""Text is read as Traditional Chinese when one of its Chinese characters in this many (or
+more) is written differently in Simplified."""
+
+
+@functools.cache
+def _converters() -> tuple[Any, Any]:
+    import opencc
+
+    # t2s finds Traditional characters; tw2sp also turns Taiwan words into mainland ones
+    # (載入 → 加载, 軟體 → 软件), which t2s alone leaves as Traditional words in Simplified.
+    return opencc.OpenCC("t2s"), opencc.OpenCC("tw2sp")
+
+
+def fold_chinese(text: str) -> str:
+    """Text with its Traditional Chinese written in Simplified characters and mainland words,
+    for keyword indexing only; Simplified text and other scripts are returned as they are.
+
+    Only text written in Traditional is converted (at least one Chinese character in 20
+    differs in Simplified; Traditional prose differs in one of four or so): tw2sp also reads
+    Simplified words as Taiwan ones (程序, a program on the mainland, would become 进程, a
+    process), so folding Simplified text too, or a Simplified page quoting one Traditional
+    name, would part a mainland question from the page it asks about."""
+    runs = cjk_runs().findall(text)
+    if not runs:
+        return text
+    simplified, taiwan = _converters()
+    written = "".join(runs)
+    converted = simplified.convert(written)
+    if converted == written:
+        return text
+    if len(converted) == len(written):
+        differing = sum(1 for a, b in zip(written, converted, strict=True) if a != b)
+        if differing * TRADITIONAL_SHARE < len(written):
+            return text
+    return taiwan.convert(text)
+
+
+def _folded_document(text: str) -> tuple[list[int], list[float]]:
+    return _edge_document(fold_chinese(text))
+
+
+def _folded_query(text: str) -> tuple[list[int], list[float]]:
+    return _edge_query(fold_chinese(text))
+
+
 class SparseEncoder:
     """One scheme's sparse vectors: `document(text)` for a stored chunk, `query(text)` for a
     query, each `(indices, values)`. Pickled by its scheme's name, so another process rebuilds
@@ -215,6 +265,7 @@ class SparseEncoder:
 
 
 _ENCODERS = {
+    FOLDED_SCHEME: SparseEncoder(FOLDED_SCHEME, _folded_document, _folded_query),
     EDGE_SCHEME: SparseEncoder(EDGE_SCHEME, _edge_document, _edge_query),
     LEGACY_SCHEME: SparseEncoder(LEGACY_SCHEME, document_vector, query_vector),
 }

@@ -89,7 +89,7 @@ class Chunk:
     def index_text(self) -> str:
         """The text embedded and BM25-indexed: the chunk's own text after a line naming its
         document's title and heading path (see `indexed_text`)."""
-        return indexed_text(self.text, self.metadata)
+        return indexed_text(self.text, self.metadata, first=self.chunk_index == 0)
 
     @property
     def id(self) -> str:
@@ -708,25 +708,39 @@ class KnowledgeStore(SourceCatalog):
 
 # The most characters of title and headings put before a chunk's text for indexing.
 MAX_HEADING_LINE = 200
+MAX_DESCRIPTION = 300
 _OPENING_HEADING = re.compile(r"#{1,6}[ \t]+([^\n]+)")
 
 
-def indexed_text(text: str, metadata: dict[str, Any]) -> str:
-    """The text a chunk is embedded and BM25-indexed by: its document's title and heading
-    path on a line of their own, then the chunk's text. A chunk in the middle of a section
+def indexed_text(text: str, metadata: dict[str, Any], first: bool = False) -> str:
+    """The text a chunk is embedded and BM25-indexed by: its document's title (and subtitle,
+    the other name front matter gives a page: `Button · 按钮`) and heading path on a line of
+    their own, the columns of the table it continues, then the chunk's text; a document's
+    `first` chunk also gets its front-matter description. A chunk in the middle of a section
     does not repeat the words its page and section are titled with; with them, a search for
     those words finds it. The stored `text` (and its offsets) stay the chunk's own."""
-    title = metadata.get("title")
+    names = [
+        name.strip()
+        for name in (metadata.get("title"), metadata.get("subtitle"))
+        if isinstance(name, str) and name.strip()
+    ]
+    parts = [" · ".join(dict.fromkeys(names))] if names else []
     headings = [h.strip() for h in metadata.get("headings") or [] if isinstance(h, str)]
-    parts = [title.strip()] if isinstance(title, str) and title.strip() else []
-    parts += [h for h in headings if h and h not in parts]
+    parts += [h for h in headings if h and h not in parts and h not in names]
     # A chunk that opens with its own heading says that much itself.
     opening = _OPENING_HEADING.match(text)
     if parts and opening and opening.group(1).startswith(parts[-1]):
         parts.pop()
-    if not parts:
+    lines = [" › ".join(parts)[:MAX_HEADING_LINE]] if parts else []
+    description = metadata.get("description")
+    if first and isinstance(description, str) and description.strip():
+        lines.append(" ".join(description.split())[:MAX_DESCRIPTION])
+    columns = metadata.get("table_columns")
+    if isinstance(columns, str) and columns.strip():
+        lines.append(columns.strip()[:MAX_HEADING_LINE])
+    if not lines:
         return text
-    return " › ".join(parts)[:MAX_HEADING_LINE] + "\n\n" + text
+    return "\n".join(lines) + "\n\n" + text
 
 
 def _vectors_as(m: ModuleType, vector: Any) -> Any:

@@ -201,6 +201,11 @@ def ingest(
                 f"  {count(len(report.renamed), 'source')} renamed with its root's label "
                 "(the store has several roots); nothing embedded again."
             )
+    if report.chunks_embedded:
+        from archivist.stores import store_language_notice
+
+        if notice := store_language_notice(archivist.store(store)):
+            _notice(notice)
     if watch:
         _watch(archivist, [store], as_json)
     if report.failed:

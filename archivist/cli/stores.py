@@ -54,6 +54,8 @@ def stores(as_json: JsonOpt = False) -> None:
         hint = sparse_hint(s["store"], s["sparse"])
         if hint:
             _notice(hint)
+        if s.get("embedding_notice"):
+            _notice(s["embedding_notice"])
 
 
 @app.command()

@@ -4,7 +4,8 @@ Documentation often shows its examples by reference: MkDocs snippets (`--8<-- "p
 markdown-include (`{!path!}`), FastAPI's code includes (`{* path ln[3:9] *}`), MDX imports of
 raw files (`import Code from '!!raw-loader!./app.py'` shown as `{Code}`, and imported
 Markdown partials shown as `<Partial />`), and reStructuredText's `literalinclude` and
-`include`. A page whose answer is its example can only be found if the example is read, so
+`include`, VitePress's `<<< @/file` snippets and dumi's `<embed src>`. A page whose answer is its
+example can only be found if the example is read, so
 the directive is replaced by the file's text when that file lies inside the root being
 ingested; otherwise, or when it is missing, too large or binary, the directive stays as it is.
 
@@ -40,6 +41,26 @@ _MDX_IMPORT = re.compile(
     r"^import\s+(?P<name>[A-Za-z_$][\w$]*)\s+from\s+(?P<q>[\"'])(?P<spec>[^\"'\n]+)(?P=q);?[ \t]*$",
     re.M,
 )
+# VitePress `<<< @/path/file.ts#region{2,3} [label]` (`@` is the site's source folder).
+_VITEPRESS_SNIPPET = re.compile(
+    r"^(?P<indent>[ \t]*)<<<[ \t]+(?P<path>[^\s{#\[]+)(?:#(?P<region>[\w-]+))?[^\n]*$", re.M
+)
+# dumi's `<embed src="./part.md"></embed>`: another Markdown file's text in place.
+_DUMI_EMBED = re.compile(
+    r"<embed\s+(?:[^<>]*?\s)?src=(?P<q>[\"'])(?P<path>[^\"'\n]+)(?P=q)[^<>]*?(?:/>|>\s*</embed>)"
+)
+# dumi's demos: `<code src="./demo/basic.tsx" version="5.2">Title</code>` (or self-closing).
+_DUMI_DEMO = re.compile(
+    r"<code\s+(?P<attributes>[^<>]*?\bsrc=[\"'][^\"'\n]+[\"'][^<>]*?)"
+    r"(?:/>|>(?P<title>[^<\n]*)</code>)"
+)
+_ATTRIBUTE = re.compile(r"(?P<name>[\w-]+)(?:=(?P<q>[\"'])(?P<value>[^\"'\n]*)(?P=q))?")
+_DEMO_SUFFIXES = ("", ".tsx", ".jsx", ".ts", ".js", ".vue")
+# A demo's own title and description: YAML front matter of its Markdown, or a JSDoc block
+# opening its code (`/** title: … description: … */`).
+_JSDOC = re.compile(r"\A\s*/\*\*(?P<body>.*?)\*/", re.S)
+_LOCALE_HEADING = re.compile(r"^##[ \t]+(?P<locale>[a-z]{2}-[A-Z]{2})[ \t]*$", re.M)
+_PAGE_LOCALE = re.compile(r"\.(?P<locale>[a-z]{2}-[A-Z]{2})$")
 # reST `.. literalinclude:: path` / `.. include:: path` and their indented options.
 _RST_INCLUDE = re.compile(
     r"^(?P<indent>[ \t]*)\.\.[ \t]+(?P<kind>literalinclude|include)::[ \t]*(?P<path>\S+)[ \t]*\n"
@@ -137,6 +158,9 @@ class _Includer:
             return _RST_INCLUDE.sub(lambda m: self._rst(page, m, chain), text)
         if suffix == ".mdx":
             text = self._mdx(page, text, chain)
+        else:
+            text = _VITEPRESS_SNIPPET.sub(lambda m: self._vitepress(page, m, chain), text)
+            text = _DUMI_EMBED.sub(lambda m: self._plain(page, m, chain), text)
         text = _SNIPPET_BLOCK.sub(lambda m: self._snippet_block(page, m, chain), text)
         text = _SNIPPET.sub(lambda m: self._snippet(page, m, chain), text)
         text = _MARKDOWN_INCLUDE.sub(lambda m: self._plain(page, m, chain), text)
@@ -171,6 +195,57 @@ class _Includer:
         if option:
             included = _select_ranges(included, option["ranges"])
         return _fence(included, match["path"])
+
+    def _vitepress(self, page: Path, match: re.Match, chain: tuple[Path, ...]) -> str:
+        name = match["path"]
+        name = "/" + name[2:] if name.startswith("@/") else name
+        included = self.text(page, name, chain)
+        if included is None:
+            return match[0]
+        if match["region"]:
+            included = _region(included, match["region"])
+        return _indent(_fence(included, match["path"]), match["indent"])
+
+    def demos(self, page: Path, text: str) -> str:
+        """dumi's demo tags replaced line for line by each demo's title and description;
+        demos marked `debug` (hidden on the built site) and the demos' code are left out."""
+        locale = _PAGE_LOCALE.search(page.stem)
+        return _DUMI_DEMO.sub(
+            lambda m: self._demo(page, m, locale["locale"] if locale else None), text
+        )
+
+    def _demo(self, page: Path, match: re.Match, locale: str | None) -> str:
+        attributes = {a["name"]: a["value"] or "" for a in _ATTRIBUTE.finditer(match["attributes"])}
+        if "debug" in attributes:
+            return ""
+        title = (match["title"] or "").strip() or attributes.get("title", "").strip()
+        description = attributes.get("description", "").strip()
+        source = attributes.get("src", "")
+        stem = source
+        for suffix in _DEMO_SUFFIXES[1:]:
+            stem = stem.removesuffix(suffix)
+        notes = self.text(page, stem + ".md", (page.resolve(),))
+        if notes is not None:
+            from archivist.ingest.loaders.text import split_front_matter
+
+            try:
+                front, notes = split_front_matter(notes)
+            except LoadError:
+                front = {}
+            title = title or str(front.get("title") or "").strip()
+            description = description or _locale_section(notes, locale)
+        elif not (title and description):
+            for suffix in _DEMO_SUFFIXES:
+                code = self.text(page, stem + suffix, (page.resolve(),))
+                if code is not None:
+                    doc = _jsdoc(code)
+                    title = title or doc.get("title", "")
+                    description = description or doc.get("description", "")
+                    break
+        line = " ".join(description.split())
+        if title:
+            return f"- **{title}**: {line}" if line else f"- **{title}**"
+        return f"- {line}" if line else ""
 
     def _mdx(self, page: Path, text: str, chain: tuple[Path, ...]) -> str:
         for match in list(_MDX_IMPORT.finditer(text)):
@@ -215,12 +290,59 @@ def expand_includes(page: Path, text: str, root: Path | None) -> str:
     return includer.expand(page, text, (page.resolve(),))
 
 
+def read_demos(page: Path, text: str, root: Path | None) -> str:
+    """`text` (the page at `page`) with dumi's demo tags (`<code src="./demo/x.tsx">`)
+    replaced, each by one line: `- **title**: description`, from the demo's Markdown (the
+    page's locale section, `## zh-CN`, of `demo/x.md`) or its code's JSDoc block. Line for
+    line, so the page's lines stay the file's own."""
+    if "<code" not in text:
+        return text
+    return _Includer(root or page.parent).demos(page, text)
+
+
 def included_files(page: Path, text: str, root: Path | None) -> list[Path]:
-    """The files a page's include directives read (for the page's version hash: a change
-    in an included example is a change of the page)."""
+    """The files a page's include directives and demos read (for the page's version hash: a
+    change in an included example is a change of the page)."""
     includer = _Includer(root or page.parent)
-    includer.expand(page, text, (page.resolve(),))
+    includer.demos(page, includer.expand(page, text, (page.resolve(),)))
     return includer.read
+
+
+def _locale_section(notes: str, locale: str | None) -> str:
+    """A demo note's section for `locale` (`## zh-CN` … up to the next such heading); the
+    English one, else the first, for a page of no locale; the whole note without them."""
+    parts = _LOCALE_HEADING.split(notes)
+    if len(parts) < 3:
+        return notes.strip()
+    sections = dict(zip(parts[1::2], parts[2::2], strict=True))
+    chosen = sections.get(locale or "") or sections.get("en-US") or parts[2]
+    return chosen.strip()
+
+
+def _jsdoc(code: str) -> dict[str, str]:
+    """`title:` and `description:` of a JSDoc block opening a demo's code."""
+    match = _JSDOC.match(code)
+    found: dict[str, str] = {}
+    if match:
+        for line in match["body"].splitlines():
+            key, colon, value = line.strip().lstrip("*").strip().partition(":")
+            if colon and key.strip() in ("title", "description") and value.strip():
+                found.setdefault(key.strip(), value.strip())
+    return found
+
+
+def _region(text: str, name: str) -> str:
+    """The lines between `#region name` and `#endregion` markers (in any comment style);
+    the whole text when there is no such region."""
+    lines = text.splitlines()
+    start = next(
+        (i for i, line in enumerate(lines) if re.search(rf"#region\s+{re.escape(name)}\b", line)),
+        None,
+    )
+    if start is None:
+        return text
+    end = next((i for i in range(start + 1, len(lines)) if "#endregion" in lines[i]), len(lines))
+    return "\n".join(lines[start + 1 : end])
 
 
 def _line_suffix(name: str) -> tuple[str, tuple[int, int] | None]:

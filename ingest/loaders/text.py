@@ -13,7 +13,7 @@ from archivist.ingest.loaders.base import (
     jsonable,
     read_text,
 )
-from archivist.ingest.loaders.includes import expand_includes
+from archivist.ingest.loaders.includes import expand_includes, read_demos
 
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S)
 _HTML_DROPPED = ["nav", "header", "footer", "script", "style", "noscript", "template", "svg"]
@@ -30,6 +30,29 @@ MAX_FRONT_MATTER_DEPTH = 64
 MAX_FRONT_MATTER_CHARS = 64 * 1024
 """The most characters front matter may hold as JSON: it is copied into every chunk's payload,
 and read back with every search result."""
+# An ES import or export statement at a line's start, as MDX pages hold them.
+_MDX_STATEMENT = re.compile(
+    r"^(?:import\s+[\w{*][^\n]*\bfrom\s+[\"']|export\s+(?:default\s+)?(?:const|function)\b)", re.M
+)
+_HIDDEN_BLOCK = re.compile(r"^\s*<(script|style)\b", re.I)
+_HTML_COMMENT = re.compile(r"<!--.*?-->")
+# `::: tip Title`, `:::warning`, `:::note[Title]`, `::: code-group`, and the closing `:::`.
+_CONTAINER = re.compile(r"^\s{0,3}:{3,}\s*([A-Za-z][\w-]*)?\s*(.*?)\s*$")
+_UNTITLED = frozenset({"code-group", "raw", "v-pre", "details"})
+# A line holding nothing but HTML tags (`<div class="options-api">`, `</div>`, `<br/>`): HTML's
+# own elements, components (`<VueSchoolLink … />`) and custom elements (`<vue-demo>`); a line
+# of other tags is text the page shows (or quotes) as written.
+_TAGS_ONLY = re.compile(r"\s*(?:</?[a-zA-Z][\w:-]*(?:\s+[^<>]*)?/?>\s*)+")
+_TAG_NAME = re.compile(r"</?([a-zA-Z][\w:-]*)")
+_INLINE_TAG = re.compile(r"</?(?P<name>[a-zA-Z][\w-]*)(?P<attributes>\s[^<>]*)?/?>")
+_INLINE_ABBR = re.compile(
+    r"<abbr\s+title=(?P<q>[\"'])(?P<title>[^\"'<>]*)(?P=q)\s*>(?P<text>[^<]*)</abbr>"
+)
+_HTML_ELEMENTS = frozenset(
+    "a abbr article aside b blockquote br caption center code dd details div dl dt em figcaption "
+    "figure font h1 h2 h3 h4 h5 h6 hr i img kbd li main nav ol p picture pre section small "
+    "source span strong sub summary sup table tbody td th thead tr u ul video".split()
+)
 _LIST_ITEM = re.compile(r"^\s*([-*+]|\d+[.)])\s")
 _RST_ADORNMENT = re.compile(r"^([!-/:-@\[-`{-~])\1{2,}\s*$")
 _RST_DIRECTIVE = re.compile(r"^\.\.\s+([\w:-]+)::\s*(.*)$")
@@ -108,16 +131,106 @@ def _check_expansion(root: Any) -> None:
 
 
 def load_markdown(path: Path, options: LoaderOptions) -> list[Section]:
-    """Load Markdown; YAML front matter becomes metadata; include directives are read.
+    """Load Markdown; YAML front matter becomes metadata; include directives are read, and
+    documentation frameworks' markup (dumi demos, VitePress and Docusaurus containers, MDX
+    in a Docusaurus page, HTML comments, scripts and tag-only lines) becomes text.
 
     Lines are counted from the file's own (`first_line`) only when nothing was included: an
-    included file's lines are not the page's."""
+    included file's lines are not the page's. The framework markup is read line for line."""
     whole = read_text(path)
     metadata, text = split_front_matter(whole)
     front = whole[: len(whole) - len(text)]
     expanded = expand_includes(path, text, options.include_root)
     first_line = 1 + front.count("\n") if expanded == text else None
+    if _MDX_STATEMENT.search(expanded):
+        # Docusaurus reads `.md` pages as MDX: `import Tabs from '@theme/Tabs'` and `<Tabs>`.
+        expanded, first_line = mdx_to_markdown(expanded), None
+    expanded = framework_markup(read_demos(path, expanded, options.include_root))
     return [Section(expanded, metadata, first_line=first_line)]
+
+
+def _only_html_tags(line: str) -> bool:
+    if not line.strip() or not _TAGS_ONLY.fullmatch(line):
+        return False
+    return all(
+        name.lower() in _HTML_ELEMENTS or name[0].isupper() or "-" in name
+        for name in _TAG_NAME.findall(line)
+    )
+
+
+def _inline_html(line: str) -> str:
+    """A line of text without the tags of HTML elements (and of components written with
+    attributes: `<Badge type="tip">`) around its words, code spans left as they are; an
+    abbreviation keeps its expansion (`<abbr title="Application Programming Interface">API`
+    → `API (Application Programming Interface)`)."""
+    if "<" not in line:
+        return line
+    parts = re.split(r"(`+[^`]*`+)", line)
+    for n in range(0, len(parts), 2):
+        if "<" in parts[n]:
+            parts[n] = _INLINE_ABBR.sub(_expanded_abbr, parts[n])
+            parts[n] = _INLINE_TAG.sub(_dropped_tag, parts[n])
+    return "".join(parts)
+
+
+def _expanded_abbr(match: re.Match) -> str:
+    return f"{match['text']} ({match['title']})" if match["title"] != match["text"] else match[0]
+
+
+def _dropped_tag(match: re.Match) -> str:
+    name, attributes = match["name"], match["attributes"] or ""
+    if name.lower() in _HTML_ELEMENTS or (name[0].isupper() and "=" in attributes):
+        return ""
+    return match[0]
+
+
+def framework_markup(text: str) -> str:
+    """Markdown with documentation frameworks' markup read as text, line for line (so a
+    page's lines stay its own): a `::: tip Title` / `:::note[Title]` container's opening line
+    becomes its title in bold and its closing line goes; HTML comments, `<script>` and
+    `<style>` blocks (VitePress pages) and lines holding only HTML tags become blank lines,
+    and HTML tags inside a line of text go, their words kept. Code is left as it is."""
+    out: list[str] = []
+    fence = ""
+    hidden = ""  # the closing tag of a <script> or <style> block being blanked
+    comment = False
+    for line in text.split("\n"):
+        if fence:
+            out.append(line)
+            if line.strip().startswith(fence):
+                fence = ""
+            continue
+        if hidden:
+            out.append("")
+            if hidden in line.lower():
+                hidden = ""
+            continue
+        if comment:
+            end = line.find("-->")
+            if end == -1:
+                out.append("")
+                continue
+            comment, line = False, line[end + 3 :]
+        if match := _FENCE.match(line):
+            fence = match.group(1)
+            out.append(line)
+            continue
+        if block := _HIDDEN_BLOCK.match(line):
+            closing = f"</{block.group(1).lower()}>"
+            out.append("")
+            if closing not in line.lower():
+                hidden = closing
+            continue
+        line = _HTML_COMMENT.sub("", line)
+        if (opened := line.find("<!--")) != -1:
+            comment, line = True, line[:opened]
+        if container := _CONTAINER.match(line):
+            kind, title = container.group(1) or "", (container.group(2) or "").strip()
+            title = title.strip("[]{} ").strip() or (kind if kind not in _UNTITLED else "")
+            out.append(f"**{title[:1].upper() + title[1:]}**" if title else "")
+            continue
+        out.append("" if _only_html_tags(line) else _inline_html(line))
+    return "\n".join(out)
 
 
 def load_mdx(path: Path, options: LoaderOptions) -> list[Section]:
