@@ -2,7 +2,7 @@
 
 Run: .venv/bin/python benchmarks/served_turn.py   (no Ollama needed: it uses the test fake)
 
-It invokes `archivist.server.agent_graph` three times, as LangGraph Server runs it, against
+It invokes `archivist.serving.graphs.agent_graph` three times, as LangGraph Server runs it, against
 the fake Ollama and a store of the shop example.
 """
 
