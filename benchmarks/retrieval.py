@@ -867,7 +867,10 @@ def evaluate_frameworks(trees: dict[str, Path], embedder: Embeddings, workdir: P
                 modes = DOCS_MODES if label == "folded" else ("sparse", "hybrid")
                 for mode in modes:
                     ranked = [
-                        [r["source"] for r in store.search(v, q["question"], k=K, mode=mode)]
+                        [
+                            r["source"]
+                            for r in store.search(v, q["question"], SearchRequest(k=K, mode=mode))
+                        ]
                         for v, q in zip(vectors, asked, strict=True)
                     ]
                     row = {}

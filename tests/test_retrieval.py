@@ -131,9 +131,9 @@ def test_traditional_questions_find_simplified_text_and_the_reverse(store):
         assert search(store, "按鈕載入狀態", mode=mode)[0] == "button.md"
         assert search(store, "表格行選擇", mode=mode)[0] == "table.md"
         assert search(store, "软件默认值", mode=mode)[0] == "軟體.md"
-    [first] = store.search(None, "按鈕載入狀態", k=1, mode="sparse")
+    [first] = store.search(None, "按鈕載入狀態", SearchRequest(k=1, mode="sparse"))
     assert first["text"] == "按钮的加载状态：设置 loading 属性后按钮显示加载图标。"
-    [first] = store.search(None, "软件默认值", k=1, mode="sparse")
+    [first] = store.search(None, "软件默认值", SearchRequest(k=1, mode="sparse"))
     assert first["text"] == "軟體安裝後，預設值寫在設定檔中。"
 
 
