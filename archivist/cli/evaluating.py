@@ -101,7 +101,6 @@ def evaluate(
     from datetime import datetime
 
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from archivist.evaluation.report import (
         CHAT_EMBEDDER_NOTE,
@@ -133,13 +132,7 @@ def evaluate(
     )
     out = out or Path("eval-reports") / f"{dataset.stem}-{datetime.now():%Y%m%d-%H%M%S}"
     variants = 2 if archivist.settings.rerank_model else 1  # with and without reranking
-    progress = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        console=Console(stderr=True),
-        transient=True,
-    )
+    progress = counted_bar()
     with progress:
         task = progress.add_task(
             "evaluating",
@@ -218,20 +211,12 @@ def eval_generate(
     as_json: JsonOpt = False,
 ) -> None:
     """Write a test set from a store's passages: a question and an answer fragment each."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from archivist.evaluation.generate import dropped_summary, generate_from_store, meta_path
 
     out = out or Path("evals") / f"{store}-generated.jsonl"
     archivist = _app()
-    progress = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        console=Console(stderr=True),
-        transient=True,
-    )
+    progress = counted_bar()
     with progress:
         task = progress.add_task("generating", total=n)
 
@@ -258,3 +243,17 @@ def eval_generate(
         _notice(f"Only {meta['generated']} of {n}: the store ran out of passages.")
     _notice(dropped_summary(meta))
     _notice(f"Provenance: {meta_path(out)}. Evaluate with: archivist eval {out} --store {store}")
+
+
+def counted_bar():
+    """A bar on stderr counting done of total (cases run, questions written), gone when done."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    )
