@@ -178,16 +178,15 @@ class _Section:
 
 
 def _sections(
-    chunks: list[dict[str, Any]],
-) -> tuple[bool, list[_Section], dict[str, tuple[int, int]], str | None]:
+    chunks: list[dict[str, Any]], starts: dict[str, tuple[int, int]] | None = None
+) -> tuple[bool, list[_Section], str | None]:
     """Lay a source's chunks (in order) at their offsets, section by section: whether its
-    lines are the file's, the sections' texts, where each chunk (by id) starts (its section
-    and offset in it), and the title the chunks carry.
+    lines are the file's, the sections' texts, and the title the chunks carry; and, into
+    `starts` if given, where each chunk (by id) starts (its section and offset in it).
 
     One pass of plain lookups a chunk: a listing runs it over every chunk of a store."""
     file_lines = bool(chunks)  # until a chunk without its lines
     sections: list[_Section] = []
-    starts: dict[str, tuple[int, int]] = {}
     title = None
     key: tuple | None = None
     parts: list[str] = []
@@ -206,9 +205,6 @@ def _sections(
         text = chunk.get("text", "")
         # What tells a source's sections apart (a PDF page, a slide, a sheet, a chapter).
         here = (get("page"), get("slide"), get("sheet"), get("chapter"))
-        chunk_id = chunk.get("id")
-        if chunk_id is None:
-            chunk_id = str(chunk.get("chunk_index"))
         if (
             here == key
             and sections
@@ -217,7 +213,7 @@ def _sections(
             and start > prev_start
         ):
             if isinstance(prev_end, int) and start < prev_end:
-                starts[chunk_id] = (len(sections) - 1, max(size - (prev_end - start), 0))
+                at = max(size - (prev_end - start), 0)
                 text = text[prev_end - start :]  # the overlap, taken once
             else:
                 # The blank space between the two, which neither stored: the line breaks
@@ -230,7 +226,7 @@ def _sections(
                     gap = " " if space == 1 else "\n\n"
                 parts.append(gap)
                 size += len(gap)
-                starts[chunk_id] = (len(sections) - 1, size)
+                at = size
             parts.append(text)
             size += len(text)
         else:
@@ -245,13 +241,18 @@ def _sections(
                     sheet if isinstance(sheet, str) else None,
                 )
             )
-            key, size = here, len(text)
-            starts[chunk_id] = (len(sections) - 1, 0)
+            key, size, at = here, len(text), 0
+        if starts is not None:
+            chunk_id = chunk.get("id")
+            starts[str(chunk.get("chunk_index")) if chunk_id is None else chunk_id] = (
+                len(sections) - 1,
+                at,
+            )
         prev_start, prev_end, prev_lines = start, get("end"), lines
     if not file_lines:  # numbered in the stored text instead
         for section in sections:
             section.first_n = 1
-    return file_lines, sections, starts, title
+    return file_lines, sections, title
 
 
 def stored_text(chunks: list[dict[str, Any]]) -> str:
@@ -261,7 +262,8 @@ def stored_text(chunks: list[dict[str, Any]]) -> str:
 
 def assemble(source: str, chunks: list[dict[str, Any]]) -> StoredSource:
     """Lay a source's chunks (in order) at their offsets: its stored text, line by line."""
-    file_lines, sections, starts, title = _sections(chunks)
+    starts: dict[str, tuple[int, int]] = {}
+    file_lines, sections, title = _sections(chunks, starts)
     lines: list[Line] = []
     first_line: list[int] = []  # the index in `lines` each section starts at
     texts = []
@@ -359,14 +361,35 @@ def _chunk_index(chunk: dict[str, Any]) -> int:
     return chunk.get("chunk_index", 0)
 
 
+class Needle:
+    """A text to find, each occurrence once (none overlapping), case ignored unless
+    `case_sensitive`: as `re` finds it (`re.IGNORECASE`: Unicode's simple case folding).
+
+    Ignoring case, `re` compares character by character (~5 ms a MB). For a needle and a
+    text both ASCII, Unicode's case rules are ASCII's and lower-casing keeps every offset,
+    so the needle lower-cased is found in the text lower-cased at a plain search's speed,
+    at the same offsets. (Outside ASCII they differ: `re` finds "s" in "ſ" and "i" in "İ",
+    which lower-case to other strings; there `re` searches.)"""
+
+    def __init__(self, text: str, case_sensitive: bool = False) -> None:
+        escaped = re.escape(text)
+        self.pattern = re.compile(escaped, 0 if case_sensitive else re.IGNORECASE)
+        self._lowered = (
+            re.compile(re.escape(text.lower())) if not case_sensitive and text.isascii() else None
+        )
+
+    def offsets(self, text: str) -> list[int]:
+        """Where it occurs in `text`."""
+        if self._lowered is not None and text.isascii():
+            return [m.start() for m in self._lowered.finditer(text.lower())]
+        return [m.start() for m in self.pattern.finditer(text)]
+
+
 def find_all(text: str, needle: str, case_sensitive: bool = False) -> Iterator[int]:
     """The offsets where `needle` occurs in `text`, each occurrence once (none overlapping),
     case ignored unless `case_sensitive`."""
-    if not needle:
-        return
-    flags = 0 if case_sensitive else re.IGNORECASE
-    for match in re.finditer(re.escape(needle), text, flags):
-        yield match.start()
+    if needle:
+        yield from Needle(needle, case_sensitive).offsets(text)
 
 
 def count_in(stored: StoredSource, needle: str, case_sensitive: bool, places: int) -> Match:
@@ -400,9 +423,8 @@ def list_sources(
     files = _recorded_files(store)
     listed: list[Listed] = []
     if contains:
-        pattern = re.compile(re.escape(contains), 0 if case_sensitive else re.IGNORECASE)
         with _collector_paused():
-            return _matching_sources(store, wanted, pattern, places, files)
+            return _matching_sources(store, wanted, Needle(contains, case_sensitive), places, files)
     named = titles(store)
     for source, info in sorted(store.sources().items()):
         if wanted is not None and source not in wanted:
@@ -426,17 +448,17 @@ def list_sources(
 def _matching_sources(
     store: KnowledgeStore,
     wanted: list[str] | None,
-    pattern: re.Pattern,
+    needle: Needle,
     places: int,
     files: dict,
 ) -> list[Listed]:
-    """The listing entries of the sources (of `wanted`, else all) whose stored text matches
-    `pattern`, in name order. Their chunks are let go on return, within the caller's pause
+    """The listing entries of the sources (of `wanted`, else all) whose stored text holds
+    `needle`, in name order. Their chunks are let go on return, within the caller's pause
     of the collector (`_collector_paused`)."""
     by_source = _with_ids(store, wanted)
     listed = []
     for source in sorted(by_source):
-        if entry := _matching(source, by_source[source], pattern, places, files):
+        if entry := _matching(source, by_source[source], needle, places, files):
             listed.append(entry)
     return listed
 
@@ -445,14 +467,14 @@ _FIRST_HEADING = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]+(\S.*?)[ \t#]*$", re.MULTIL
 
 
 def _matching(
-    source: str, chunks: list[dict[str, Any]], pattern: re.Pattern, places: int, files: dict
+    source: str, chunks: list[dict[str, Any]], needle: Needle, places: int, files: dict
 ) -> Listed | None:
-    """A source's listing entry when its stored text matches `pattern` (None otherwise):
+    """A source's listing entry when its stored text holds `needle` (None otherwise):
     counted over the text as `assemble` lays it out, without making its lines."""
-    file_lines, sections, _, title = _sections(chunks)
+    file_lines, sections, title = _sections(chunks)
     texts = ["".join(section.parts) for section in sections]
     text = "\n".join(texts)
-    offsets = [m.start() for m in pattern.finditer(text)]
+    offsets = needle.offsets(text)
     if not offsets:
         return None
     found: list[Line] = []
