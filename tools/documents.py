@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from archivist.tools.engine import scroll_pages
 
 if TYPE_CHECKING:
+    from archivist.tools.catalog import SourceInfo
     from archivist.tools.store import KnowledgeStore
 
 # What a listing or reading reads of each chunk (each field costs the engine's conversion).
@@ -295,8 +296,20 @@ def _assembled(store: KnowledgeStore, source: str) -> StoredSource | None:
 
 def _with_ids(store: KnowledgeStore, sources: list[str] | None) -> dict[str, list[dict]]:
     """Each source's chunks of its current version (`KnowledgeStore.sources`: the newest
-    complete one, else the newest), in order, each payload with its point id as `id`."""
-    current = store.sources()
+    complete one, else the newest), in order, each payload with its point id as `id` and
+    its version's time as `ingested_at`."""
+    return _current_chunks(store, store.sources(), sources, True)
+
+
+def _current_chunks(
+    store: KnowledgeStore,
+    current: dict[str, SourceInfo],
+    sources: list[str] | None,
+    reading: bool,
+) -> dict[str, list[dict]]:
+    """Each source's chunks (of `sources`, else all) of the version `current` names, in
+    order; `reading`, each payload with its point id and time added (a listing needs
+    neither, and a payload given another key is made anew)."""
     selector = None
     if sources is not None:
         m = store.records
@@ -307,7 +320,7 @@ def _with_ids(store: KnowledgeStore, sources: list[str] | None) -> dict[str, lis
     times = {source: info.ingested_at for source, info in current.items()}
     by_source: dict[str, list[dict]] = {}
     for points in scroll_pages(store.client, store.name, 4096, selector, _FIELDS):
-        _keep_current(points, hashes, times, by_source)
+        _keep_current(points, hashes, times if reading else None, by_source)
     for chunks in by_source.values():
         try:
             chunks.sort(key=_BY_INDEX)
@@ -319,10 +332,11 @@ def _with_ids(store: KnowledgeStore, sources: list[str] | None) -> dict[str, lis
 def _keep_current(
     points: list[Any],
     hashes: dict[str, str],
-    times: dict[str, float],
+    times: dict[str, float] | None,
     by_source: dict[str, list[dict]],
 ) -> None:
-    """Add to `by_source` the payloads of `points` from the versions `hashes` names."""
+    """Add to `by_source` the payloads of `points` from the versions `hashes` names, with
+    their ids and `times` if given."""
     for point in points:
         payload = point.payload
         if not payload:
@@ -331,8 +345,9 @@ def _keep_current(
         wanted = hashes.get(source)
         if wanted is None or payload.get("doc_hash") != wanted:
             continue  # an older version, or one partly stored beside a complete one
-        payload["id"] = str(point.id)
-        payload["ingested_at"] = times[source]
+        if times is not None:
+            payload["id"] = str(point.id)
+            payload["ingested_at"] = times[source]
         chunks = by_source.get(source)
         if chunks is None:
             chunks = by_source[source] = []
@@ -455,10 +470,12 @@ def _matching_sources(
     """The listing entries of the sources (of `wanted`, else all) whose stored text holds
     `needle`, in name order. Their chunks are let go on return, within the caller's pause
     of the collector (`_collector_paused`)."""
-    by_source = _with_ids(store, wanted)
+    current = store.sources()
+    by_source = _current_chunks(store, current, wanted, False)
     listed = []
     for source in sorted(by_source):
-        if entry := _matching(source, by_source[source], needle, places, files):
+        chunks = by_source[source]
+        if entry := _matching(source, chunks, needle, places, files, current[source]):
             listed.append(entry)
     return listed
 
@@ -467,7 +484,12 @@ _FIRST_HEADING = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]+(\S.*?)[ \t#]*$", re.MULTIL
 
 
 def _matching(
-    source: str, chunks: list[dict[str, Any]], needle: Needle, places: int, files: dict
+    source: str,
+    chunks: list[dict[str, Any]],
+    needle: Needle,
+    places: int,
+    files: dict,
+    info: SourceInfo,
 ) -> Listed | None:
     """A source's listing entry when its stored text holds `needle` (None otherwise):
     counted over the text as `assemble` lays it out, without making its lines."""
@@ -507,7 +529,7 @@ def _matching(
         kind_of(source),
         size,
         modified,
-        chunks[0].get("ingested_at"),
+        info.ingested_at,
         Match(len(offsets), found),
     )
 

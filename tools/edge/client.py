@@ -419,14 +419,11 @@ class EdgeClient(SegmentIndexing, TurnTakingEngine):
         )
         found, next_offset = self._shard(collection_name).scroll(request)
         # A listing reads every point of a store this way: one plain step a point.
-        record = records.Record
+        scrolled = convert.ScrolledRecord
         if with_vectors:
-            read = [
-                record(id_out(r.id), payload_out(r.payload), vectors_from_edge(r.vector))
-                for r in found
-            ]
+            read = [scrolled(r, payload_out(r.payload), vectors_from_edge(r.vector)) for r in found]
         else:
-            read = [record(id_out(r.id), payload_out(r.payload)) for r in found]
+            read = [scrolled(r, payload_out(r.payload)) for r in found]
         return read, None if next_offset is None else id_out(next_offset)
 
     @_held
