@@ -80,6 +80,10 @@ class ScrolledRecord(records.Record):
     def id(self) -> int | str:  # type: ignore[override]
         return id_out(self._point.id)
 
+    def model_copy(self, update: dict[str, Any] | None = None) -> records.Record:
+        values = {"id": self.id, "payload": self.payload, "vector": self.vector}
+        return records.Record(**{**values, **(update or {})})
+
 
 def _sparse(vector: models.SparseVector) -> qe.SparseVector:
     return qe.SparseVector(list(vector.indices), list(vector.values))
