@@ -299,3 +299,36 @@ def test_cli_sources_contains_and_read(corpus, archivist, settings, home):
         home=home,
     )
     assert both.returncode == 1 and "--lines and --page both choose a part" in both.stderr
+
+
+def test_contains_ignores_case_as_python_does_inside_and_outside_ascii(archivist, tmp_path):
+    """Case ignored, a needle is found where `re.IGNORECASE` finds it in the stored text:
+    in ASCII text (searched lower-cased) and in text with letters whose case rules are not
+    ASCII's (the long s, the Kelvin sign, the dotted and dotless i)."""
+    root = tmp_path / "case"
+    write_files(
+        root,
+        {
+            "plain.md": "# Sizes\n\nSIZE size Size, kelvin KELVIN; istanbul ISTANBUL.\n" * 3,
+            "letters.md": "# Sizes\n\nſize \u212aelvin İstanbul ıstanbul SIZE.\n" * 3,
+        },
+    )
+    report = archivist.ingest([str(root)], "case", chunk_size=60, chunk_overlap=20)
+    assert not report.failed
+    store = archivist.store("case")
+    texts = {name: stored_source(store, name).text for name in ("plain.md", "letters.md")}
+    for needle in ("size", "SIZE", "kelvin", "istanbul", "ſ", "\u212a", "İ", "ı", "s"):
+        for case_sensitive in (False, True):
+            flags = 0 if case_sensitive else re.IGNORECASE
+            expected = {
+                name: n
+                for name, text in texts.items()
+                if (n := len(re.findall(re.escape(needle), text, flags)))
+            }
+            listed = list_sources(store, contains=needle, case_sensitive=case_sensitive)
+            assert {e.source: e.match.count for e in listed} == expected, (needle, case_sensitive)
+    # The long s and the Kelvin sign count as "s" and "k" there, as they do for `re`.
+    assert {e.source for e in list_sources(store, contains="kelvin")} == {
+        "plain.md",
+        "letters.md",
+    }

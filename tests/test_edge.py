@@ -137,6 +137,12 @@ def test_scroll_pages_through_every_point_with_selected_fields(pair):
             break
     assert sorted(str(r.id) for r in seen) == sorted(ids)
     assert all(set(r.payload) == {"source"} and r.vector is None for r in seen)
+    # Ids as qdrant-client gives them (a UUID as its string), however late they are read.
+    local = {r.id: r.payload for r in pair[1].scroll("docs", limit=100, with_payload=["source"])[0]}
+    assert {r.id: r.payload for r in seen} == local
+    copied = seen[0].model_copy(update={"payload": {"source": "moved.md"}})
+    assert (copied.id, copied.payload) == (seen[0].id, {"source": "moved.md"})
+    assert seen[0].model_dump()["id"] == seen[0].id
     [record], _ = edge.scroll("docs", limit=1, with_payload=False, with_vectors=True)
     assert len(record.vector[DENSE]) == 64
     # The embedded engine answers with its own light records (the fields of qdrant-client's).

@@ -112,6 +112,29 @@ def test_a_store_of_the_previous_release_is_listed_searched_and_answers(ollama, 
     assert asked_embeds and all(len(r["input"]) == 1 for r in asked_embeds)
 
 
+def test_a_released_store_is_listed_by_content_and_read_back_as_its_files(ollama, home):
+    """Its chunks' metadata is stored as it was then (a nested payload, not the JSON text
+    stores keep now): `sources --contains` counts and `read` lays out the same text."""
+    released_home(home)
+    listed = run_cli(
+        "sources", "--store", "shop_docs", "--contains", "Refund", "--json",
+        ollama_url=ollama.url, home=home,
+    )  # fmt: skip
+    assert listed.returncode == 0, listed.stderr
+    counts = {e["source"]: e["count"] for e in json.loads(listed.stdout)}
+    assert "refund.md" in counts
+    for name in sorted(p.name for p in (ROOT / "examples" / "shop").glob("*.md")):
+        read = run_cli(
+            "read", "--store", "shop_docs", name, "--json", ollama_url=ollama.url, home=home
+        )
+        assert read.returncode == 0, read.stderr
+        lines = json.loads(read.stdout)["lines"]
+        text = "\n".join(line["text"] for line in lines)
+        assert counts.get(name, 0) == text.lower().count("refund"), name
+        on_disk = (ROOT / "examples" / "shop" / name).read_text(encoding="utf-8").split("\n")
+        assert all(on_disk[line["n"] - 1].rstrip() == line["text"].rstrip() for line in lines)
+
+
 def test_re_ingesting_the_same_files_into_a_released_store_embeds_nothing(ollama, home):
     released_home(home)
     done = run_cli(

@@ -11,20 +11,22 @@ blank line or two where the format has no lines). That text is what `read` shows
 
 from __future__ import annotations
 
+import gc
+import operator
 import re
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from archivist.tools.engine import scroll_pages
 
 if TYPE_CHECKING:
+    from archivist.tools.catalog import SourceInfo
     from archivist.tools.store import KnowledgeStore
 
 # What a listing or reading reads of each chunk (each field costs the engine's conversion).
 _FIELDS = ("text", "source", "chunk_index", "doc_hash", "metadata")
-# What tells a source's sections apart (a PDF page, a slide, a sheet, a book's chapter).
-_SECTION_KEYS = ("page", "slide", "sheet", "chapter")
 _HEADING = re.compile(r"^[ \t]{0,3}(#{1,6})[ \t]+(\S.*?)[ \t#]*$")
 KINDS = {
     "md": "Markdown",
@@ -166,10 +168,6 @@ def kind_of(source: str) -> str | None:
     return KINDS.get(name.rsplit(".", 1)[-1].lower(), name.rsplit(".", 1)[-1].upper())
 
 
-def _section_of(metadata: dict[str, Any]) -> tuple:
-    return tuple(metadata.get(key) for key in _SECTION_KEYS)
-
-
 @dataclass
 class _Section:
     """A section's stored text (a page, a sheet, or the whole of a source without them)."""
@@ -181,62 +179,81 @@ class _Section:
 
 
 def _sections(
-    chunks: list[dict[str, Any]],
-) -> tuple[bool, list[_Section], dict[str, tuple[int, int]], str | None]:
+    chunks: list[dict[str, Any]], starts: dict[str, tuple[int, int]] | None = None
+) -> tuple[bool, list[_Section], str | None]:
     """Lay a source's chunks (in order) at their offsets, section by section: whether its
-    lines are the file's, the sections' texts, where each chunk (by id) starts (its section
-    and offset in it), and the title the chunks carry."""
-    file_lines = bool(chunks) and all(
-        isinstance((c.get("metadata") or {}).get("lines"), list) for c in chunks
-    )
+    lines are the file's, the sections' texts, and the title the chunks carry; and, into
+    `starts` if given, where each chunk (by id) starts (its section and offset in it).
+
+    One pass of plain lookups a chunk: a listing runs it over every chunk of a store."""
+    file_lines = bool(chunks)  # until a chunk without its lines
     sections: list[_Section] = []
-    starts: dict[str, tuple[int, int]] = {}
     title = None
     key: tuple | None = None
-    prev_meta: dict[str, Any] = {}
+    parts: list[str] = []
+    prev_start: Any = None  # the previous chunk's offsets and lines
+    prev_end: Any = None
+    prev_lines: Any = None
     size = 0  # characters in the current section so far
     for chunk in chunks:
-        meta = chunk.get("metadata") or {}
-        title = title or meta.get("title")
-        start = meta.get("start")
+        get = (chunk.get("metadata") or {}).get
+        lines = get("lines")
+        if not isinstance(lines, list):
+            file_lines = False
+        if not title:
+            title = get("title")
+        start = get("start")
         text = chunk.get("text", "")
-        here = _section_of(meta)
-        chunk_id = chunk.get("id", str(chunk.get("chunk_index")))
-        same = (
-            sections
-            and here == key
+        # What tells a source's sections apart (a PDF page, a slide, a sheet, a chapter).
+        here = (get("page"), get("slide"), get("sheet"), get("chapter"))
+        if (
+            here == key
+            and sections
             and isinstance(start, int)
-            and isinstance(prev_meta.get("start"), int)
-            and start > prev_meta["start"]
-        )
-        if not same:
-            page = meta.get("page", meta.get("slide"))
-            sheet = meta.get("sheet")
+            and isinstance(prev_start, int)
+            and start > prev_start
+        ):
+            if isinstance(prev_end, int) and start < prev_end:
+                at = max(size - (prev_end - start), 0)
+                text = text[prev_end - start :]  # the overlap, taken once
+            else:
+                # The blank space between the two, which neither stored: the line breaks
+                # their lines say it held, else a space or a blank line.
+                if isinstance(lines, list) and isinstance(prev_lines, list):
+                    breaks = lines[0] - prev_lines[1]
+                    gap = "\n" * breaks if breaks > 0 else " "
+                else:
+                    space = start - (prev_end if isinstance(prev_end, int) else 0)
+                    gap = " " if space == 1 else "\n\n"
+                parts.append(gap)
+                size += len(gap)
+                at = size
+            parts.append(text)
+            size += len(text)
+        else:
+            page = get("page", get("slide"))
+            sheet = get("sheet")
+            parts = [text]
             sections.append(
                 _Section(
-                    [text],
-                    meta["lines"][0] if file_lines else 1,
+                    parts,
+                    lines[0] if isinstance(lines, list) else 1,
                     page if isinstance(page, int) else None,
                     sheet if isinstance(sheet, str) else None,
                 )
             )
-            key, size = here, len(text)
-            starts[chunk_id] = (len(sections) - 1, 0)
-        else:
-            parts = sections[-1].parts
-            prev_end = prev_meta.get("end")
-            if isinstance(prev_end, int) and start < prev_end:
-                starts[chunk_id] = (len(sections) - 1, max(size - (prev_end - start), 0))
-                text = text[prev_end - start :]  # the overlap, taken once
-            else:
-                gap = _gap(prev_meta, meta)
-                parts.append(gap)
-                size += len(gap)
-                starts[chunk_id] = (len(sections) - 1, size)
-            parts.append(text)
-            size += len(text)
-        prev_meta = meta
-    return file_lines, sections, starts, title
+            key, size, at = here, len(text), 0
+        if starts is not None:
+            chunk_id = chunk.get("id")
+            starts[str(chunk.get("chunk_index")) if chunk_id is None else chunk_id] = (
+                len(sections) - 1,
+                at,
+            )
+        prev_start, prev_end, prev_lines = start, get("end"), lines
+    if not file_lines:  # numbered in the stored text instead
+        for section in sections:
+            section.first_n = 1
+    return file_lines, sections, title
 
 
 def stored_text(chunks: list[dict[str, Any]]) -> str:
@@ -246,7 +263,8 @@ def stored_text(chunks: list[dict[str, Any]]) -> str:
 
 def assemble(source: str, chunks: list[dict[str, Any]]) -> StoredSource:
     """Lay a source's chunks (in order) at their offsets: its stored text, line by line."""
-    file_lines, sections, starts, title = _sections(chunks)
+    starts: dict[str, tuple[int, int]] = {}
+    file_lines, sections, title = _sections(chunks, starts)
     lines: list[Line] = []
     first_line: list[int] = []  # the index in `lines` each section starts at
     texts = []
@@ -265,54 +283,128 @@ def assemble(source: str, chunks: list[dict[str, Any]]) -> StoredSource:
     return StoredSource(source, lines, file_lines, chunk_lines, title, len(chunks), ingested)
 
 
-def _gap(before: dict[str, Any], after: dict[str, Any]) -> str:
-    """The blank space between two chunks of a section, which neither stored."""
-    if isinstance(before.get("lines"), list) and isinstance(after.get("lines"), list):
-        breaks = after["lines"][0] - before["lines"][1]
-        return "\n" * breaks if breaks > 0 else " "
-    space = after.get("start", 0) - before.get("end", 0)
-    return " " if space == 1 else "\n\n"
-
-
 def stored_source(store: KnowledgeStore, source: str) -> StoredSource | None:
     """A source's stored text (None: the store has no such source)."""
+    with _collector_paused():
+        return _assembled(store, source)
+
+
+def _assembled(store: KnowledgeStore, source: str) -> StoredSource | None:
     chunks = _with_ids(store, [source]).get(source)
     return None if not chunks else assemble(source, chunks)
 
 
 def _with_ids(store: KnowledgeStore, sources: list[str] | None) -> dict[str, list[dict]]:
     """Each source's chunks of its current version (`KnowledgeStore.sources`: the newest
-    complete one, else the newest), in order, each payload with its point id as `id`."""
-    current = store.sources()
+    complete one, else the newest), in order, each payload with its point id as `id` and
+    its version's time as `ingested_at`."""
+    return _current_chunks(store, store.sources(), sources, True)
+
+
+def _current_chunks(
+    store: KnowledgeStore,
+    current: dict[str, SourceInfo],
+    sources: list[str] | None,
+    reading: bool,
+) -> dict[str, list[dict]]:
+    """Each source's chunks (of `sources`, else all) of the version `current` names, in
+    order; `reading`, each payload with its point id and time added (a listing needs
+    neither, and a payload given another key is made anew)."""
     selector = None
     if sources is not None:
         m = store.records
         selector = m.Filter(
             must=[m.FieldCondition(key="source", match=m.MatchAny(any=list(sources)))]
         )
+    hashes = {source: info.doc_hash for source, info in current.items()}
+    times = {source: info.ingested_at for source, info in current.items()}
     by_source: dict[str, list[dict]] = {}
     for points in scroll_pages(store.client, store.name, 4096, selector, _FIELDS):
-        for point in points:
-            payload = point.payload or {}
-            info = current.get(payload.get("source", ""))
-            if info is None or payload.get("doc_hash") != info.doc_hash:
-                continue  # an older version, or one partly stored beside a complete one
-            payload["id"] = str(point.id)
-            payload["ingested_at"] = info.ingested_at
-            by_source.setdefault(payload["source"], []).append(payload)
+        _keep_current(points, hashes, times if reading else None, by_source)
     for chunks in by_source.values():
-        chunks.sort(key=lambda c: c.get("chunk_index", 0))
+        try:
+            chunks.sort(key=_BY_INDEX)
+        except KeyError:  # a payload without its place: first, as if it were 0
+            chunks.sort(key=_chunk_index)
     return by_source
+
+
+def _keep_current(
+    points: list[Any],
+    hashes: dict[str, str],
+    times: dict[str, float] | None,
+    by_source: dict[str, list[dict]],
+) -> None:
+    """Add to `by_source` the payloads of `points` from the versions `hashes` names, with
+    their ids and `times` if given."""
+    for point in points:
+        payload = point.payload
+        if not payload:
+            continue
+        source = payload.get("source")
+        wanted = hashes.get(source)
+        if wanted is None or payload.get("doc_hash") != wanted:
+            continue  # an older version, or one partly stored beside a complete one
+        if times is not None:
+            payload["id"] = str(point.id)
+            payload["ingested_at"] = times[source]
+        chunks = by_source.get(source)
+        if chunks is None:
+            chunks = by_source[source] = []
+        chunks.append(payload)
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Through a block, no cyclic garbage collection: reading a store's chunks makes a few
+    objects a chunk (its record, payload and metadata), none of them in a cycle, and the
+    collections their number sets off would go over every one of them again and again."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+_BY_INDEX = operator.itemgetter("chunk_index")
+
+
+def _chunk_index(chunk: dict[str, Any]) -> int:
+    return chunk.get("chunk_index", 0)
+
+
+class Needle:
+    """A text to find, each occurrence once (none overlapping), case ignored unless
+    `case_sensitive`: as `re` finds it (`re.IGNORECASE`: Unicode's simple case folding).
+
+    Ignoring case, `re` compares character by character (~5 ms a MB). For a needle and a
+    text both ASCII, Unicode's case rules are ASCII's and lower-casing keeps every offset,
+    so the needle lower-cased is found in the text lower-cased at a plain search's speed,
+    at the same offsets. (Outside ASCII they differ: `re` finds "s" in "ſ" and "i" in "İ",
+    which lower-case to other strings; there `re` searches.)"""
+
+    def __init__(self, text: str, case_sensitive: bool = False) -> None:
+        escaped = re.escape(text)
+        self.pattern = re.compile(escaped, 0 if case_sensitive else re.IGNORECASE)
+        self._lowered = (
+            re.compile(re.escape(text.lower())) if not case_sensitive and text.isascii() else None
+        )
+
+    def offsets(self, text: str) -> list[int]:
+        """Where it occurs in `text`."""
+        if self._lowered is not None and text.isascii():
+            return [m.start() for m in self._lowered.finditer(text.lower())]
+        return [m.start() for m in self.pattern.finditer(text)]
 
 
 def find_all(text: str, needle: str, case_sensitive: bool = False) -> Iterator[int]:
     """The offsets where `needle` occurs in `text`, each occurrence once (none overlapping),
     case ignored unless `case_sensitive`."""
-    if not needle:
-        return
-    flags = 0 if case_sensitive else re.IGNORECASE
-    for match in re.finditer(re.escape(needle), text, flags):
-        yield match.start()
+    if needle:
+        yield from Needle(needle, case_sensitive).offsets(text)
 
 
 def count_in(stored: StoredSource, needle: str, case_sensitive: bool, places: int) -> Match:
@@ -346,12 +438,8 @@ def list_sources(
     files = _recorded_files(store)
     listed: list[Listed] = []
     if contains:
-        by_source = _with_ids(store, wanted)
-        pattern = re.compile(re.escape(contains), 0 if case_sensitive else re.IGNORECASE)
-        for source in sorted(by_source):
-            if entry := _matching(source, by_source[source], pattern, places, files):
-                listed.append(entry)
-        return listed
+        with _collector_paused():
+            return _matching_sources(store, wanted, Needle(contains, case_sensitive), places, files)
     named = titles(store)
     for source, info in sorted(store.sources().items()):
         if wanted is not None and source not in wanted:
@@ -372,18 +460,43 @@ def list_sources(
     return listed
 
 
+def _matching_sources(
+    store: KnowledgeStore,
+    wanted: list[str] | None,
+    needle: Needle,
+    places: int,
+    files: dict,
+) -> list[Listed]:
+    """The listing entries of the sources (of `wanted`, else all) whose stored text holds
+    `needle`, in name order. Their chunks are let go on return, within the caller's pause
+    of the collector (`_collector_paused`)."""
+    current = store.sources()
+    by_source = _current_chunks(store, current, wanted, False)
+    listed = []
+    for source in sorted(by_source):
+        chunks = by_source[source]
+        if entry := _matching(source, chunks, needle, places, files, current[source]):
+            listed.append(entry)
+    return listed
+
+
 _FIRST_HEADING = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]+(\S.*?)[ \t#]*$", re.MULTILINE)
 
 
 def _matching(
-    source: str, chunks: list[dict[str, Any]], pattern: re.Pattern, places: int, files: dict
+    source: str,
+    chunks: list[dict[str, Any]],
+    needle: Needle,
+    places: int,
+    files: dict,
+    info: SourceInfo,
 ) -> Listed | None:
-    """A source's listing entry when its stored text matches `pattern` (None otherwise):
+    """A source's listing entry when its stored text holds `needle` (None otherwise):
     counted over the text as `assemble` lays it out, without making its lines."""
-    file_lines, sections, _, title = _sections(chunks)
+    file_lines, sections, title = _sections(chunks)
     texts = ["".join(section.parts) for section in sections]
     text = "\n".join(texts)
-    offsets = [m.start() for m in pattern.finditer(text)]
+    offsets = needle.offsets(text)
     if not offsets:
         return None
     found: list[Line] = []
@@ -416,7 +529,7 @@ def _matching(
         kind_of(source),
         size,
         modified,
-        chunks[0].get("ingested_at"),
+        info.ingested_at,
         Match(len(offsets), found),
     )
 

@@ -418,17 +418,13 @@ class EdgeClient(SegmentIndexing, TurnTakingEngine):
             with_vector=selection(with_vectors),
         )
         found, next_offset = self._shard(collection_name).scroll(request)
-        return (
-            [
-                records.Record(
-                    id=id_out(r.id),
-                    payload=payload_out(r.payload),
-                    vector=vectors_from_edge(r.vector),
-                )
-                for r in found
-            ],
-            None if next_offset is None else id_out(next_offset),
-        )
+        # A listing reads every point of a store this way: one plain step a point.
+        scrolled = convert.ScrolledRecord
+        if with_vectors:
+            read = [scrolled(r, payload_out(r.payload), vectors_from_edge(r.vector)) for r in found]
+        else:
+            read = [scrolled(r, payload_out(r.payload)) for r in found]
+        return read, None if next_offset is None else id_out(next_offset)
 
     @_held
     def query_batch_points(

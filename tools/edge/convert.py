@@ -4,6 +4,7 @@ archivist.tools.points holds them; qdrant-client's own are read too)."""
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -62,6 +63,26 @@ def point_id(value: Any) -> int | str:
 def id_out(value: Any) -> int | str:
     # qdrant-client gives UUID ids as strings; Edge gives uuid.UUID objects.
     return value if isinstance(value, int) else str(value)
+
+
+class ScrolledRecord(records.Record):
+    """A point as a scroll gives it back (`records.Record`), its id read from Edge's record
+    when first asked: a listing reads every point's payload and never its id, which Edge's
+    binding makes a `uuid.UUID` and `id_out` a `str` (~1.5 µs a point, 24,000 points 0.04 s).
+    """
+
+    def __init__(self, point: qe.Record, payload: dict[str, Any] | None, vector: Any = None):
+        self._point = point
+        self.payload = payload
+        self.vector = vector
+
+    @functools.cached_property
+    def id(self) -> int | str:  # type: ignore[override]
+        return id_out(self._point.id)
+
+    def model_copy(self, update: dict[str, Any] | None = None) -> records.Record:
+        values = {"id": self.id, "payload": self.payload, "vector": self.vector}
+        return records.Record(**{**values, **(update or {})})
 
 
 def _sparse(vector: models.SparseVector) -> qe.SparseVector:
