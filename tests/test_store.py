@@ -465,6 +465,39 @@ def test_agreement_with_bm25_counts_only_for_a_model_that_reads_the_questions_la
 
 
 @pytest.mark.parametrize(
+    ("model", "language", "first"),
+    [
+        ("all-minilm", "zh", "gold.txt"),  # cannot read the question: BM25's order
+        ("all-minilm", "en", "lookalike.txt"),  # its cosines stand apart: dense counts
+        ("bge-m3", "zh", "lookalike.txt"),
+    ],
+)
+def test_a_model_that_cannot_read_the_question_has_no_say_however_its_cosines_stand_apart(
+    client, model, language, first
+):
+    gold, lookalike, other, question = AGREEING[language]
+    store = KnowledgeStore(client, "places")
+    store.ensure({**FINGERPRINT, "embed_model": model})
+    # `lookalike` stands far above the other cosines (a full margin), and dense alone found
+    # `elsewhere`, which holds none of the question's words.
+    passages = [("gold.txt", gold, 0.30), ("lookalike.txt", lookalike, 0.99)]
+    passages += [(f"p{i:02}.txt", f"{other} {i}", 0.30 + 0.001 * i) for i in range(22)]
+    passages += [("elsewhere.txt", "Trowbridge 特罗布里奇", 0.90)]
+    store.upsert(
+        [ChunkWrite(Chunk(text, source, 0), _unit(c), "h", 1) for source, text, c in passages]
+    )
+    bm25 = store.search(None, question, SearchRequest(k=5, mode="sparse"))
+    hybrid = store.search(_unit(1.0), question, SearchRequest(k=5))
+    assert hybrid[0]["source"] == first
+    if first == "gold.txt":  # hybrid ranks as BM25 does; what dense alone found comes after
+        assert [r["source"] for r in hybrid] == [r["source"] for r in bm25]
+        assert "elsewhere.txt" not in [r["source"] for r in hybrid]
+    # Fused as earlier releases did, the margin counts whatever the language.
+    margin_alone = store.search(_unit(1.0), question, SearchRequest(k=3, fusion="margin"))
+    assert margin_alone[0]["source"] == "lookalike.txt"
+
+
+@pytest.mark.parametrize(
     ("model", "text", "read"),
     [
         ("all-minilm", "How do I read settings with Pydantic?", True),

@@ -21,8 +21,9 @@ TASK_PREFIXES: dict[str, tuple[str, str]] = {
 
 # Models trained on English text only. They read other scripts (Chinese, Cyrillic, Arabic…)
 # as single characters or unknown pieces: their cosines still rise for a query and a passage
-# that share characters, which looks like agreement with BM25 without being understanding
-# (see `dense_weight`). Models not named here are taken to read every language.
+# that share characters, or the odd English word, which looks like meaning without being it;
+# hybrid search gives them no say on such a query (see `dense_weight`). Models not named here
+# are taken to read every language.
 ENGLISH_ONLY_MODELS = frozenset(
     {"all-minilm", "mxbai-embed-large", "nomic-embed-text", "snowflake-arctic-embed"}
 )

@@ -29,9 +29,11 @@ DENSE_MARGIN = 0.25
 # BM25, however its cosines spread), so dense then counts fully; measured in
 # benchmarks/retrieval.py on English and Chinese documentation, SQuAD-style and CMRC sets.
 # A model trained on English alone can still share candidates with BM25 on a Chinese question
-# (it matches a name character by character, and so do the paragraphs about that name) without
-# telling them apart: the store counts agreement only for a model that reads the query's
-# language (`archivist.tools.prefixes.reads`), and the margin alone for the others.
+# (it matches a name character by character, and so do the paragraphs about that name), and
+# its cosines can still stand apart (the few English words of a mixed question, `props` or
+# `KeepAlive`, pull it to the API pages spelling them) without its telling passages apart:
+# the store gives such a model's ranking no say on a query in a language it does not read
+# (`archivist.tools.prefixes.reads`), so hybrid search there ranks as BM25 does.
 DENSE_AGREEMENT = 8
 
 
@@ -47,9 +49,14 @@ def _standardised(points: Sequence[models.ScoredPoint], depth: int) -> tuple[dic
 
 
 def dense_weight(
-    dense: Sequence[models.ScoredPoint], bm25: Sequence[models.ScoredPoint], agreement: bool
+    dense: Sequence[models.ScoredPoint],
+    bm25: Sequence[models.ScoredPoint],
+    agreement: bool,
+    reads: bool = True,
 ) -> float:
-    """How much say the dense ranking gets beside BM25's (0–1).
+    """How much say the dense ranking gets beside BM25's (0–1): none when its model does not
+    `reads` the query's language (its cosines then measure shared characters and the odd
+    English word, which BM25 weighs better).
 
     Its margin (best cosine above the candidates' mean, against DENSE_MARGIN) says whether
     the cosines tell passages apart; on real documents they rarely stand far apart even when
@@ -57,6 +64,8 @@ def dense_weight(
     rankings share (against DENSE_AGREEMENT): rankings that agree are both reading the query.
     Only full lists are compared: of a store smaller than the depth, both hold everything.
     """
+    if not reads:
+        return 0.0
     margin = dense[0].score - sum(p.score for p in dense) / len(dense) if dense else 0.0
     weight = min(1.0, max(margin, 0.0) / DENSE_MARGIN) ** 2
     # Lists shorter than the fetch depth hold every chunk there is (a small store, a rare
@@ -71,6 +80,7 @@ def fuse_zscore(
     dense: Sequence[models.ScoredPoint],
     bm25: Sequence[models.ScoredPoint],
     agreement: bool = True,
+    reads: bool = True,
 ) -> list[tuple[models.ScoredPoint, float]]:
     """Fuse two rankings by their standardised scores, trusting dense as `dense_weight` says.
 
@@ -79,13 +89,14 @@ def fuse_zscore(
     each ranking's scores become z-scores over its candidates, so a passage that stands out
     in one ranking keeps that lead, and the dense ranking is weighted by how far its best
     cosine stands above its candidates' mean, or by how many candidates it shares with BM25
-    (`agreement`; without it, the margin alone, as earlier releases fused). The fused score
-    is the weighted sum of z-scores.
+    (`agreement`; without it, the margin alone, as earlier releases fused), and not at all when
+    its model does not `reads` the query's language. The fused score is the weighted sum of
+    z-scores; chunks dense alone found come after BM25's when dense has no say.
     """
     depth = max(len(dense), len(bm25), 1)
     points = {p.id: p for p in [*bm25, *dense]}
     fused = dict.fromkeys(points, 0.0)
-    for ranking, weight in ((dense, dense_weight(dense, bm25, agreement)), (bm25, 1.0)):
+    for ranking, weight in ((dense, dense_weight(dense, bm25, agreement, reads)), (bm25, 1.0)):
         z, floor = _standardised(ranking, depth)
         for pid in fused:
             fused[pid] += weight * z.get(pid, floor)

@@ -562,8 +562,9 @@ class KnowledgeStore(SourceCatalog):
         refers to, which the caller finds with `match_sources` to word a miss its own way).
 
         `hybrid` fuses the dense and BM25 rankings (see `fuse_zscore`: with `fusion="zscore"`
-        dense counts by its margin and, when the store's embedding model reads the query's
-        language, by its agreement with BM25; `"margin"`, by its margin alone; `"rrf"`, by
+        dense counts by its margin and its agreement with BM25, and not at all when the store's
+        embedding model does not read the query's language; `"margin"`, by its margin alone
+        whatever the query, as earlier releases fused; `"rrf"`, by
         reciprocal rank); overlapping chunks of one passage collapse into one result;
         `min_score` drops results scoring below it (in the mode's own score); `mmr` (0–1,
         1 = relevance only) re-ranks for diversity; `diversify` puts each source's best
@@ -682,10 +683,12 @@ class KnowledgeStore(SourceCatalog):
         elif request.fusion == "rrf":
             candidates = fuse_rrf(lists[0], lists[1])
         else:
-            # Agreement with BM25 says nothing of a model that cannot read the query (see
-            # `dense_weight`): such a model's ranking counts by its margin alone.
-            agreement = request.fusion != "margin" and reads(model, query_text)
-            candidates = fuse_zscore(lists[0], lists[1], agreement=agreement)
+            # A model that cannot read the query's language has no say (see `dense_weight`);
+            # `margin` fuses as earlier releases did, by the margin alone whatever the query.
+            if request.fusion == "margin":
+                candidates = fuse_zscore(lists[0], lists[1], agreement=False)
+            else:
+                candidates = fuse_zscore(lists[0], lists[1], reads=reads(model, query_text))
         if request.min_score is not None:
             candidates = [(p, s) for p, s in candidates if s >= request.min_score]
         passages = merge_duplicates(collapse_overlaps(candidates, DENSE))
