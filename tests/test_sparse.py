@@ -89,18 +89,50 @@ def edge_bm25():
     )
 
 
-def test_new_stores_scheme_is_qdrant_edges_bm25_over_folded_chinese():
-    assert sparse.DEFAULT_SCHEME == sparse.FOLDED_SCHEME
-    assert sparse.FOLDED_SCHEME == "bm25-qdrant-multilingual-en-numbers-zhfold-v1"
-    folded = sparse.encoder(sparse.FOLDED_SCHEME)
+def test_new_stores_scheme_is_qdrant_edges_bm25_over_folded_chinese_with_taiwan_terms():
+    assert sparse.DEFAULT_SCHEME == sparse.FOLDED_TW_SCHEME
+    assert sparse.FOLDED_TW_SCHEME == "bm25-qdrant-multilingual-en-numbers-zhfold-v2"
+    folded = sparse.encoder(sparse.FOLDED_TW_SCHEME)
     edge = sparse.encoder(sparse.EDGE_SCHEME)
     # Simplified Chinese and other scripts are indexed as the unfolded scheme indexes them.
     simplified = "Refunds are paid within a month. 关税由收件人承担，程序会自动退款。"
     assert folded.document(simplified) == edge.document(simplified)
-    # Traditional text, with Taiwan words, gets the terms of its Simplified, mainland twin.
+    # Traditional text, with Taiwan words, gets the terms of its Simplified, mainland twin,
+    # those OpenCC maps (載入, 預設) and those of our table (全域, 回饋, 清單).
     assert folded.document("按鈕的載入狀態與預設值") == edge.document("按钮的加载状态与默认值")
     assert folded.query("表格行選擇") == edge.query("表格行选择")
     assert folded.query("按鈕載入狀態") != edge.query("按鈕載入狀態")
+    assert folded.document("全域設定的回饋清單") == edge.document("全局设置的反馈列表")
+
+
+def test_the_previous_folded_scheme_still_folds_with_opencc_words_alone():
+    assert sparse.FOLDED_SCHEME == "bm25-qdrant-multilingual-en-numbers-zhfold-v1"
+    previous = sparse.encoder(sparse.FOLDED_SCHEME)
+    edge = sparse.encoder(sparse.EDGE_SCHEME)
+    # Its stores were built without the table: their vectors and queries stay as they were.
+    assert previous.document("全域設定的回饋清單") == edge.document("全域设置的回馈清单")
+    assert previous.query("按鈕載入狀態") == edge.query("按钮加载状态")
+    assert sparse.fold_chinese("全域設定", terms=False) == "全域设置"
+
+
+def test_taiwan_terms_are_words_opencc_leaves_and_fold_into_mainland_words():
+    import opencc
+
+    taiwan = opencc.OpenCC("tw2sp")
+    rows = [
+        line.split("\t")
+        for line in sparse.TAIWAN_TERMS.read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    assert 20 <= len(rows) <= 80  # small: a supplement to OpenCC's table, not a second one
+    for word, mainland in rows:
+        assert taiwan.convert(word) != mainland, word  # OpenCC does not map it already
+        # In a Traditional sentence, the word comes out as the mainland's.
+        assert mainland in sparse.fold_chinese(f"這個{word}的說明"), word
+    assert sparse.fold_chinese("儲存格的值") == "单元格的值"  # found as tw2sp leaves it
+    assert sparse.fold_chinese("拖曳上傳檔案") == "拖拽上传文件"
+    # Simplified text is not read as Taiwan's: its own 清单 stays.
+    assert sparse.fold_chinese("购物清单和全域网络") == "购物清单和全域网络"
 
 
 def test_only_traditional_text_is_folded_and_into_mainland_words():

@@ -8,7 +8,14 @@ from archivist.tools import sparse
 from archivist.tools.errors import ArchivistError, StoreMismatch, StoreNotFound
 from archivist.tools.prefixes import reads
 from archivist.tools.search import SearchRequest
-from archivist.tools.store import SPARSE_SCHEME, Chunk, ChunkWrite, KnowledgeStore, connect
+from archivist.tools.store import (
+    SPARSE_SCHEME,
+    Chunk,
+    ChunkWrite,
+    KnowledgeStore,
+    connect,
+    sparse_hint,
+)
 
 FINGERPRINT = {"embed_model": "hash", "dimension": 64, "document_prefix": "", "query_prefix": ""}
 
@@ -338,6 +345,29 @@ def test_a_store_of_an_unknown_scheme_is_refused_with_the_fix_and_kept(client):
         assert refused.value.fix.startswith("Upgrade Archivist")
         assert "archivist ingest PATH --store docs --reindex" in refused.value.fix
     assert reopened.count() == 2 and reopened.info() == future
+
+
+def test_a_store_of_the_previous_folded_scheme_keeps_its_vectors_and_is_searched_by_them(
+    client,
+):
+    # Built before the Taiwan terms were folded: OpenCC's words alone.
+    store = KnowledgeStore(client, "docs")
+    store.ensure({**FINGERPRINT, "sparse": sparse.FOLDED_SCHEME})
+    page = "全域設定的說明：在應用的最外層設定語言與主題。"
+    add(store, "config.md", [page, "按鈕的載入狀態與預設值。"])
+    assert store.sparse_scheme == sparse.FOLDED_SCHEME != SPARSE_SCHEME
+    assert stored_sparse_vectors(store)[page] == sparse.encoder(sparse.FOLDED_SCHEME).document(page)
+    assert stored_sparse_vectors(store)[page] != sparse.encoder(SPARSE_SCHEME).document(page)
+    # Its queries are folded as its chunks were, so a Traditional question finds the page.
+    [first, *_] = store.search(None, "全域設定", SearchRequest(mode="sparse"))
+    assert first["text"] == page
+    assert "older scheme" in sparse_hint("docs", store.sparse_scheme)
+    # A new store gets the Taiwan terms too: the Taiwan and the mainland word meet.
+    new = KnowledgeStore(client, "fresh")
+    new.ensure(FINGERPRINT)
+    add(new, "config.md", [page, "按鈕的載入狀態與預設值。"])
+    [first, *_] = new.search(None, "全局设置", SearchRequest(mode="sparse"))
+    assert first["text"] == page and sparse_hint("fresh", new.sparse_scheme) is None
 
 
 def test_asking_for_another_scheme_than_the_stores_is_refused(client):

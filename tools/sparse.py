@@ -5,11 +5,12 @@ document vector holds only BM25's saturated term frequencies and a query vector 
 
 New stores use qdrant-edge's BM25 encoder (multilingual tokenizer, English Snowball stemming
 and stop words; measured better than ours in docs/retrieval.md) over text whose Traditional
-Chinese is folded into Simplified, Taiwan words into mainland ones (OpenCC's `tw2sp`), so a
-question typed in either script finds text written in the other. Stores built before keep
-their scheme: qdrant-edge's encoder without the folding, or our own tokenizer (Latin words,
-codes, CJK bigrams), which `encoder` still gives them, so they are queried and added to as
-they were built.
+Chinese is folded into Simplified, Taiwan words into mainland ones (OpenCC's `tw2sp`, then
+the Taiwan software words it leaves, `taiwan_terms.tsv`), so a question typed in either
+script finds text written in the other. Stores built before keep their scheme: the folding
+with OpenCC's words alone, qdrant-edge's encoder without the folding, or our own tokenizer
+(Latin words, codes, CJK bigrams), which `encoder` still gives them, so they are queried and
+added to as they were built.
 """
 
 import functools
@@ -19,6 +20,7 @@ import struct
 import zlib
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from archivist.tools.errors import ArchivistError
@@ -26,8 +28,9 @@ from archivist.tools.errors import ArchivistError
 # The scheme names a fingerprint records; a scheme's vectors never change under its name.
 EDGE_SCHEME = "bm25-qdrant-multilingual-en-numbers-v1"
 FOLDED_SCHEME = "bm25-qdrant-multilingual-en-numbers-zhfold-v1"
+FOLDED_TW_SCHEME = "bm25-qdrant-multilingual-en-numbers-zhfold-v2"
 LEGACY_SCHEME = "bm25-crc32-cjkbigram-v1"
-DEFAULT_SCHEME = FOLDED_SCHEME
+DEFAULT_SCHEME = FOLDED_TW_SCHEME
 
 K1 = 1.2
 B = 0.75
@@ -210,7 +213,27 @@ def _converters() -> tuple[Any, Any]:
     return opencc.OpenCC("t2s"), opencc.OpenCC("tw2sp")
 
 
-def fold_chinese(text: str) -> str:
+# Taiwan software words tw2sp leaves (全域, 回饋, 清單) and their mainland words (全局, 反馈,
+# 列表): a small table of our own, part of FOLDED_TW_SCHEME (see the file's header).
+TAIWAN_TERMS = Path(__file__).with_name("taiwan_terms.tsv")
+
+
+@functools.cache
+def taiwan_terms() -> tuple[dict[str, str], re.Pattern[str] | None]:
+    """The table's words as tw2sp leaves them (儲存格 → 保存格) and their mainland words, and a
+    pattern finding them, longest first; read when first used."""
+    _, taiwan = _converters()
+    terms = {}
+    for line in TAIWAN_TERMS.read_text(encoding="utf-8").splitlines():
+        if line.strip() and not line.startswith("#"):
+            word, mainland = line.split("\t")
+            terms[taiwan.convert(word)] = mainland
+    if not terms:
+        return terms, None
+    return terms, re.compile("|".join(map(re.escape, sorted(terms, key=len, reverse=True))))
+
+
+def fold_chinese(text: str, terms: bool = True) -> str:
     """Text with its Traditional Chinese written in Simplified characters and mainland words,
     for keyword indexing only; Simplified text and other scripts are returned as they are.
 
@@ -218,7 +241,9 @@ def fold_chinese(text: str) -> str:
     differs in Simplified; Traditional prose differs in one of four or so): tw2sp also reads
     Simplified words as Taiwan ones (程序, a program on the mainland, would become 进程, a
     process), so folding Simplified text too, or a Simplified page quoting one Traditional
-    name, would part a mainland question from the page it asks about."""
+    name, would part a mainland question from the page it asks about. With `terms` (the
+    scheme of new stores) the Taiwan software words tw2sp leaves are then written as the
+    mainland's (`taiwan_terms.tsv`); without, as FOLDED_SCHEME stores were built."""
     runs = cjk_runs().findall(text)
     if not runs:
         return text
@@ -231,14 +256,27 @@ def fold_chinese(text: str) -> str:
         differing = sum(1 for a, b in zip(written, converted, strict=True) if a != b)
         if differing * TRADITIONAL_SHARE < len(written):
             return text
-    return taiwan.convert(text)
+    folded = taiwan.convert(text)
+    if terms:
+        mainland, pattern = taiwan_terms()
+        if pattern is not None:
+            folded = pattern.sub(lambda found: mainland[found.group()], folded)
+    return folded
 
 
 def _folded_document(text: str) -> tuple[list[int], list[float]]:
-    return _edge_document(fold_chinese(text))
+    return _edge_document(fold_chinese(text, terms=False))
 
 
 def _folded_query(text: str) -> tuple[list[int], list[float]]:
+    return _edge_query(fold_chinese(text, terms=False))
+
+
+def _folded_tw_document(text: str) -> tuple[list[int], list[float]]:
+    return _edge_document(fold_chinese(text))
+
+
+def _folded_tw_query(text: str) -> tuple[list[int], list[float]]:
     return _edge_query(fold_chinese(text))
 
 
@@ -265,6 +303,7 @@ class SparseEncoder:
 
 
 _ENCODERS = {
+    FOLDED_TW_SCHEME: SparseEncoder(FOLDED_TW_SCHEME, _folded_tw_document, _folded_tw_query),
     FOLDED_SCHEME: SparseEncoder(FOLDED_SCHEME, _folded_document, _folded_query),
     EDGE_SCHEME: SparseEncoder(EDGE_SCHEME, _edge_document, _edge_query),
     LEGACY_SCHEME: SparseEncoder(LEGACY_SCHEME, document_vector, query_vector),
