@@ -24,7 +24,9 @@ These are figures, not tests.
 Traditional (Taiwan) questions, each Traditional one the twin of a Simplified one, a third held
 out (`benchmarks/data/frameworks-questions.jsonl`); each tree is fetched at its pinned commit,
 or read from a local copy at that commit (`--tree antd=PATH`, the folder holding
-`components/`; `--tree vue-zh=PATH`, the folder holding `src/`).
+`components/`; `--tree vue-zh=PATH`, the folder holding `src/`). Each tree is also ingested
+into stores of the earlier schemes, folding with OpenCC's words alone and not folding, to show
+what each buys.
 
 The stores' BM25 vectors are those of new stores, from the encoder qdrant-edge ships
 (multilingual tokenizer, English stemming and stop words); `--sparse ours` builds them with
@@ -832,9 +834,15 @@ def framework_scores(ranked: list[list[str]], questions: list[dict]) -> dict[str
     return figures
 
 
+# The rows' names by the store's scheme: new stores' (folded, with the Taiwan terms), the
+# scheme folding with OpenCC's words alone, and the unfolded one.
+FOLDINGS = {"folded": "", "opencc": " (OpenCC words only)", "unfolded": " (unfolded)"}
+
+
 def evaluate_frameworks(trees: dict[str, Path], embedder: Embeddings, workdir: Path, log) -> dict:
-    """Each tree ingested into a store of new stores' scheme (and of the unfolded scheme, to
-    show what folding Traditional Chinese buys), its questions asked in every mode."""
+    """Each tree ingested into a store of new stores' scheme (and of the earlier schemes, to
+    show what folding Traditional Chinese, and the Taiwan terms, buy), its questions asked in
+    every mode."""
     started = time.perf_counter()
     questions = [
         json.loads(line)
@@ -850,6 +858,7 @@ def evaluate_frameworks(trees: dict[str, Path], embedder: Embeddings, workdir: P
             include = FRAMEWORK_TREES[name][3]
             for scheme, label in (
                 (sparse.DEFAULT_SCHEME, "folded"),
+                (sparse.FOLDED_SCHEME, "opencc"),
                 (sparse.EDGE_SCHEME, "unfolded"),
             ):
                 store = KnowledgeStore(client, f"{name.replace('-', '_')}_{label}")
@@ -883,9 +892,7 @@ def evaluate_frameworks(trees: dict[str, Path], embedder: Embeddings, workdir: P
                         row[split] = framework_scores(
                             [r for r, _ in picked], [q for _, q in picked]
                         )
-                    results.setdefault(name, {})[
-                        f"{mode}" + ("" if label == "folded" else " (unfolded)")
-                    ] = row
+                    results.setdefault(name, {})[mode + FOLDINGS[label]] = row
                     whole = row["whole"]
                     log(
                         f"  {name} {label:8} {mode:7} "
