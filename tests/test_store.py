@@ -527,6 +527,43 @@ def test_a_model_that_cannot_read_the_question_has_no_say_however_its_cosines_st
     assert margin_alone[0]["source"] == "lookalike.txt"
 
 
+def _ranked(scores: list[tuple[str, str, float]]) -> list:
+    from qdrant_client import models
+
+    return [
+        models.ScoredPoint(id=pid, version=0, score=score, payload={"source": source})
+        for pid, source, score in scores
+    ]
+
+
+def test_the_fusion_scores_a_page_by_its_best_chunk_in_each_ranking():
+    from archivist.tools.ranking import fuse_zscore
+
+    # Dense finds the modal page by its introduction, BM25 by its API table; the popconfirm
+    # page is second in both, by one chunk. Chunk by chunk, that one chunk would win.
+    fillers = [(f"f{i}", f"f{i}.md", 0.0) for i in range(19)]
+    dense = _ranked(
+        [("intro", "modal.md", 0.90), ("pc", "popconfirm.md", 0.80)]
+        + [(pid, src, 0.50 - 0.001 * i) for i, (pid, src, _) in enumerate(fillers)]
+    )
+    bm25 = _ranked(
+        [("table", "modal.md", 10.0), ("pc", "popconfirm.md", 9.0)]
+        + [(pid, src, 3.0 - 0.01 * i) for i, (pid, src, _) in enumerate(fillers)]
+    )
+    fused = fuse_zscore(dense, bm25, agreement=False)
+    order = [p.id for p, _ in fused]
+    scores = {p.id: score for p, score in fused}
+    # The modal page's better chunk stands for it, with the page's best of both rankings.
+    assert order[0] in ("intro", "table") and order[1] == "pc"
+    other = "table" if order[0] == "intro" else "intro"
+    assert scores[order[0]] > scores["pc"] > scores[other]
+    # Its other chunks, and other pages', keep their own sums: chunk order within a page.
+    assert order.index("f0") < order.index("f18")
+    # Chunk by chunk (one chunk a page), the order is the plain weighted sum's.
+    single = fuse_zscore(dense[1:], bm25[1:], agreement=False)
+    assert [p.id for p, _ in single][:2] == ["pc", "f0"]
+
+
 @pytest.mark.parametrize(
     ("model", "text", "read"),
     [

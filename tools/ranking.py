@@ -82,7 +82,8 @@ def fuse_zscore(
     agreement: bool = True,
     reads: bool = True,
 ) -> list[tuple[models.ScoredPoint, float]]:
-    """Fuse two rankings by their standardised scores, trusting dense as `dense_weight` says.
+    """Fuse two rankings by their standardised scores, trusting dense as `dense_weight` says,
+    page by page.
 
     Rank fusion (RRF) gives a ranking that cannot tell passages apart as much say as one that
     can, which makes the fusion of a weak and a strong ranker worse than the strong one. Here
@@ -90,17 +91,41 @@ def fuse_zscore(
     in one ranking keeps that lead, and the dense ranking is weighted by how far its best
     cosine stands above its candidates' mean, or by how many candidates it shares with BM25
     (`agreement`; without it, the margin alone, as earlier releases fused), and not at all when
-    its model does not `reads` the query's language. The fused score is the weighted sum of
-    z-scores; chunks dense alone found come after BM25's when dense has no say.
+    its model does not `reads` the query's language.
+
+    The two rankings often find the right page through different chunks (its API table holds
+    the question's words, its introduction its meaning), and a chunk missing from a ranking
+    scores that ranking's floor: summed chunk by chunk, such a page would lose to a lesser one
+    whose one chunk both rankings hold. So a source's best chunk (by its own weighted sum)
+    stands for the source and scores the weighted sum of the source's best z-score in each
+    ranking, at least its own; its other chunks keep their own sums. Chunks dense alone found
+    come after BM25's when dense has no say.
     """
     depth = max(len(dense), len(bm25), 1)
     points = {p.id: p for p in [*bm25, *dense]}
-    fused = dict.fromkeys(points, 0.0)
+    sources = {pid: (p.payload or {}).get("source") for pid, p in points.items()}
+    own = dict.fromkeys(points, 0.0)
+    pages = dict.fromkeys(sources.values(), 0.0)
     for ranking, weight in ((dense, dense_weight(dense, bm25, agreement, reads)), (bm25, 1.0)):
         z, floor = _standardised(ranking, depth)
-        for pid in fused:
-            fused[pid] += weight * z.get(pid, floor)
-    return sorted(((points[pid], s) for pid, s in fused.items()), key=lambda x: -x[1])
+        best: dict[Any, float] = {}
+        for pid, value in z.items():
+            source = sources[pid]
+            best[source] = max(best.get(source, value), value)
+        for pid in own:
+            own[pid] += weight * z.get(pid, floor)
+        for source in pages:
+            pages[source] += weight * best.get(source, floor)
+    fused = dict(own)
+    heads: dict[Any, Any] = {}
+    for pid in points:  # the first of equal sums, as the sort below keeps them
+        head = heads.get(sources[pid])
+        if head is None or own[pid] > own[head]:
+            heads[sources[pid]] = pid
+    for source, pid in heads.items():
+        fused[pid] = pages[source]
+    order = sorted(points, key=lambda pid: (-fused[pid], -own[pid]))
+    return [(points[pid], fused[pid]) for pid in order]
 
 
 def fuse_rrf(
