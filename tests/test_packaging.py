@@ -67,6 +67,7 @@ def test_the_wheel_installs_only_the_archivist_package_and_the_console_script(wh
         if "__pycache__" not in path.parts
     }
     assert modules - set(names) == set()
+    assert "archivist/tools/taiwan_terms.tsv" in names  # BM25 folding reads it
     top = {name.split("/")[0] for name in names}
     assert {n for n in top if not n.endswith(".dist-info")} == {"archivist"}
     assert not top & {"agent", "tools", "ingest", "tests", "examples"}

@@ -562,6 +562,10 @@ def test_the_fusion_scores_a_page_by_its_best_chunk_in_each_ranking():
     # Chunk by chunk (one chunk a page), the order is the plain weighted sum's.
     single = fuse_zscore(dense[1:], bm25[1:], agreement=False)
     assert [p.id for p, _ in single][:2] == ["pc", "f0"]
+    # Points without a source are pages of their own.
+    for point in [*dense, *bm25]:
+        point.payload = {}
+    assert [p.id for p, _ in fuse_zscore(dense, bm25, agreement=False)][0] == "pc"
 
 
 @pytest.mark.parametrize(

@@ -103,7 +103,8 @@ def fuse_zscore(
     """
     depth = max(len(dense), len(bm25), 1)
     points = {p.id: p for p in [*bm25, *dense]}
-    sources = {pid: (p.payload or {}).get("source") for pid, p in points.items()}
+    # A chunk without a source (none in a store; a caller's own points) is a page of its own.
+    sources = {pid: (p.payload or {}).get("source") or ("chunk", pid) for pid, p in points.items()}
     own = dict.fromkeys(points, 0.0)
     pages = dict.fromkeys(sources.values(), 0.0)
     for ranking, weight in ((dense, dense_weight(dense, bm25, agreement, reads)), (bm25, 1.0)):
