@@ -106,10 +106,11 @@ def _report(
     if _failures_to_forget(resolution) or (request.prune and _gone(resolution, held, files)):
         return None
     notify = on_progress or ignore
-    notify(Discovered(len(files)))
+    size = sum(max(file.size, 0) for file in files)
+    notify(Discovered(len(files), size))
     skipped_now = {f["source"] for f in not_documents}
     unchanged = [file.source for file in files if file.source not in skipped_now]
-    notify(Loaded(len(files), len(unchanged), 0))
+    notify(Loaded(len(files), len(unchanged), 0, size))
     return IngestReport(
         files=len(files),
         stored=[],
