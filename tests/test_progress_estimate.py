@@ -91,10 +91,22 @@ def test_nothing_is_told_before_it_means_something():
     assert estimate.seconds_left() is None and estimate.file_rate() is None
     clock.now = 30.0 + Estimate.SETTLE_SECONDS
     estimate.add(Embedded("c", 5))
-    # 10 chunks in 3 s since the first were embedded; 500 expected, 485 left.
-    assert estimate.chunk_rate() == 10 / 3
-    assert estimate.seconds_left() == 485 / (10 / 3)
+    # Over the later half of the 3 s since the first chunks: 5 chunks from 31 s to 33 s.
+    assert estimate.chunk_rate() == 5 / 2
+    assert estimate.seconds_left() == (500 - 15) / (5 / 2)  # 500 chunks expected in all
     assert estimate.file_rate() == 10 / clock.now
+
+
+def test_a_burst_of_chunks_embedded_ahead_is_left_out_of_the_rate():
+    clock = Clock()
+    estimate = Estimate(clock)
+    estimate.add(Discovered(100, 100 * 5000))
+    estimate.add(Loaded(100, 0, 10_000, 100 * 5000))
+    for second in range(1, 31):  # 2,000 chunks at once, then 100 a second
+        clock.now = float(second)
+        estimate.add(Embedded("f", 2000 if second == 1 else 100))
+    assert estimate.chunk_rate() == 100.0
+    assert estimate.seconds_left() == (10_000 - 4900) / 100
 
 
 def test_a_run_of_unchanged_files_expects_no_chunks_from_them():

@@ -1,5 +1,6 @@
 """Show an ingest's progress on stderr: a live bar on a terminal, plain lines elsewhere."""
 
+import bisect
 import sys
 import time
 from collections.abc import Callable
@@ -31,13 +32,17 @@ class Estimate:
     The work is the chunks to embed: each costs the embedding model its characters. How many
     the files not yet read will make is expected from those read so far: as many per byte
     (unchanged files, only hashed, make none, and count in that rate as they come). The rate
-    is the chunks embedded per second since the first were, so the model's loading and the
-    first request's wait are not counted as if every chunk cost them. Nothing is told before
-    `SETTLE_SECONDS` of embedding and `SETTLE_SHARE` of the expected chunks: before that a
-    rate is noise."""
+    is the chunks embedded per second over the later half of the time since the first were:
+    the model's loading, the first request's wait and the burst of a new store's first
+    vectors (embedded while the graph's imports loaded) are left out as the run goes on, and
+    the window still grows with the run, so a rate that drifts is followed. Nothing is told
+    before `SETTLE_SECONDS` of embedding and `SETTLE_SHARE` of the expected chunks: before
+    that a rate is noise."""
 
     SETTLE_SECONDS = 3.0
     SETTLE_SHARE = 0.02
+    SAMPLE_SECONDS = 0.1
+    """How often the chunks embedded are noted, at most (a day's run notes under a million)."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
@@ -51,9 +56,9 @@ class Estimate:
         """The chunks the files read so far made, to embed."""
         self.embedded = 0
         """The chunks embedded so far."""
-        self.first: tuple[float, int] | None = None
-        """When chunks were first embedded, and how many were (the rate counts those after:
-        the first took the model's loading too)."""
+        self.times: list[float] = []
+        self.counts: list[int] = []
+        """When chunks were embedded, and how many had been by then, from the first."""
 
     def add(self, event: Event) -> None:
         """Take one event of the run."""
@@ -68,8 +73,10 @@ class Estimate:
                 self.loaded_chunks += chunks
             case Embedded(chunks=chunks):
                 self.embedded += chunks
-                if self.first is None:
-                    self.first = (self.clock(), self.embedded)
+                now = self.clock()
+                if not self.times or now - self.times[-1] >= self.SAMPLE_SECONDS:
+                    self.times.append(now)
+                    self.counts.append(self.embedded)
 
     def expected_chunks(self) -> float | None:
         """The chunks the whole run will embed, as expected so far (None: nothing read yet)."""
@@ -83,17 +90,18 @@ class Estimate:
 
     def chunk_rate(self) -> float | None:
         """Chunks embedded per second, once that means something (else None)."""
-        if self.first is None:
+        if not self.times:
             return None
-        at, before = self.first
-        seconds = self.clock() - at
-        done = self.embedded - before
+        now = self.clock()
+        seconds = now - self.times[0]
         expected = self.expected_chunks()
-        if seconds < self.SETTLE_SECONDS or done <= 0 or not expected:
+        if seconds < self.SETTLE_SECONDS or not expected:
             return None
-        if self.embedded < self.SETTLE_SHARE * expected:
+        if self.embedded - self.counts[0] <= 0 or self.embedded < self.SETTLE_SHARE * expected:
             return None
-        return done / seconds
+        # From the last note at or before the middle of the time since the first.
+        at = max(bisect.bisect_right(self.times, now - seconds / 2) - 1, 0)
+        return (self.embedded - self.counts[at]) / (now - self.times[at])
 
     def file_rate(self) -> float | None:
         """Files read or passed over per second, once the chunk rate means something."""
