@@ -443,7 +443,7 @@ def test_load_batch_alone_reports_a_file_it_cannot_read_and_goes_on(tmp_path):
     assert [f["source"] for f in update["failed"]] == ["bad.pdf"]
     assert update["settled"] == ["ok.md"]
     assert events[0] == Failed(**update["failed"][0])
-    assert events[-1] == Loaded(files=2, unchanged=0, chunks=1)
+    assert events[-1] == Loaded(files=2, unchanged=0, chunks=1, bytes=len("not a pdf") + 4)
 
 
 def test_embed_and_store_alone_stores_every_chunk_before_removing_the_old_version():
