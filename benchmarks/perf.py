@@ -301,7 +301,7 @@ def stored_texts(url: str, home: Path, store: str, prefix: str = "search_documen
 
     app = Archivist(_settings(url, home))
     try:
-        pages = scroll_pages(app.client, store, 2048, with_payload=["text"])
+        pages = scroll_pages(app._client, store, 2048, with_payload=["text"])
         return [prefix + p.payload["text"] for points in pages for p in points]
     finally:
         app.close()
