@@ -43,7 +43,14 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path[:0] = [str(HERE), str(ROOT / "tests")]
 
-from perf import Config, FakeOllamaProcess, median_runs, run_cli, user_env  # noqa: E402
+from perf import (  # noqa: E402
+    Config,
+    FakeOllamaProcess,
+    char_cost_ollama,
+    median_runs,
+    run_cli,
+    user_env,
+)
 
 EXE = str(Path(sys.executable).with_name("archivist"))
 WORDS = "tent stove boot trail river summit lantern compass rope canyon meadow glacier".split()
@@ -213,12 +220,7 @@ def estimate_accuracy(files: int) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="archivist-estimate-"))
     try:
         size = mixed_tree(work / "kb", files)
-        with FakeOllamaProcess(
-            embed_delay=config.char_embed_delay,
-            embed_delay_per_text=config.char_embed_delay_per_text,
-            embed_delay_per_char=config.char_embed_delay_per_kchar / 1000,
-            embed_concurrency=config.embed_concurrency,
-        ) as fake:
+        with char_cost_ollama(config) as fake:
             estimate = Estimate()
             seen: list[tuple[float, int, float | None]] = []
 

@@ -13,14 +13,12 @@ recorded, a rename, a rebuild, a shard, a site, a description or embedding model
 a version left half-replaced — returns None, and the graph runs as always: it alone writes.
 """
 
-import gc
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from archivist.ingest import roots as rooting
 from archivist.ingest.report import IngestReport
 from archivist.ingest.request import IngestRequest
+from archivist.tools.collector import collector_paused
 from archivist.tools.progress import Discovered, Loaded, ProgressFn, ignore
 from archivist.tools.store import SPARSE_SCHEME, KnowledgeStore
 
@@ -37,22 +35,8 @@ def unchanged_report(
     `context` is the embedding model's context (tokens), which fits the request's chunk sizes
     as the graph's run would; `fingerprint` the embedding model's keys the store must have
     been built with (`embed_model`, `document_prefix`, `query_prefix`)."""
-    with _collector_paused():
+    with collector_paused():
         return _report(request, store, context, fingerprint, on_progress)
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause Python's cycle collector through the check: it makes a few objects per file (and
-    no cycles), and its passes over them took a third of the check's time at 100,000 files."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def _report(
