@@ -59,8 +59,10 @@ VECTOR_KEYS = ("embed_model", "dimension", "document_prefix", "query_prefix", "s
 # The sparse scheme of a new store (an existing one keeps the scheme its fingerprint names).
 SPARSE_SCHEME = sparse.DEFAULT_SCHEME
 # How many more candidates a dense search on a store on disk draws from its int8 copy than
-# it returns, before scoring them again on the vectors themselves (see `dense_params`).
-OVERSAMPLING = 2.0
+# it returns, before scoring them again on the vectors themselves (see `dense_params`): on
+# 4,763 chunks of the benchmarks' corpus, the exact top 10 came back 98.4% whole at 2, 99.7%
+# at 3, 99.9% at 4 (an int8 search alone: 85.6%).
+OVERSAMPLING = 3.0
 STORE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,62}$")
 # Collections Archivist keeps for itself are named with a character store names cannot hold,
 # so no user's store can collide with one (a store named `docs__rebuild` is the user's own).
