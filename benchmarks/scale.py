@@ -73,7 +73,7 @@ def run(args: list[str], env: dict[str, str]) -> dict[str, Any]:
         }
 
 
-def median_run(args: list[str], env: dict[str, str], runs: int = RUNS) -> dict[str, float]:
+def median_run(args: list[str], env: dict[str, str], runs: int) -> dict[str, float]:
     found = [run(args, env) for _ in range(runs)]
     return {
         key: round(statistics.median(f[key] for f in found), 3)
@@ -161,7 +161,9 @@ def layout_of(home: Path) -> dict[str, Any]:
     return {"vectors_on_disk": bool(settings.get("vectors_on_disk")), "segments": segments}
 
 
-def measure(size: int, layout: str, corpus: Path, work: Path, url: str, queries: int) -> dict:
+def measure(
+    size: int, layout: str, corpus: Path, work: Path, url: str, queries: int, runs: int
+) -> dict:
     home = work / f"home-{size}-{layout}"
     shutil.rmtree(home, ignore_errors=True)
     env = user_env(ARCHIVIST_HOME=str(home), OLLAMA_HOST=url, ARCHIVIST_STORE_LAYOUT=layout)
@@ -181,10 +183,10 @@ def measure(size: int, layout: str, corpus: Path, work: Path, url: str, queries:
         "store": layout_of(home),
     }
     query = ["search", "how many days for a refund of the tent", "--store", STORE]
-    found["search"] = median_run(query, env)
-    found["search_zh"] = median_run(["search", "帐篷退货需要几天", "--store", STORE], env)
-    found["sources"] = median_run(["sources", "--store", STORE], env)
-    found["stores"] = median_run(["stores"], env)
+    found["search"] = median_run(query, env, runs)
+    found["search_zh"] = median_run(["search", "帐篷退货需要几天", "--store", STORE], env, runs)
+    found["sources"] = median_run(["sources", "--store", STORE], env, runs)
+    found["stores"] = median_run(["stores"], env, runs)
     found["dense"] = dense_child(home, queries)
     shutil.rmtree(home, ignore_errors=True)
     return found
@@ -215,6 +217,7 @@ def main() -> None:
     parser.add_argument("--million", action="store_true", help="also 1,000,000 chunks")
     parser.add_argument("--layouts", nargs="+", help="only these layouts (default: both)")
     parser.add_argument("--queries", type=int, default=1000)
+    parser.add_argument("--runs", type=int, default=RUNS, help="runs of each command")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "scale.json")
     parser.add_argument("--dense-child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -232,7 +235,8 @@ def main() -> None:
                 # Below the index threshold `auto` keeps the store in memory: forced on disk.
                 layouts = args.layouts or ["memory", "auto" if size >= 40_000 else "disk"]
                 for layout in layouts:
-                    results.append(measure(size, layout, corpus, work, fake.url, args.queries))
+                    found = measure(size, layout, corpus, work, fake.url, args.queries, args.runs)
+                    results.append(found)
                     print(table(results[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
                 shutil.rmtree(corpus)
     load = os.getloadavg()
