@@ -186,9 +186,10 @@ def test_the_setting_chooses_the_layout(tmp_path):
     assert settings.store_layout == "disk"
     app = Archivist(settings)
     try:
-        assert app.client.layout == "disk"
+        app.store("docs", must_exist=False).ensure(FINGERPRINT)
     finally:
         app.close()
+    assert _settings(tmp_path / "edge")["vectors_on_disk"] is True
     served = load_settings({"ARCHIVIST_STORE_LAYOUT": "memory", "QDRANT_URL": "http://q:6333"})
     assert served.server_layout.vectors == "memory"
     with pytest.raises(ArchivistError) as refused:
