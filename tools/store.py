@@ -141,8 +141,9 @@ class ServerLayout:
     def on_disk(self) -> bool:
         """Whether the collection keeps its dense vectors, keyword index, graph and payloads on
         disk, searched through an int8 copy of its dense vectors kept in memory. A server
-        builds that copy segment by segment as its optimizer rewrites them, so a small
-        collection is searched on its vectors anyway: `auto` is decided at creation."""
+        makes that copy for each segment its optimizer rewrites, and searches a segment not
+        rewritten yet on its vectors: a small collection costs nothing more, so `auto` is
+        decided at creation."""
         return self.vectors in ("auto", "disk")
 
     def create_options(self) -> dict[str, Any]:
