@@ -57,6 +57,7 @@ class Archivist:
             timeout=self.settings.qdrant_timeout,
             legacy_path=self.settings.legacy_store_path,
             wait=self.settings.store_wait,
+            layout=self.settings.store_layout,
         )
 
     def writing(self) -> AbstractContextManager[None]:
