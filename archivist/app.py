@@ -45,7 +45,7 @@ class Archivist:
         self._rerankers: dict[str, Reranker] = {}
 
     @cached_property
-    def client(self):
+    def _client(self):
         """The Qdrant client behind every store (opened on first use)."""
         if not self.settings.qdrant_url:
             ensure_home(self.settings.home)
@@ -57,12 +57,13 @@ class Archivist:
             timeout=self.settings.qdrant_timeout,
             legacy_path=self.settings.legacy_store_path,
             wait=self.settings.store_wait,
+            layout=self.settings.store_layout,
         )
 
     def writing(self) -> AbstractContextManager[None]:
         """Be the embedded store's one writer through the block (another writer waits, saying
         for whom); a Qdrant server takes many writers."""
-        return engine_writing(self.client)
+        return engine_writing(self._client)
 
     @cached_property
     def ollama(self) -> Ollama:
@@ -78,9 +79,9 @@ class Archivist:
 
     def close(self) -> None:
         """Release the store (the embedded store is locked while open)."""
-        if "client" in self.__dict__:
-            self.client.close()
-            del self.__dict__["client"]
+        if "_client" in self.__dict__:
+            self._client.close()
+            del self.__dict__["_client"]
 
     def embeddings_for(self, store: KnowledgeStore) -> PrefixedEmbeddings:
         """The embedding model a store was built with, with its prefixes: its queries are
@@ -90,17 +91,17 @@ class Archivist:
     def released_on_failure(self, doing: str = "", then: str = "") -> AbstractContextManager:
         """Explain an Ollama or Qdrant failure in the block; if the block opened the store,
         release it again when it fails (`failures.released_on_failure`)."""
-        opened_before = "client" in self.__dict__
+        opened_before = "_client" in self.__dict__
         release = None if opened_before else self.close
         return failures.released_on_failure(self.settings, release, doing, then)
 
     def store(self, name: str, must_exist: bool = True) -> KnowledgeStore:
         """Return the named store; by default it must exist and be readable by this release."""
-        return stores.open_store(self.client, self.settings, name, must_exist)
+        return stores.open_store(self._client, self.settings, name, must_exist)
 
     def store_names(self) -> list[str]:
         """The names of the stores there are."""
-        return list_stores(self.client)
+        return list_stores(self._client)
 
     def store_size(self, store: str) -> int | None:
         """How many chunks a store holds, None for a damaged one (it can still be deleted);
@@ -198,7 +199,7 @@ class Archivist:
     def stores(self, only: Sequence[str] | None = None) -> list[dict[str, Any]]:
         """List the stores (or those of `only`) with their size, embedding model, sparse
         scheme and description; a damaged one with what is wrong and its fix instead."""
-        return stores.describe_stores(self.client, only)
+        return stores.describe_stores(self._client, only)
 
     def source_status(self, store: str) -> list[RootStatus]:
         """Every source of a store, by root, with its status against the disk (ok, changed,

@@ -20,6 +20,8 @@ DEFAULT_CHAT_MODEL = "qwen2.5:3b"
 DEFAULT_EMBED_MODEL = "nomic-embed-text"
 DEFAULT_STORE = "shop_docs"
 SEARCH_MODES = ("hybrid", "dense", "sparse")
+# Where stores keep their dense vectors (ARCHIVIST_STORE_LAYOUT; the first is the default).
+STORE_LAYOUTS = ("auto", "memory", "disk")
 DEFAULT_LANGSMITH_ENDPOINT = "https://api.smith.langchain.com"
 # The variables LangSmith reads to decide whether to trace, in the order it reads them: the
 # first `*_TRACING_V2` that is set wins, else the first `*_TRACING`; only "true" turns it on.
@@ -74,6 +76,11 @@ class Settings:
     store_wait: float | None = None
     """Seconds to wait for another process using the embedded store (unset: as long as it
     takes, saying for whom); 0 fails at once unless its holder is idle."""
+    store_layout: str = "auto"
+    """Where stores keep their dense vectors: `auto` (in memory while a store is searched
+    exactly, on disk with an int8 copy in memory once it is large enough to be indexed),
+    `memory` (always in memory, searched on the vectors themselves) or `disk` (on disk with
+    the int8 copy from the start)."""
     k: int = 5
     search_mode: str = "hybrid"
     min_score: float | None = None
@@ -148,7 +155,10 @@ class Settings:
         if not self.qdrant_url:
             return None
         return ServerLayout(
-            self.qdrant_shards, self.qdrant_replication_factor, self.qdrant_write_consistency_factor
+            self.qdrant_shards,
+            self.qdrant_replication_factor,
+            self.qdrant_write_consistency_factor,
+            vectors=self.store_layout,
         )
 
     def with_overrides(self, **overrides) -> "Settings":
@@ -220,6 +230,7 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         num_ctx=_count(env, "ARCHIVIST_NUM_CTX") or 8192,
         k=int(_number(env, "ARCHIVIST_K", 5, 1, 50)),
         search_mode=_choice(env, "ARCHIVIST_SEARCH_MODE", SEARCH_MODES),
+        store_layout=_choice(env, "ARCHIVIST_STORE_LAYOUT", STORE_LAYOUTS),
         min_score=_number(env, "ARCHIVIST_MIN_SCORE", None),
         mmr=_number(env, "ARCHIVIST_MMR", None, 0.0, 1.0),
         grade=_flag(env, "ARCHIVIST_GRADE"),

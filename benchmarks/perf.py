@@ -301,7 +301,7 @@ def stored_texts(url: str, home: Path, store: str, prefix: str = "search_documen
 
     app = Archivist(_settings(url, home))
     try:
-        pages = scroll_pages(app.client, store, 2048, with_payload=["text"])
+        pages = scroll_pages(app._client, store, 2048, with_payload=["text"])
         return [prefix + p.payload["text"] for points in pages for p in points]
     finally:
         app.close()
@@ -684,6 +684,18 @@ def median_runs(
     }
 
 
+def char_cost_ollama(config: Config) -> "FakeOllamaProcess":
+    """The fake Ollama whose embedding cost grows with the characters (a request, a text and
+    each 1,000 characters cost `config`'s delays), serving `config.embed_concurrency` at a
+    time."""
+    return FakeOllamaProcess(
+        embed_delay=config.char_embed_delay,
+        embed_delay_per_text=config.char_embed_delay_per_text,
+        embed_delay_per_char=config.char_embed_delay_per_kchar / 1000,
+        embed_concurrency=config.embed_concurrency,
+    )
+
+
 def cli_commands(config: Config, work: Path) -> dict[str, Any]:
     """Every command as a user runs it, a process from start to exit, on a store of the
     mixed corpus: the ingest against the char-cost embedder (its wall against the floor of
@@ -699,12 +711,7 @@ def cli_commands(config: Config, work: Path) -> dict[str, Any]:
     env.pop("QDRANT_URL", None)
     found: dict[str, Any] = {"files": config.mixed_files, "chars": chars}
     ingest = ["ingest", str(corpus), "--store", "mixed", "--json"]
-    with FakeOllamaProcess(
-        embed_delay=config.char_embed_delay,
-        embed_delay_per_text=config.char_embed_delay_per_text,
-        embed_delay_per_char=config.char_embed_delay_per_kchar / 1000,
-        embed_concurrency=config.embed_concurrency,
-    ) as fake:
+    with char_cost_ollama(config) as fake:
         env["OLLAMA_HOST"] = fake.url
         wall, cpu, out = run_cli(ingest, env)
         sizes = fake.sizes("/api/embed")
@@ -949,12 +956,7 @@ def mixed_corpus(config: Config, work: Path) -> dict[str, Any]:
     found["import_cpu_s"] = round(import_cpu(), 2)
     texts = [p.read_text(encoding="utf-8") for p in sorted(corpus.rglob("*.md"))]
     found["chars"] = sum(map(len, texts))
-    with FakeOllamaProcess(
-        embed_delay=config.char_embed_delay,
-        embed_delay_per_text=config.char_embed_delay_per_text,
-        embed_delay_per_char=config.char_embed_delay_per_kchar / 1000,
-        embed_concurrency=config.embed_concurrency,
-    ) as fake:
+    with char_cost_ollama(config) as fake:
         seconds, report = our_ingest(fake.url, work / "mixed", corpus)
         times, sizes = fake.times("/api/embed"), fake.sizes("/api/embed")
         found["ingest"] = {

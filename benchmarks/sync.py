@@ -1,6 +1,7 @@
 """Keeping a store in sync with its folder: status, sync and watch, measured as a user runs them.
 
     .venv/bin/python benchmarks/sync.py [--files 2000] [--saves 20] [--out benchmarks/results]
+        [--trees 4600 100000] [--estimate-files 600]
 
 It writes a corpus of Markdown files (generated here) into folders, ingests it against the
 fake Ollama in another process with an instant embedder (what is left is our own work), and
@@ -12,13 +13,22 @@ measures, each command as a process from its start to its exit:
 * `archivist sync --store S` with nothing changed, and after 1% changed;
 * `archivist sync --watch`: from a file saved to its new text found by a search (a keyword
   search in this process, made once the watcher says it stored the file), over a series of
-  saves a second apart.
+  saves a second apart;
+* `archivist sync --store S` with nothing changed on trees of `--trees` small files (100,000
+  by default: each tree is written and ingested first, which takes minutes);
+* the time left the ingest bar shows (`Estimate`), on a real ingest (in this process) of a
+  tree of `--estimate-files` Markdown files of mixed sizes (a few hundred bytes to 120 kB)
+  against the fake Ollama whose embedding cost grows with the characters, as `perf.py`'s
+  does: the estimate when a tenth of the chunks are embedded (and at a quarter and a half)
+  against the real end.
 """
 
 import argparse
 import json
+import math
 import os
 import platform
+import random
 import shutil
 import statistics
 import subprocess
@@ -33,7 +43,14 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path[:0] = [str(HERE), str(ROOT / "tests")]
 
-from perf import FakeOllamaProcess, median_runs, run_cli, user_env  # noqa: E402
+from perf import (  # noqa: E402
+    Config,
+    FakeOllamaProcess,
+    char_cost_ollama,
+    median_runs,
+    run_cli,
+    user_env,
+)
 
 EXE = str(Path(sys.executable).with_name("archivist"))
 WORDS = "tent stove boot trail river summit lantern compass rope canyon meadow glacier".split()
@@ -152,6 +169,100 @@ def watch_latency(env: dict[str, str], url: str, home: Path, paths: list[Path], 
     return latencies
 
 
+def unchanged_tree(files: int, runs: int) -> dict[str, Any]:
+    """`sync --store S` with nothing changed on a tree of `files` small files, as a process:
+    median wall and CPU seconds (the tree written and ingested first, with an instant
+    embedder)."""
+    work = Path(tempfile.mkdtemp(prefix="archivist-tree-"))
+    try:
+        corpus(work / "kb", files)
+        with FakeOllamaProcess() as fake:
+            env = user_env(OLLAMA_HOST=fake.url, ARCHIVIST_HOME=str(work / "home"))
+            wall, cpu, _ = run(["ingest", str(work / "kb"), "--store", "s"], env)
+            _, _, out = run(["sync", "--store", "s"], env)  # as measured: nothing to do
+            if f"{files:,} unchanged" not in out:
+                raise SystemExit(f"sync of an unchanged tree did something: {out}")
+            measured = median_run(["sync", "--store", "s"], env, runs)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return {"files": files, "ingest_wall_s": round(wall, 1), **measured, "load": load()}
+
+
+def mixed_tree(root: Path, files: int, seed: int = 5) -> int:
+    """Markdown files of mixed sizes, as a folder of documents has them (mostly notes of a
+    few kB, some long guides, a few very large), in no order of size; return their bytes."""
+    rng = random.Random(seed)
+    total = 0
+    for n in range(files):
+        size = int(math.exp(rng.uniform(math.log(300), math.log(120_000))))
+        words, text = [], 0
+        while text < size:
+            word = rng.choice(WORDS)
+            words.append(word)
+            text += len(word) + 1
+        body = "\n\n".join(" ".join(words[i : i + 40]) + "." for i in range(0, len(words), 40))
+        path = root / f"part{n % 10}" / f"doc{n:04d}.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"# Document {n}\n\n{body}\n", encoding="utf-8")
+        total += path.stat().st_size
+    return total
+
+
+def estimate_accuracy(files: int) -> dict[str, Any]:
+    """The time left the ingest bar shows against the real end, on an ingest of a mixed-size
+    tree against the embedder whose cost grows with the characters (perf.py's)."""
+    from archivist.app import Archivist
+    from archivist.settings import Settings
+    from archivist.terminal.progress import Estimate
+    from archivist.tools.progress import Embedded
+
+    config = Config()
+    work = Path(tempfile.mkdtemp(prefix="archivist-estimate-"))
+    try:
+        size = mixed_tree(work / "kb", files)
+        with char_cost_ollama(config) as fake:
+            estimate = Estimate()
+            seen: list[tuple[float, int, float | None]] = []
+
+            def record(event: Any) -> None:
+                estimate.add(event)
+                if isinstance(event, Embedded):
+                    seen.append((time.monotonic(), estimate.embedded, estimate.seconds_left()))
+
+            app = Archivist(Settings(ollama_host=fake.url, home=work / "home"))
+            try:
+                app.ingest([str(work / "kb")], "mixed", on_progress=record, release=True)
+            finally:
+                app.close()
+            end = time.monotonic()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    total = seen[-1][1]
+    started = seen[0][0]
+    points = {}
+    for share in (0.1, 0.25, 0.5):
+        at, _, left = next(row for row in seen if row[1] >= share * total)
+        real = end - at
+        points[f"{share:.0%}"] = {
+            "at_s": round(at - started, 1),
+            "shown_left_s": None if left is None else round(left, 1),
+            "real_left_s": round(real, 1),
+            "error": None if left is None else round((left - real) / real, 3),
+        }
+    return {
+        "files": files,
+        "mb": round(size / 1e6, 1),
+        "chunks": total,
+        "run_s": round(end - started, 1),
+        "points": points,
+        "load": load(),
+    }
+
+
+def load() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
@@ -163,6 +274,14 @@ def main() -> None:
     parser.add_argument("--saves", type=int, default=20)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--out", type=Path, default=HERE / "results")
+    parser.add_argument(
+        "--trees", type=int, nargs="*", default=[4600, 100_000],
+        help="sizes (files) of the trees whose unchanged sync is measured; none: skipped",
+    )  # fmt: skip
+    parser.add_argument(
+        "--estimate-files", type=int, default=3000,
+        help="files of the mixed-size tree the time left is checked on (0: skipped)",
+    )  # fmt: skip
     options = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="archivist-sync-"))
     results: dict[str, Any] = {
@@ -202,7 +321,10 @@ def main() -> None:
             }
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    results["load"] = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    results["load"] = load()
+    results["trees"] = [unchanged_tree(files, options.runs) for files in options.trees]
+    if options.estimate_files:
+        results["estimate"] = estimate_accuracy(options.estimate_files)
     options.out.mkdir(parents=True, exist_ok=True)
     (options.out / "sync.json").write_text(json.dumps(results, indent=2) + "\n")
     table = report(results)
@@ -245,6 +367,42 @@ def report(r: dict[str, Any]) -> str:
         f"p95 {w['p95_s']} s (target ≤ 5 s: {met(w['p95_s'], 5)}), max {w['max_s']} s.",
         "",
     ]
+    if r["trees"]:
+        rows += [
+            "`sync --store S` with nothing changed (nothing read or hashed), a process start "
+            "to exit, on trees of small Markdown files; medians:",
+            "",
+            "| files | wall | CPU (child rusage) | target | load |",
+            "|---|---|---|---|---|",
+        ]
+        for t in r["trees"]:
+            target = 0.3 if t["files"] <= 5000 else 2.0
+            rows.append(
+                f"| {t['files']:,} | {t['wall_s']} s | {t['cpu_s']} s | ≤ {target} s wall: "
+                f"{met(t['wall_s'], target)} | {t['load']} |"
+            )
+        rows.append("")
+    if "estimate" in r:
+        e = r["estimate"]
+        rows += [
+            f"The time left the ingest bar shows, on an ingest of {e['files']} Markdown files "
+            f"of mixed sizes ({e['mb']} MB, {e['chunks']:,} chunks, {e['run_s']} s) against an "
+            f"embedder whose cost grows with the characters (load {e['load']}):",
+            "",
+            "| chunks embedded | after | shown left | real left | error | target |",
+            "|---|---|---|---|---|---|",
+        ]
+        for share, p in e["points"].items():
+            shown = "not yet" if p["shown_left_s"] is None else f"{p['shown_left_s']} s"
+            error = "" if p["error"] is None else f"{p['error']:+.0%}"
+            target = ""
+            if share == "10%":
+                ok = p["error"] is not None and abs(p["error"]) <= 0.25
+                target = f"within 25 %: {'met' if ok else 'NOT met'}"
+            rows.append(
+                f"| {share} | {p['at_s']} s | {shown} | {p['real_left_s']} s | {error} | {target} |"
+            )
+        rows.append("")
     return "\n".join(rows)
 
 

@@ -269,7 +269,7 @@ class IngestSteps:
             files = [f for f in files if f.has_records or shard.owns(f.source)]
             skipped = [f for f in skipped if shard.owns(f.source)]
             known = {s: h for s, h in known.items() if shard.owns(s)}
-        self.notify(Discovered(len(files)))
+        self.notify(Discovered(len(files), sum(max(f.size, 0) for f in files)))
         for failure in failed:
             self.notify(Failed(**failure.to_dict()))
         self.resources(run).held = set(held)
@@ -360,7 +360,7 @@ class IngestSteps:
         run.read_bytes += passed
         run.bytes_left -= passed
         run.made_chunks += chunks
-        self.notify(Loaded(len(batch), len(read.unchanged), chunks))
+        self.notify(Loaded(len(batch), len(read.unchanged), chunks, passed))
         return {
             "position": start + len(batch),
             "offset": offset,

@@ -12,7 +12,6 @@ The options are the ingest request's to write and read back (`IngestRequest.reco
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import os
 import time
@@ -26,7 +25,7 @@ from archivist.ingest.urls import prefix_of
 from archivist.tools.errors import ArchivistError
 
 if TYPE_CHECKING:  # the request records its options with the roots: it imports this module
-    from archivist.ingest.discovery import Failure, SourceFile
+    from archivist.ingest.discovery import Failure, FoundFile, SourceFile
     from archivist.ingest.request import IngestRequest
 
 ROOTS_KEY = "roots"
@@ -200,20 +199,26 @@ class RootSet:
     def name(self, root: Root, relative: str) -> str:
         """The source name of a path inside `root`: unique in the store (a web page's is its
         URL, unique in any store, and a citation that opens)."""
+        return self.namer(root)(relative)
+
+    def namer(self, root: Root) -> Callable[[str], str]:
+        """`name` for the paths inside one root, made once for all of them (a walk of a
+        folder names each of its files)."""
         if root.kind == "url":
-            return prefix_of(root.location) + relative
+            return prefix_of(root.location).__add__
+        if not self.several:
+            return _itself
         if root.kind == "file":
-            return root.label if self.several else relative
-        return f"{root.label}/{relative}" if self.several else relative
+            return lambda relative: root.label
+        return f"{root.label}/".__add__
 
     def owners(self) -> dict[str, tuple[Root, str]]:
         """Source name → (root, path inside it), for every file the roots hold."""
         if self._owners is None:
-            self._owners = {
-                self.name(root, relative): (root, relative)
-                for root in self.roots
-                for relative in root.files
-            }
+            self._owners = {}
+            for root in self.roots:
+                name = self.namer(root)
+                self._owners.update((name(relative), (root, relative)) for relative in root.files)
         return self._owners
 
     def owner(self, source: str) -> tuple[Root, str, str] | None:
@@ -238,6 +243,10 @@ class RootSet:
             location = canonical(text)
             return next((r for r in self.roots if r.location == location), None)
         return None
+
+
+def _itself(relative: str) -> str:
+    return relative
 
 
 def canonical(path: str) -> str:
@@ -501,9 +510,18 @@ def discover_scopes(
 ) -> tuple[list[SourceFile], list[Failure], list[Failure]]:
     """The files of a run's scopes on disk (not its sites: the crawler reads those), named
     for their roots; return them, the failures and the files skipped."""
+    found, failed, skipped = scan_scopes(resolution, request)
+    return [file.file() for file in found], failed, skipped
+
+
+def scan_scopes(
+    resolution: Resolution, request: IngestRequest
+) -> tuple[list[FoundFile], list[Failure], list[Failure]]:
+    """As `discover_scopes`, each file as the walk found it (a path, a size and a time, to
+    compare with what a root records), not yet a SourceFile to read."""
     from archivist.ingest.discovery import Failure, discover_one, source_name
 
-    files: dict[str, SourceFile] = {}
+    files: dict[str, FoundFile] = {}
     failed: list[Failure] = []
     skipped: list[Failure] = []
     for scope in resolution.scopes:
@@ -515,7 +533,7 @@ def discover_scopes(
             failed.append(Failure(source_name(scope.typed), "no such file or folder"))
             continue
         relative = Path(root.location).name if root.kind == "file" else scope.sub
-        naming = functools.partial(resolution.roots.name, root)
+        naming = resolution.roots.namer(root)
         discover_one(
             path, relative, naming, root.id, request.loader, request.folder_rules,
             files, failed, skipped,
@@ -559,12 +577,16 @@ def page_files(sites: Sequence[Root], files: Iterable[SourceFile]) -> list[Sourc
 
 
 def unowned_renames(
-    held: Sequence[str], before: RootSet, renames: dict[str, str], files: Iterable[SourceFile]
+    held: Sequence[str],
+    before: RootSet,
+    renames: dict[str, str],
+    files: Iterable[SourceFile | FoundFile],
 ) -> dict[str, str]:
     """Sources no root records (a store made before roots were kept), given to the files of
     this run whose path inside their root is their name: renamed where that file's name
     differs (a store of several roots), the first file in the order given winning."""
-    unowned = {s for s in held if s not in renames and before.owner(s) is None}
+    owners = before.owners()
+    unowned = {s for s in held if s not in renames and s not in owners and before.owner(s) is None}
     if not unowned:
         return {}
     records: dict[str, list[str]] = {}
@@ -587,15 +609,16 @@ def unowned_renames(
 
 
 def cached_hashes(
-    roots: RootSet, files: Iterable[SourceFile], request: IngestRequest
+    roots: RootSet, files: Iterable[SourceFile | FoundFile], request: IngestRequest
 ) -> dict[str, str]:
     """The content hashes of files unchanged since they were last read (the same size,
     modification time and settings), by source: these files need not be hashed again."""
     cached: dict[str, str] = {}
     digests = _digests(request)
+    recorded = {root.id: root.files for root in roots.roots}
     for file in files:
-        root = roots.get(file.root)
-        entry = root.files.get(file.relative) if root is not None else None
+        entries = recorded.get(file.root)
+        entry = entries.get(file.relative) if entries is not None else None
         if (
             entry
             and len(entry) >= 4

@@ -92,7 +92,7 @@ def store_status(store: KnowledgeStore) -> list[RootStatus]:
             elif file.has_records:
                 state, reason = "changed", None
             else:
-                state, reason = _compare(file.path, splitter, held[stored[0]])
+                state, reason = _compare(Path(file.path), splitter, held[stored[0]])
             if not stored:
                 status.sources.append(_row(file.source, None, root, state, reason))
             for name in stored:
@@ -130,7 +130,7 @@ def _files_of(root: Root, roots: RootSet, store: str) -> tuple[list, list[Failur
     failed: list[Failure] = []
     skipped: list[Failure] = []
     relative = Path(root.location).name if root.kind == "file" else ""
-    naming = lambda rel: roots.name(root, rel)  # noqa: E731
+    naming = roots.namer(root)
     discover_one(
         root.disk_path(), relative, naming, root.id, request.loader, request.folder_rules,
         files, failed, skipped,

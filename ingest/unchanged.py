@@ -18,6 +18,7 @@ from typing import Any
 from archivist.ingest import roots as rooting
 from archivist.ingest.report import IngestReport
 from archivist.ingest.request import IngestRequest
+from archivist.tools.collector import collector_paused
 from archivist.tools.progress import Discovered, Loaded, ProgressFn, ignore
 from archivist.tools.store import SPARSE_SCHEME, KnowledgeStore
 
@@ -34,6 +35,17 @@ def unchanged_report(
     `context` is the embedding model's context (tokens), which fits the request's chunk sizes
     as the graph's run would; `fingerprint` the embedding model's keys the store must have
     been built with (`embed_model`, `document_prefix`, `query_prefix`)."""
+    with collector_paused():
+        return _report(request, store, context, fingerprint, on_progress)
+
+
+def _report(
+    request: IngestRequest,
+    store: KnowledgeStore,
+    context: int,
+    fingerprint: dict[str, Any],
+    on_progress: ProgressFn | None,
+) -> IngestReport | None:
     if request.urls or request.reindex or request.shard or not store.exists():
         return None
     info = store.info()
@@ -52,14 +64,15 @@ def unchanged_report(
     resolution = rooting.resolve(request.paths, before, request.recorded_options())
     if resolution.roots.to_list() != before.to_list():
         return None  # a root or its options to record
-    files, failed, skipped = rooting.discover_scopes(resolution, request)
+    files, failed, skipped = rooting.scan_scopes(resolution, request)
     if failed or any(file.has_records for file in files):
         return None
-    held = store.sources()
-    if store.superseded():
+    held, superseded = store.source_versions()
+    if superseded:
         return None  # a version left half-replaced, finished by the graph's run
-    renames = rooting.renames_for(held, before, resolution)
-    if renames or rooting.unowned_renames(held, before, renames, files):
+    # The roots are those recorded, so every source a root names keeps its name: only a
+    # source no root records may be renamed (`renames_for` finds none to rename here).
+    if rooting.unowned_renames(held, before, {}, files):
         return None
     cached = rooting.cached_hashes(resolution.roots, files, request)
     not_documents = []
@@ -77,10 +90,11 @@ def unchanged_report(
     if _failures_to_forget(resolution) or (request.prune and _gone(resolution, held, files)):
         return None
     notify = on_progress or ignore
-    notify(Discovered(len(files)))
+    size = sum(max(file.size, 0) for file in files)
+    notify(Discovered(len(files), size))
     skipped_now = {f["source"] for f in not_documents}
     unchanged = [file.source for file in files if file.source not in skipped_now]
-    notify(Loaded(len(files), len(unchanged), 0))
+    notify(Loaded(len(files), len(unchanged), 0, size))
     return IngestReport(
         files=len(files),
         stored=[],
@@ -114,8 +128,7 @@ def _gone(resolution: rooting.Resolution, held: dict[str, Any], files: list[Any]
     as the graph's `prune` step decides)."""
     present = {file.source for file in files}
     for name in held:
-        found = resolution.roots.owner(name)
-        if name in present or found is None:
+        if name in present or (found := resolution.roots.owner(name)) is None:
             continue
         root, relative, _ = found
         if root.disk_path().exists() and any(

@@ -78,7 +78,7 @@ def test_several_stores_become_several_tools_and_the_right_one_is_used(archivist
 
 
 def _tool(archivist, store):
-    return make_retrieval_tool(KnowledgeStore(archivist.client, store), archivist.embeddings)
+    return make_retrieval_tool(KnowledgeStore(archivist._client, store), archivist.embeddings)
 
 
 def test_the_step_limit_stops_a_model_that_keeps_searching(archivist, shop_store, settings, ollama):

@@ -121,7 +121,7 @@ def test_a_store_deleted_while_the_chat_is_open_is_named_and_the_chat_goes_on(
 
     conversation = Conversation(archivist, [shop_store], InMemorySaver())
     conversation.answer(REFUND_Q, lambda event: None)
-    archivist.client.delete_collection(shop_store)
+    archivist._client.delete_collection(shop_store)
     # The search says so, with the fix, and the turn ends with an answer: the chat goes on.
     result = conversation.answer(REFUND_Q, lambda event: None)
     [call] = result["tool_calls"]

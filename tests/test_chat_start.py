@@ -20,7 +20,7 @@ def test_the_prompt_takes_a_question_while_the_agent_is_still_being_built(
     ollama, home, archivist, store
 ):
     # The test holds the store: the chat's build stops there until the block ends.
-    with archivist.client.hold():
+    with archivist._client.hold():
         child = start_chat("--store", store, ollama_url=ollama.url, home=home)
         shown = _recorded(child)
         child.expect("Archivist · starting qwen2.5:3b…")
@@ -45,7 +45,7 @@ def test_a_build_failing_after_the_prompt_ends_the_chat_with_the_reason_and_fix(
 ):
     # The first store is held by the test, so the build fails only after the prompt, at the
     # second (misspelled) one.
-    with archivist.client.hold():
+    with archivist._client.hold():
         child = start_chat("--store", store, "--store", "nope", ollama_url=ollama.url, home=home)
         shown = _recorded(child)
         ready(child)

@@ -195,7 +195,7 @@ def test_a_store_of_an_unknown_sparse_scheme_is_refused_with_the_fix_until_reind
     store = app.store("shop_docs")
     info = store.info()
     future = {**info, "fingerprint": {**info["fingerprint"], "sparse": "bm25-future-v9"}}
-    app.client.update_collection("shop_docs", metadata={"archivist": future})
+    app._client.update_collection("shop_docs", metadata={"archivist": future})
     chunks = store.count()
     app.close()
 

@@ -83,7 +83,7 @@ def test_a_new_store_takes_the_vectors_sent_ahead_and_sends_no_text_twice(
 
 
 def _points(app: Archivist, store: str) -> list:
-    found, _ = app.client.scroll(store, limit=1000, with_payload=True, with_vectors=True)
+    found, _ = app._client.scroll(store, limit=1000, with_payload=True, with_vectors=True)
     return found
 
 

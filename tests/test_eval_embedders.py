@@ -101,7 +101,7 @@ def test_each_embedder_gets_a_store_of_the_same_chunks_and_exact_retrieval_figur
     payloads = base.payloads()
     texts = sorted(p["text"] for p in payloads)
     for name in ("shop_docs__all_minilm", "shop_docs__llama3_2_1b"):
-        copy = KnowledgeStore(app.client, name)
+        copy = KnowledgeStore(app._client, name)
         assert sorted(p["text"] for p in copy.payloads()) == texts
     app.close()
     # What is embedded is each chunk's indexed text: its headings, then its own text.
@@ -165,7 +165,7 @@ def test_a_store_of_other_chunks_is_rebuilt_and_embedders_need_one_store(
     app = Archivist(settings)
     first = app.embedder_store("shop_docs", "all-minilm")
     assert app.embedder_store("shop_docs", "all-minilm")["reused"]
-    copy = KnowledgeStore(app.client, first["store"])
+    copy = KnowledgeStore(app._client, first["store"])
     copy.annotate(built_from="other chunks")
     rebuilt = app.embedder_store("shop_docs", "all-minilm")
     assert not rebuilt["reused"] and rebuilt["chunks"] == first["chunks"] == copy.count()
@@ -181,8 +181,8 @@ def test_a_store_of_other_chunks_is_rebuilt_and_embedders_need_one_store(
 
 def test_a_users_store_with_the_copys_name_is_never_overwritten(served, home, store, settings):
     app = Archivist(settings)
-    own = KnowledgeStore(app.client, "shop_docs__all_minilm")
-    own.ensure(KnowledgeStore(app.client, "shop_docs").fingerprint, "my own store")
+    own = KnowledgeStore(app._client, "shop_docs__all_minilm")
+    own.ensure(KnowledgeStore(app._client, "shop_docs").fingerprint, "my own store")
     before = own.count()
     with pytest.raises(ArchivistError) as raised:
         app.embedder_store("shop_docs", "all-minilm")
@@ -205,7 +205,7 @@ def test_an_embedder_copy_keeps_the_stores_sparse_scheme(ollama, home, tmp_path)
         own = app.embedder_store("shop_docs", "nomic-embed-text")
         other = app.embedder_store("shop_docs", "all-minilm")
         assert own["store"] == "shop_docs" and own["reused"]
-        copy = KnowledgeStore(app.client, other["store"])
+        copy = KnowledgeStore(app._client, other["store"])
         assert other["store"] != "shop_docs" and copy.sparse_scheme == sparse.LEGACY_SCHEME
         base = app.store("shop_docs")
         assert base.sparse_scheme == sparse.LEGACY_SCHEME and copy.count() == base.count()

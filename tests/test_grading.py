@@ -62,7 +62,7 @@ def kinds(ollama) -> list[str]:
 
 @pytest.fixture
 def tool(archivist, shop_store):
-    return make_retrieval_tool(KnowledgeStore(archivist.client, shop_store), archivist.embeddings)
+    return make_retrieval_tool(KnowledgeStore(archivist._client, shop_store), archivist.embeddings)
 
 
 def agent(settings, tool, max_rewrites: int = 2):

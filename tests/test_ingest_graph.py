@@ -31,7 +31,7 @@ DOCS = {
 
 def ingest(archivist, paths, store="docs", prune=False, on_progress=None, **options):
     graph = build_ingest_graph(
-        KnowledgeStore(archivist.client, store), archivist.embeddings, on_progress, batch_files=2
+        KnowledgeStore(archivist._client, store), archivist.embeddings, on_progress, batch_files=2
     )
     request = IngestRequest(tuple(str(p) for p in paths), store, prune=prune, **options)
     return run_ingest(graph, request)
@@ -41,7 +41,7 @@ def points(archivist, store="docs"):
     """Return every stored point's payload, by id."""
     found, offset = {}, None
     while True:
-        batch, offset = archivist.client.scroll(store, limit=256, offset=offset)
+        batch, offset = archivist._client.scroll(store, limit=256, offset=offset)
         found.update({str(p.id): p.payload for p in batch})
         if offset is None:
             return found
@@ -52,7 +52,7 @@ def embedded_texts(ollama):
 
 
 def test_the_graph_is_compiled_under_its_name(archivist):
-    graph = build_ingest_graph(KnowledgeStore(archivist.client, "docs"), archivist.embeddings)
+    graph = build_ingest_graph(KnowledgeStore(archivist._client, "docs"), archivist.embeddings)
     assert graph.name == "ingest"
     assert {"prepare", "load_batch", "embed_and_store", "prune"} <= set(graph.get_graph().nodes)
 
@@ -67,7 +67,7 @@ def test_files_are_stored_with_relative_sources_and_metadata(archivist, tmp_path
     ]
     assert report.skipped == [{"source": "image.png", "reason": broken_png_reason()}]
     assert report.failed == []
-    store = KnowledgeStore(archivist.client, "docs")
+    store = KnowledgeStore(archivist._client, "docs")
     results = store.search(
         archivist.embeddings.embed_query("refunds paid"), "refunds paid", SearchRequest(k=1)
     )
@@ -98,12 +98,12 @@ def test_documents_and_queries_get_nomic_task_prefixes_on_the_wire(archivist, ol
 def test_a_rerun_embeds_nothing_and_keeps_the_point_count(archivist, ollama, tmp_path):
     root = write_files(tmp_path / "kb", DOCS)
     ingest(archivist, [root])
-    count = KnowledgeStore(archivist.client, "docs").count()
+    count = KnowledgeStore(archivist._client, "docs").count()
     ollama.clear_requests()
     report = ingest(archivist, [root])
     assert ollama.requests_to("/api/embed") == []
     assert len(report.unchanged) == 3 and report.stored == []
-    assert KnowledgeStore(archivist.client, "docs").count() == count
+    assert KnowledgeStore(archivist._client, "docs").count() == count
 
 
 def test_only_a_changed_file_is_re_embedded_and_its_old_chunks_go(archivist, ollama, tmp_path):
@@ -115,7 +115,7 @@ def test_only_a_changed_file_is_re_embedded_and_its_old_chunks_go(archivist, oll
     embedded = [t for body in ollama.requests_to("/api/embed") for t in body["input"]]
     assert embedded == ["search_document: The warranty now lasts three years."]
     assert report.stored == [{"source": "notes.txt", "status": "updated", "chunks": 1}]
-    store = KnowledgeStore(archivist.client, "docs")
+    store = KnowledgeStore(archivist._client, "docs")
     texts = [p.payload["text"] for p in store.client.scroll("docs", limit=100)[0]]
     assert "The warranty now lasts three years." in texts
     assert not any("two years" in t for t in texts)
@@ -129,12 +129,12 @@ def test_prune_removes_sources_that_no_longer_exist(archivist, tmp_path):
     assert report.removed == []
     report = ingest(archivist, [root], prune=True)
     assert report.removed == ["notes.txt"]
-    assert "notes.txt" not in KnowledgeStore(archivist.client, "docs").sources()
+    assert "notes.txt" not in KnowledgeStore(archivist._client, "docs").sources()
 
 
 def test_the_store_is_created_with_the_models_real_dimension(archivist, ollama):
     ingest(archivist, [SHOP], store="shop")
-    fingerprint = KnowledgeStore(archivist.client, "shop").fingerprint
+    fingerprint = KnowledgeStore(archivist._client, "shop").fingerprint
     assert fingerprint["dimension"] == 768
     assert fingerprint["embed_model"] == "nomic-embed-text"
     assert fingerprint["document_prefix"] == "search_document: "
@@ -145,7 +145,7 @@ def test_a_store_is_queried_with_the_model_it_was_built_with(archivist, settings
     from archivist.app import Archivist
 
     other = Archivist(settings.with_overrides(embed_model="all-minilm"))
-    other.__dict__["client"] = archivist.client
+    other.__dict__["client"] = archivist._client
     ollama.clear_requests()
     found = other.search("refunds", "docs")
     assert found[0]["source"] == "guide/refunds.md"
@@ -229,7 +229,7 @@ def test_records_with_ids_are_synced_one_by_one(archivist, ollama, tmp_path):
     assert report.stored == [{"source": "data.jsonl#2", "status": "updated", "chunks": 1}]
     assert report.unchanged == ["data.jsonl#1"]
     assert report.removed == ["data.jsonl#3"]
-    assert sorted(KnowledgeStore(archivist.client, "docs").sources()) == [
+    assert sorted(KnowledgeStore(archivist._client, "docs").sources()) == [
         "data.jsonl#1",
         "data.jsonl#2",
     ]
@@ -245,14 +245,14 @@ def test_a_file_that_breaks_keeps_its_stored_version_even_when_pruning(archivist
     report = ingest(archivist, [root], prune=True)
     assert [f["source"] for f in report.failed] == ["a.md", "b.jsonl"]
     assert report.removed == []
-    assert sorted(KnowledgeStore(archivist.client, "docs").sources()) == ["a.md", "b.jsonl#1"]
+    assert sorted(KnowledgeStore(archivist._client, "docs").sources()) == ["a.md", "b.jsonl#1"]
 
 
 def test_ingesting_with_another_embedding_model_is_refused(archivist, settings, tmp_path):
     root = write_files(tmp_path / "kb", DOCS)
     ingest(archivist, [root])
     other = Archivist(settings.with_overrides(embed_model="all-minilm"))
-    other.__dict__["client"] = archivist.client
+    other.__dict__["client"] = archivist._client
     with pytest.raises(StoreMismatch) as refused:
         other.ingest([str(root)], "docs")
     message = str(refused.value)
@@ -291,7 +291,7 @@ def test_input_the_embedder_refuses_fails_only_its_own_document(archivist, ollam
     # One request held all four; refused, each document was sent again on its own.
     inputs = [len(b["input"]) for b in ollama.requests_to("/api/embed")[1:]]
     assert inputs == [4, 1, 1, 1, 1]
-    assert KnowledgeStore(archivist.client, "docs").count() == 3
+    assert KnowledgeStore(archivist._client, "docs").count() == 3
 
 
 def test_small_documents_share_embedding_requests():
@@ -443,7 +443,7 @@ def test_load_batch_alone_reports_a_file_it_cannot_read_and_goes_on(tmp_path):
     assert [f["source"] for f in update["failed"]] == ["bad.pdf"]
     assert update["settled"] == ["ok.md"]
     assert events[0] == Failed(**update["failed"][0])
-    assert events[-1] == Loaded(files=2, unchanged=0, chunks=1)
+    assert events[-1] == Loaded(files=2, unchanged=0, chunks=1, bytes=len("not a pdf") + 4)
 
 
 def test_embed_and_store_alone_stores_every_chunk_before_removing_the_old_version():

@@ -24,7 +24,7 @@ CORPUS = {
 def point_ids(archivist, store):
     ids, offset = set(), None
     while True:
-        batch, offset = archivist.client.scroll(store, limit=256, offset=offset)
+        batch, offset = archivist._client.scroll(store, limit=256, offset=offset)
         ids |= {str(p.id) for p in batch}
         if offset is None:
             return ids
@@ -76,7 +76,7 @@ def test_an_interrupted_ingest_leaves_no_duplicates_and_a_rerun_finishes(
     with pytest.raises(ArchivistError, match="run the same command again"):
         archivist.ingest([str(root)], "docs", embed=FAST, chunk_size=200, chunk_overlap=0)
     ollama.start()
-    store = KnowledgeStore(archivist.client, "docs")
+    store = KnowledgeStore(archivist._client, "docs")
     sources = store.sources()
     assert sources["a.md"].complete
     assert 0 < sources["b.md"].chunks < sources["b.md"].expected_chunks  # half stored
@@ -89,12 +89,12 @@ def test_an_interrupted_ingest_leaves_no_duplicates_and_a_rerun_finishes(
     assert all(info.complete for info in store.sources().values())
     archivist.ingest([str(root)], "clean", embed=FAST, chunk_size=200, chunk_overlap=0)
     assert point_ids(archivist, "docs") == point_ids(archivist, "clean")
-    assert store.count() == KnowledgeStore(archivist.client, "clean").count()
+    assert store.count() == KnowledgeStore(archivist._client, "clean").count()
 
 
 def _minilm(archivist, settings):
     other = Archivist(settings.with_overrides(embed_model="all-minilm"))
-    other.__dict__["client"] = archivist.client
+    other.__dict__["client"] = archivist._client
     return other
 
 
@@ -103,7 +103,7 @@ def test_reindex_rebuilds_for_a_new_model_and_keeps_the_old_store_until_done(
 ):
     root = write_files(tmp_path / "kb", CORPUS)
     archivist.ingest([str(root)], "docs", description="three files", embed=FAST)
-    store = KnowledgeStore(archivist.client, "docs")
+    store = KnowledgeStore(archivist._client, "docs")
     before = store.count()
     other = _minilm(archivist, settings)
 
@@ -114,7 +114,7 @@ def test_reindex_rebuilds_for_a_new_model_and_keeps_the_old_store_until_done(
     # The old store still answers with the old model; the half-built one is not listed.
     assert store.fingerprint["embed_model"] == "nomic-embed-text" and store.count() == before
     assert archivist.search("alpha", "docs")[0]["source"] == "a.md"
-    assert list_stores(archivist.client) == ["docs"]
+    assert list_stores(archivist._client) == ["docs"]
     assert store.rebuild_store().exists()
 
     ollama.clear_requests()
@@ -153,7 +153,7 @@ def test_an_update_killed_before_removing_the_old_version_is_finished_by_the_nex
         patch.setattr(KnowledgeStore, "delete_stale", dies)
         with pytest.raises(Killed):
             archivist.ingest([str(root)], "docs", embed=FAST)
-    store = KnowledgeStore(archivist.client, "docs")
+    store = KnowledgeStore(archivist._client, "docs")
     assert store.sources()["b.md"].complete
     assert any("Tents and boots" in c["text"] for c in store.chunks(["b.md"]))
 
@@ -175,7 +175,7 @@ def test_a_newer_partly_stored_version_is_kept_for_the_next_run_to_finish(
     ollama.fail("/api/embed", 500, "llama runner process has terminated", 3, 1)
     with pytest.raises(ArchivistError):
         archivist.ingest([str(root)], "docs", embed=FAST, chunk_size=200, chunk_overlap=0)
-    store = KnowledgeStore(archivist.client, "docs")
+    store = KnowledgeStore(archivist._client, "docs")
     assert store.finish_replacements() == []
     texts = [c["text"] for c in store.chunks(["b.md"])]
     assert any("Stoves" in t for t in texts) and any("Tents" in t for t in texts)
@@ -190,7 +190,7 @@ def test_a_rebuild_swap_killed_after_dropping_the_store_is_finished_by_the_next_
 ):
     root = write_files(tmp_path / "kb", CORPUS)
     archivist.ingest([str(root)], "docs", embed=FAST)
-    store = KnowledgeStore(archivist.client, "docs")
+    store = KnowledgeStore(archivist._client, "docs")
     other = _minilm(archivist, settings)
     clean = other.ingest([str(root)], "clean", embed=FAST).points
 
@@ -232,12 +232,12 @@ def test_a_users_store_named_like_a_scratch_collection_stays_the_users(
     assert [s["store"] for s in archivist.stores()] == ["docs", "docs__rebuild"]
 
     _minilm(archivist, settings).ingest([str(root)], "docs", reindex=True, embed=FAST)
-    assert list(KnowledgeStore(archivist.client, "docs").sources()) == ["a.md", "b.md", "c.md"]
-    assert list(KnowledgeStore(archivist.client, "docs__rebuild").sources()) == ["secret.md"]
+    assert list(KnowledgeStore(archivist._client, "docs").sources()) == ["a.md", "b.md", "c.md"]
+    assert list(KnowledgeStore(archivist._client, "docs__rebuild").sources()) == ["secret.md"]
     assert [s["store"] for s in archivist.stores()] == ["docs", "docs__rebuild"]
     copy = connect(tmp_path / "copy")
     try:
-        copied = copy_stores(archivist.client, copy)
+        copied = copy_stores(archivist._client, copy)
         assert [c["store"] for c in copied] == ["docs", "docs__rebuild"]
     finally:
         copy.close()

@@ -28,7 +28,7 @@ def test_bad_tool_arguments_become_observations_the_model_can_correct(
     ]
     good = {"tool_calls": [{"name": "search_shop_docs", "arguments": {"query": "refund"}}]}
     ollama.script("qwen2.5:3b", *calls, good, {"content": "Thirty days [1]."})
-    tool = make_retrieval_tool(KnowledgeStore(archivist.client, shop_store), archivist.embeddings)
+    tool = make_retrieval_tool(KnowledgeStore(archivist._client, shop_store), archivist.embeddings)
     graph = build_agent(Ollama(settings).chat_model(), [tool], "system", max_steps=10)
     state = graph.invoke(turn_input("refund?"))
 

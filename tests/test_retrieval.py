@@ -214,7 +214,7 @@ def test_headings_are_indexed_while_the_stored_text_stays_the_chunk(archivist, o
     assert any(
         t.startswith("search_document: Returns policy › Refund window\n\nSend") for t in inputs
     )
-    store = KnowledgeStore(archivist.client, "kb")
+    store = KnowledgeStore(archivist._client, "kb")
     results = store.search(
         None, "refund window", SearchRequest(k=5, mode="sparse", diversify=False)
     )
@@ -296,7 +296,7 @@ def test_a_wrong_source_from_the_model_becomes_an_observation_it_can_fix(
         {"tool_calls": [{"name": "search_shop_docs", "arguments": {"query": "refund"}}]},
         {"content": "Refunds take 30 days [1]."},
     )
-    tool = make_retrieval_tool(KnowledgeStore(archivist.client, shop_store), archivist.embeddings)
+    tool = make_retrieval_tool(KnowledgeStore(archivist._client, shop_store), archivist.embeddings)
     graph = build_agent(Ollama(settings).chat_model(), [tool], "system")
     state = graph.invoke(turn_input("refund?"))
     first, second = [m for m in state["messages"] if isinstance(m, ToolMessage)]

@@ -10,7 +10,7 @@ from archivist.tools.store import KnowledgeStore
 
 def contents(app: Archivist, store: str) -> tuple[dict, dict]:
     """Every point's payload and vector, and the store's metadata, without the clock times."""
-    client = app.client
+    client = app._client
     points, offset = {}, None
     while True:
         batch, offset = client.scroll(

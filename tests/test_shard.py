@@ -30,7 +30,7 @@ def points(archivist, store):
     """Every stored point: id → payload without its ingest time."""
     found, offset = {}, None
     while True:
-        batch, offset = archivist.client.scroll(store, limit=256, offset=offset)
+        batch, offset = archivist._client.scroll(store, limit=256, offset=offset)
         for p in batch:
             found[str(p.id)] = {
                 k: v for k, v in p.payload.items() if k not in ("ingested_at", "version")

@@ -100,7 +100,7 @@ def stored(archivist, store):
     """Every point of a store by id: payload (without its ingest time) and both vectors."""
     found, offset = {}, None
     while True:
-        batch, offset = archivist.client.scroll(store, limit=256, offset=offset, with_vectors=True)
+        batch, offset = archivist._client.scroll(store, limit=256, offset=offset, with_vectors=True)
         for p in batch:
             payload = {k: v for k, v in p.payload.items() if k not in ("ingested_at", "version")}
             bm25 = p.vector["bm25"]

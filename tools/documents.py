@@ -11,14 +11,13 @@ blank line or two where the format has no lines). That text is what `read` shows
 
 from __future__ import annotations
 
-import gc
 import operator
 import re
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from archivist.tools.collector import collector_paused
 from archivist.tools.engine import scroll_pages
 
 if TYPE_CHECKING:
@@ -285,7 +284,7 @@ def assemble(source: str, chunks: list[dict[str, Any]]) -> StoredSource:
 
 def stored_source(store: KnowledgeStore, source: str) -> StoredSource | None:
     """A source's stored text (None: the store has no such source)."""
-    with _collector_paused():
+    with collector_paused():
         return _assembled(store, source)
 
 
@@ -352,21 +351,6 @@ def _keep_current(
         if chunks is None:
             chunks = by_source[source] = []
         chunks.append(payload)
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Through a block, no cyclic garbage collection: reading a store's chunks makes a few
-    objects a chunk (its record, payload and metadata), none of them in a cycle, and the
-    collections their number sets off would go over every one of them again and again."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 _BY_INDEX = operator.itemgetter("chunk_index")
@@ -438,7 +422,7 @@ def list_sources(
     files = _recorded_files(store)
     listed: list[Listed] = []
     if contains:
-        with _collector_paused():
+        with collector_paused():
             return _matching_sources(store, wanted, Needle(contains, case_sensitive), places, files)
     named = titles(store)
     for source, info in sorted(store.sources().items()):
@@ -469,7 +453,7 @@ def _matching_sources(
 ) -> list[Listed]:
     """The listing entries of the sources (of `wanted`, else all) whose stored text holds
     `needle`, in name order. Their chunks are let go on return, within the caller's pause
-    of the collector (`_collector_paused`)."""
+    of the collector (`collector_paused`)."""
     current = store.sources()
     by_source = _current_chunks(store, current, wanted, False)
     listed = []

@@ -43,8 +43,14 @@ class Engine(Protocol):
         shard_number: int | None = None,
         replication_factor: int | None = None,
         write_consistency_factor: int | None = None,
+        on_disk_payload: bool | None = None,
+        hnsw_config: models.HnswConfigDiff | None = None,
+        quantization_config: models.ScalarQuantization | None = None,
         metadata: dict[str, Any] | None = None,
-    ) -> bool: ...
+    ) -> bool:
+        """Make a collection; the cluster layout and what it keeps on disk are a server's
+        (`ServerLayout`): the embedded store lays out its stores itself and refuses them."""
+        ...
 
     def update_collection(
         self, collection_name: str, *, metadata: dict[str, Any] | None = None

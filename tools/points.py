@@ -122,8 +122,29 @@ class Filter(_Record):
 
 
 @dataclass
+class QuantizationSearchParams(_Record):
+    """How a search uses a collection's quantized vectors: whether the candidates they find
+    are scored again on the original vectors, and how many more of them are fetched."""
+
+    ignore: bool | None = None
+    rescore: bool | None = None
+    oversampling: float | None = None
+
+
+@dataclass
+class SearchParams(_Record):
+    """How a nearest-vector search runs: exactly (every vector scored), or through its
+    index and quantized vectors (`quantization`)."""
+
+    hnsw_ef: int | None = None
+    exact: bool = False
+    quantization: QuantizationSearchParams | None = None
+
+
+@dataclass
 class QueryRequest(_Record):
-    """One query of a batch: the query, the vector it uses, the limit and filter."""
+    """One query of a batch: the query, the vector it uses, the limit and filter, and how
+    the search runs (`params`)."""
 
     query: Any
     using: str | None = None
@@ -131,6 +152,7 @@ class QueryRequest(_Record):
     filter: Filter | None = None
     with_payload: bool | list[str] | None = None
     with_vector: bool | list[str] | None = None
+    params: SearchParams | None = None
 
 
 # -- what the embedded store answers ----------------------------------------------------------

@@ -20,6 +20,8 @@ class Discovered:
 
     name: ClassVar[str] = "discovered"
     files: int
+    bytes: int = 0
+    """Their size in all (0: not known, as for the pages of a site)."""
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,8 @@ class Loaded:
     files: int
     unchanged: int
     chunks: int
+    bytes: int = 0
+    """The size of the files passed over."""
 
 
 @dataclass(frozen=True)

@@ -234,6 +234,8 @@ def sync(
 ) -> None:
     """Bring every root the stores record up to date with its recorded options: new and
     changed files embedded, deleted ones removed, nothing else touched."""
+    from archivist.terminal.progress import IngestProgress
+
     archivist = _app(store_wait=wait)
     targets = archivist.recorded_roots(stores or [])
     archivist.close()
@@ -247,7 +249,10 @@ def sync(
     for store, root in targets:
         try:
             request = archivist.sync_request(store, root, prune=prune)
-            report = archivist.ingest(request, release=True)
+            # On a terminal, the ingest's bar; elsewhere the report alone (and retry notices).
+            live = sys.stderr.isatty() and not as_json
+            with IngestProgress(enabled=live, live=live) as progress:
+                report = archivist.ingest(request, on_progress=progress.update, release=True)
         except ArchivistError as exc:
             failed = True
             if as_json:

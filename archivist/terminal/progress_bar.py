@@ -9,23 +9,32 @@ from rich.progress import (
     Task,
     TextColumn,
     TimeElapsedColumn,
-    TimeRemainingColumn,
 )
 from rich.text import Text
 
 
 class RateColumn(ProgressColumn):
-    """Items per second, e.g. `41.7/s`."""
+    """Items per second, e.g. `41.7/s`, from the task's `rate` (a callable: None until the
+    rate means something)."""
 
     def render(self, task: Task) -> Text:
-        return Text(f"{task.speed:.1f}/s" if task.speed else "–/s", style="progress.data.speed")
+        rate = task.fields["rate"]()
+        return Text(f"{rate:.1f}/s" if rate else "–/s", style="progress.data.speed")
 
 
-class EtaColumn(TimeRemainingColumn):
-    """Time remaining, shown only on tasks whose total is known from the start."""
+class EtaColumn(ProgressColumn):
+    """The time left, from the task's `left` (a callable: None until it means something)."""
+
+    max_refresh = 0.5
 
     def render(self, task: Task) -> Text:
-        return super().render(task) if task.fields.get("eta") else Text("")
+        left = task.fields.get("left")
+        seconds = left() if left else None
+        if seconds is None:
+            return Text("")
+        minutes, seconds = divmod(round(seconds), 60)
+        hours, minutes = divmod(minutes, 60)
+        return Text(f"{hours}:{minutes:02d}:{seconds:02d} left", style="progress.remaining")
 
 
 def ingest_bar() -> Progress:

@@ -62,7 +62,12 @@ from archivist.tools.edge.files import (
     shard_answers,
     write_atomic,
 )
-from archivist.tools.edge.indexing import AsideBuild, SegmentIndexing, shard_config
+from archivist.tools.edge.indexing import (
+    VECTOR_LAYOUTS,
+    AsideBuild,
+    SegmentIndexing,
+    shard_config,
+)
 from archivist.tools.engine import TurnTakingEngine
 from archivist.tools.errors import ArchivistError, DiskFull, StoreDamaged
 from archivist.tools.lease import Lease, WriterLock, stderr_notice
@@ -97,7 +102,8 @@ class EdgeClient(SegmentIndexing, TurnTakingEngine):
 
     It declares `TurnTakingEngine`: processes take turns at it (docs/concurrency.md).
     `wait`: seconds to wait for another process using the store (None: as long as it takes);
-    `notify` is told, once a wait lasts, who is being waited for.
+    `notify` is told, once a wait lasts, who is being waited for; `layout` (one of
+    VECTOR_LAYOUTS) decides when a store's dense vectors go on disk (see `shard_config`).
     """
 
     def __init__(
@@ -105,7 +111,11 @@ class EdgeClient(SegmentIndexing, TurnTakingEngine):
         path: Path | str,
         wait: float | None = None,
         notify: Callable[[str], None] = stderr_notice,
+        layout: str = "auto",
     ) -> None:
+        if layout not in VECTOR_LAYOUTS:
+            raise ValueError(f"The store layout is one of {', '.join(VECTOR_LAYOUTS)}.")
+        self.layout = layout
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
         self._check_room()
@@ -260,11 +270,19 @@ class EdgeClient(SegmentIndexing, TurnTakingEngine):
         shard_number: int | None = None,
         replication_factor: int | None = None,
         write_consistency_factor: int | None = None,
+        on_disk_payload: bool | None = None,
+        hnsw_config: Any = None,
+        quantization_config: Any = None,
         metadata: dict[str, Any] | None = None,
     ) -> bool:
         self._check_open()
         if (shard_number, replication_factor, write_consistency_factor) != (None, None, None):
             raise ValueError("The embedded store has one node and one shard: give no layout.")
+        if (on_disk_payload, hnsw_config, quantization_config) != (None, None, None):
+            raise ValueError(
+                "The embedded store lays out its stores itself (its client's `layout`, "
+                "ARCHIVIST_STORE_LAYOUT): give no disk or quantization settings."
+            )
         if self.collection_exists(collection_name):
             raise ValueError(f"Collection {collection_name} already exists")
         if hasattr(vectors_config, "size"):  # one unnamed vector
@@ -287,6 +305,9 @@ class EdgeClient(SegmentIndexing, TurnTakingEngine):
             "segment_indexing": True,
             # Dense vectors are stored as float16 (stores made before: float32).
             "vector_datatype": "float16",
+            # In memory until the store's layout puts them on disk (stores made before: the
+            # same); see SegmentIndexing._to_disk.
+            "vectors_on_disk": self.layout == "disk" and bool(vectors),
         }
         self._shards[collection_name] = qe.EdgeShard.create(
             str(folder / SHARD_DIR), shard_config(config)

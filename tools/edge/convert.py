@@ -219,6 +219,25 @@ def edge_query(request: models.QueryRequest) -> qe.QueryRequest:
         filter=edge_filter(request.filter),
         with_payload=selection(request.with_payload or False),
         with_vector=selection(request.with_vector or False),
+        params=search_params(request.params),
+    )
+
+
+def search_params(params: Any) -> qe.SearchParams | None:
+    """A search's parameters as Edge takes them (None: Edge's defaults)."""
+    if params is None:
+        return None
+    quantization = params.quantization
+    return qe.SearchParams(
+        hnsw_ef=params.hnsw_ef,
+        exact=bool(params.exact),
+        quantization=None
+        if quantization is None
+        else qe.QuantizationSearchParams(
+            ignore=bool(quantization.ignore),
+            rescore=quantization.rescore,
+            oversampling=quantization.oversampling,
+        ),
     )
 
 

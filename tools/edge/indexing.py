@@ -14,6 +14,13 @@ at close, is indexed here: nothing waits for it any more. A store small enough t
 searched exactly is compacted instead (COMPACT_POINTS); an ingest near its end asks for that
 early (`compact_aside`), and a child compacts it the same way beside the ingest's last
 embedding requests, so the close has only the few chunks written since left open to writes.
+
+Where a store keeps its dense vectors is decided when it is first indexed (see
+`vectors_on_disk`): a store searched exactly keeps them in memory; one large enough for an
+index keeps them, its keyword index and its graph on disk (mapped, read as searches need
+them) and is searched through an int8 copy of its dense vectors held in memory (half the
+size of its float16 vectors), the candidates it finds scored again on the vectors
+themselves (see the store's search).
 """
 
 from __future__ import annotations
@@ -62,6 +69,14 @@ INDEX_CHECK_POINTS = 2_000
 # Its dense vectors get no graph (HNSW with m=0: searched exactly, as before), so the store
 # is `compacted` until it grows to an index: that build gives them their graph.
 COMPACT_POINTS = 2_000
+# A store on disk (see `vectors_on_disk`) keeps an int8 copy of its dense vectors in memory,
+# each dimension's range cut at this quantile (Qdrant's usual choice: a few outliers do not
+# stretch the scale of all the others).
+QUANTILE = 0.99
+# Where a client lays out a store's dense vectors (ARCHIVIST_STORE_LAYOUT): `auto` on disk
+# from its first index build on (in memory while it is searched exactly), `memory` in memory,
+# `disk` on disk from its creation. A store once on disk stays there.
+VECTOR_LAYOUTS = ("auto", "memory", "disk")
 # Qdrant's default graph, which a store's index builds use (a compaction sets m=0).
 HNSW_M, HNSW_EF_CONSTRUCT, HNSW_FULL_SCAN_KB = 16, 100, 10_000
 # Writes of a build's backlog applied before each later write (see EdgeClient._catch_up).
@@ -191,27 +206,43 @@ def shard_config(config: dict[str, Any], hnsw_m: int | None = None) -> qe.EdgeCo
     before the shard is optimised (Edge keeps what a load is given as the shard's
     configuration): HNSW_M, Qdrant's default graph for the dense vectors (an index build); 0,
     no graph and every segment closed to writes however small (a compaction); None, Edge's
-    own graph settings (a new shard)."""
+    own graph settings (a new shard). A collection whose `vectors_on_disk` is set gets the
+    on-disk layout (see the module's docstring)."""
     float16 = config.get("vector_datatype") == "float16"
+    # On disk: mapped, read as searches need them (None: Edge's default, in memory); the
+    # int8 copy is kept in memory (pinned) for the searches to run on.
+    disk = qe.Memory.Cold if config.get("vectors_on_disk") else None
+    quantized = (
+        qe.ScalarQuantizationConfig(qe.ScalarType.Int8, quantile=QUANTILE, memory=qe.Memory.Pinned)
+        if disk
+        else None
+    )
     return qe.EdgeConfig(
         vectors={
             name: qe.EdgeVectorParams(
                 size=p["size"],
                 distance=_DISTANCES[p["distance"]],
                 datatype=qe.VectorStorageDatatype.Float16 if float16 else None,
+                memory=disk,
+                quantization_config=quantized,
             )
             for name, p in config["vectors"].items()
         },
         sparse_vectors={
             name: qe.EdgeSparseVectorParams(
-                modifier=qe.Modifier.Idf if p.get("modifier") == records.Modifier.IDF else None
+                modifier=qe.Modifier.Idf if p.get("modifier") == records.Modifier.IDF else None,
+                memory=disk,
             )
             for name, p in config["sparse_vectors"].items()
         },
+        payload_memory=disk,
         hnsw_config=None
         if hnsw_m is None
         else qe.HnswIndexConfig(
-            m=hnsw_m, ef_construct=HNSW_EF_CONSTRUCT, full_scan_threshold=HNSW_FULL_SCAN_KB
+            m=hnsw_m,
+            ef_construct=HNSW_EF_CONSTRUCT,
+            full_scan_threshold=HNSW_FULL_SCAN_KB,
+            memory=disk,
         ),
         # Edge counts a segment's size in stored bytes: float16 halves them.
         optimizers=qe.EdgeOptimizersConfig(
@@ -258,10 +289,12 @@ class SegmentIndexing:
 
     Its own state, set up by the client: `_indexing` (the builds under way), `_backlog` (the
     writes a build left to apply), `_unchecked` (points written since the last index check),
-    `_aside` and `_no_child`. It uses the client's shards, settings and lease.
+    `_aside` and `_no_child`. It uses the client's shards, settings, lease and `layout` (one
+    of VECTOR_LAYOUTS).
     """
 
     path: Path
+    layout: str
     _lease: Lease
     _shards: dict[str, qe.EdgeShard]
     _flushed: dict[str, float]
@@ -303,7 +336,7 @@ class SegmentIndexing:
             if not self._has_room():  # a compaction writes a new segment: the close tries again
                 return False
             info = shard.info()
-            config = self._mark_compacted(name, config)
+            config = self._mark_compacted(name, self._lay_out(name, config))
             # The child loads the shard configured for a compaction (no graph) and keeps it so.
             program = [COMPACT_PROGRAM, str(self.path / name)]
             return self._optimize_aside(name, config, info, program)
@@ -464,19 +497,44 @@ class SegmentIndexing:
 
     def _with_graph(self, name: str, config: dict[str, Any]) -> qe.EdgeShard:
         """The open shard, configured to give its segments a graph when optimised (a
-        compacted store's is set to give none); marked as no longer compacted."""
+        compacted store's is set to give none), and its vectors put on disk if its layout
+        says so now (see `_to_disk`); marked as no longer compacted."""
         shard = self._shards[name]
-        if config.get("compacted"):
-            shard = self._reload(name, config, HNSW_M)
+        to_disk = self._to_disk(config, indexed=True)
+        if config.get("compacted") or to_disk:
             config = self._read_config(name)
-            del config["compacted"]
+            config.pop("compacted", None)
+            if to_disk:
+                config["vectors_on_disk"] = True
+            # Marked before the load: a build cut short is done again as configured.
             self._write_config(name, config)
+            shard = self._reload(name, config, HNSW_M)
         return shard
+
+    def _to_disk(self, config: dict[str, Any], indexed: bool) -> bool:
+        """Whether a collection's dense vectors go on disk at this optimisation (an index
+        build if `indexed`, else a compaction): under the client's layout (VECTOR_LAYOUTS),
+        `disk` at any, `auto` at an index build (the store has grown past exact search),
+        `memory` never; never twice. Edge rewrites every segment laid out otherwise at the
+        optimisation that follows: a store made in memory moves to disk then."""
+        if config.get("vectors_on_disk") or _dimension(config) == 0:
+            return False
+        return self.layout == "disk" or (self.layout == "auto" and indexed)
+
+    def _lay_out(self, name: str, config: dict[str, Any]) -> dict[str, Any]:
+        """Before a compaction: mark the collection's vectors for disk if its layout says so
+        now (see `_to_disk`); return its settings."""
+        if not self._to_disk(config, indexed=False):
+            return config
+        config = self._read_config(name)
+        config["vectors_on_disk"] = True
+        self._write_config(name, config)
+        return config
 
     def _compact(self, name: str, config: dict[str, Any]) -> None:
         """Compact the shard's part open to writes into a segment closed to them, with no graph
         (see COMPACT_POINTS), here: nothing waits for it any more."""
-        config = self._mark_compacted(name, config)
+        config = self._mark_compacted(name, self._lay_out(name, config))
         self._reload(name, config, 0).optimize()
 
     def _mark_compacted(self, name: str, config: dict[str, Any]) -> dict[str, Any]:

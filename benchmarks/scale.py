@@ -1,0 +1,290 @@
+"""How the embedded store grows: stores of 10,000 and 100,000 chunks (1,000,000 with
+`--million`), each laid out in memory and on disk, measured as a user meets them.
+
+    .venv/bin/python benchmarks/scale.py [--sizes 10000 100000] [--million] [--queries 1000]
+
+For each size it writes a corpus of Markdown files, every other one Chinese, chunked at
+`--chunk-size 600` (English chunks of ~500 characters, Chinese ones of ~250), and ingests it
+with `archivist ingest` as a process against the fake Ollama answering at once (hashed
+768-d unit vectors), once per layout (ARCHIVIST_STORE_LAYOUT): `memory`, the vectors in
+memory as stores were laid out before, and the layout the size gets by default (`auto`: on
+disk with an int8 copy in memory once the store is indexed) or, for a store too small for
+that, `disk` forced. Each run reports:
+
+* the ingest's wall time, CPU and peak RSS (the kernel's rusage of the process and the
+  children it waited for: its helper, its index builds);
+* the store's size on disk (blocks allocated);
+* `archivist search`, `archivist sources` and `archivist stores` as processes, start to exit:
+  median wall, CPU and peak RSS of 5 runs;
+* dense search in process, p50/p95 over `--queries` queries (stored chunks' vectors with
+  noise), and hit@10: how many of the exact 10 nearest (every vector scored) the store's
+  own search (its index and, on disk, the int8 copy rescored) returns.
+
+A table goes to stdout and JSON to benchmarks/results/scale.json. Not part of the test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from perf import FakeOllamaProcess, make_corpus, user_env  # noqa: E402
+
+STORE = "scale"
+CHUNK_SIZE = 600
+FILE_CHARS = 4000
+# Chunks a corpus file makes at CHUNK_SIZE, every other file Chinese (measured on this corpus:
+# 11,834 chunks from 746 files); the corpus of a size is written with SIZE / this many files.
+CHUNKS_PER_FILE = 15.9
+RUNS = 5
+
+
+def run(args: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """Run `archivist ARGS` as a process; its wall and CPU seconds and peak RSS (MB) from the
+    kernel's rusage of it and the children it waited for, and its stdout."""
+    exe = str(Path(sys.executable).with_name("archivist"))
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as errors:
+        started = time.perf_counter()
+        child = subprocess.Popen([exe, *args], env=env, stdout=out, stderr=errors)
+        _, status, usage = os.wait4(child.pid, 0)
+        wall = time.perf_counter() - started
+        if os.waitstatus_to_exitcode(status) != 0:
+            errors.seek(0)
+            raise RuntimeError(f"archivist {' '.join(args)} failed: {errors.read()[-2000:]!r}")
+        out.seek(0)
+        return {
+            "wall_s": wall,
+            "cpu_s": usage.ru_utime + usage.ru_stime,
+            "peak_rss_mb": usage.ru_maxrss / 1024,
+            "stdout": out.read().decode("utf-8", "replace"),
+        }
+
+
+def median_run(args: list[str], env: dict[str, str], runs: int) -> dict[str, float]:
+    found = [run(args, env) for _ in range(runs)]
+    return {
+        key: round(statistics.median(f[key] for f in found), 3)
+        for key in ("wall_s", "cpu_s", "peak_rss_mb")
+    }
+
+
+def disk_mb(folder: Path) -> float:
+    """Blocks allocated under `folder` (Edge's files are sparse: larger than they hold)."""
+    used = sum(p.stat().st_blocks * 512 for p in folder.rglob("*") if p.is_file())
+    return round(used / 2**20, 1)
+
+
+def _resident_mb() -> dict[str, float]:
+    """This process's resident memory (MB): its own (anonymous: heap, the int8 copy) and
+    that of mapped files (the store's files, page cache the kernel can take back)."""
+    found = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("RssAnon", "RssFile"):
+            found[key[3:].lower()] = int(value.split()[0]) / 1024
+    return found
+
+
+def dense_search(home: Path, queries: int) -> dict[str, Any]:
+    """Dense search in this process: latency of the store's own search, and its hit@10
+    against exact search, on stored vectors with noise added; the memory the open store
+    holds, before and after the searches."""
+    import numpy as np
+
+    from archivist.tools import points
+    from archivist.tools.edge import EdgeClient
+    from archivist.tools.store import DENSE, dense_params
+
+    client = EdgeClient(home / "edge")
+    try:
+        sample, _ = client.scroll(STORE, limit=queries, with_payload=False, with_vectors=[DENSE])
+        rng = np.random.default_rng(1)
+        stored = np.array([p.vector[DENSE] for p in sample], dtype=np.float32)
+        noisy = stored + rng.standard_normal(stored.shape).astype(np.float32) * 0.03
+        noisy /= np.linalg.norm(noisy, axis=1, keepdims=True)
+        client.close()
+        before = _resident_mb()
+        client = EdgeClient(home / "edge")
+        started = time.perf_counter()
+        client.count(STORE, count_filter=points.Filter(must=[]))  # opens the shard
+        open_s = time.perf_counter() - started
+        opened = _resident_mb()
+
+        def search(query: list[float], params: Any) -> list[Any]:
+            request = points.QueryRequest(query=query, using=DENSE, limit=10, params=params)
+            return client.query_batch_points(STORE, requests=[request])[0].points
+
+        hits, tied, times, exact_times = [], [], [], []
+        for query in noisy.tolist():
+            started = time.perf_counter()
+            found = search(query, dense_params(points))
+            times.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            exact = search(query, points.SearchParams(exact=True))
+            exact_times.append(time.perf_counter() - started)
+            hits.append(len({p.id for p in found} & {p.id for p in exact}) / max(1, len(exact)))
+            # A point scoring the same as the exact 10th (hashed vectors tie often) is as near.
+            cut = exact[-1].score - 1e-6 if exact else 0.0
+            tied.append(min(len(exact), sum(p.score >= cut for p in found)) / max(1, len(exact)))
+        searched = _resident_mb()
+        return {
+            "queries": len(hits),
+            "hit_at_10": round(statistics.fmean(hits), 4),
+            "hit_at_10_ties": round(statistics.fmean(tied), 4),
+            "p50_ms": round(1000 * statistics.median(times), 2),
+            "p95_ms": round(1000 * statistics.quantiles(times, n=20)[-1], 2),
+            "exact_p50_ms": round(1000 * statistics.median(exact_times), 2),
+            "open_s": round(open_s, 3),
+            "open_mb": {k: round(opened[k] - before[k], 1) for k in opened},
+            "searched_mb": {k: round(searched[k] - before[k], 1) for k in searched},
+        }
+    finally:
+        client.close()
+
+
+def dense_child(home: Path, queries: int) -> dict[str, Any]:
+    """`dense_search` in a child process. This one stays small: a process it starts counts
+    its parent's memory at the start in its peak RSS (Linux keeps the high-water mark of the
+    memory replaced by `exec`), so the commands' figures would include a store opened here."""
+    done = subprocess.run(
+        [sys.executable, __file__, "--dense-child", str(home), str(queries)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def layout_of(home: Path) -> dict[str, Any]:
+    """What the store's files say of its layout: on disk or not, and its segments."""
+    folder = home / "edge" / STORE
+    settings = json.loads((folder / "collection.json").read_text(encoding="utf-8"))
+    segments = []
+    for file in (folder / "shard" / "segments").glob("*/segment.json"):
+        dense = json.loads(file.read_text())["config"]["vector_data"]["dense"]
+        segments.append(
+            {
+                "index": dense["index"]["type"],
+                "m": dense["index"].get("options", {}).get("m"),
+                "quantized": bool(dense.get("quantization_config")),
+                "storage": dense["storage_type"],
+            }
+        )
+    return {"vectors_on_disk": bool(settings.get("vectors_on_disk")), "segments": segments}
+
+
+def measure(
+    size: int, layout: str, corpus: Path, work: Path, url: str, queries: int, runs: int
+) -> dict:
+    home = work / f"home-{size}-{layout}"
+    shutil.rmtree(home, ignore_errors=True)
+    env = user_env(ARCHIVIST_HOME=str(home), OLLAMA_HOST=url, ARCHIVIST_STORE_LAYOUT=layout)
+    env.pop("QDRANT_URL", None)
+    print(f"  ingest {size:,} chunks, layout {layout}…", file=sys.stderr, flush=True)
+    ingest = run(
+        ["ingest", str(corpus), "--store", STORE, "--chunk-size", str(CHUNK_SIZE), "--json"], env
+    )
+    report = json.loads(ingest["stdout"])
+    found: dict[str, Any] = {
+        "size": size,
+        "layout": layout,
+        "chunks": report["points"],
+        "files": report["files"],
+        "ingest": {k: round(ingest[k], 2) for k in ("wall_s", "cpu_s", "peak_rss_mb")},
+        "disk_mb": disk_mb(home / "edge" / STORE),
+        "store": layout_of(home),
+    }
+    query = ["search", "how many days for a refund of the tent", "--store", STORE]
+    found["search"] = median_run(query, env, runs)
+    found["search_zh"] = median_run(["search", "帐篷退货需要几天", "--store", STORE], env, runs)
+    found["sources"] = median_run(["sources", "--store", STORE], env, runs)
+    found["stores"] = median_run(["stores"], env, runs)
+    found["dense"] = dense_child(home, queries)
+    shutil.rmtree(home, ignore_errors=True)
+    return found
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    head = (
+        "| chunks | layout | ingest wall / CPU / peak RSS | disk | search wall / CPU / peak RSS "
+        "| sources | stores | store open: s, own / files MB | after 1,000 searches: own / "
+        "files MB | dense p50 / p95 (exact p50) | hit@10 (ties) |\n|" + "---|" * 11
+    )
+    rows = [head]
+    for r in results:
+        i, s, d = r["ingest"], r["search"], r["dense"]
+        opened, searched = d["open_mb"], d["searched_mb"]
+        rows.append(
+            f"| {r['chunks']:,} | {r['layout']} | {i['wall_s']:.1f} s / {i['cpu_s']:.1f} s / "
+            f"{i['peak_rss_mb']:.0f} MB | {r['disk_mb']:.0f} MB | {s['wall_s']:.2f} s / "
+            f"{s['cpu_s']:.2f} s / {s['peak_rss_mb']:.0f} MB | {r['sources']['wall_s']:.2f} s "
+            f"/ {r['sources']['peak_rss_mb']:.0f} MB | {r['stores']['wall_s']:.2f} s / "
+            f"{r['stores']['peak_rss_mb']:.0f} MB | {d['open_s']:.2f} s, {opened['anon']:.0f} / "
+            f"{opened['file']:.0f} | {searched['anon']:.0f} / {searched['file']:.0f} | "
+            f"{d['p50_ms']:.1f} / {d['p95_ms']:.1f} ms ({d['exact_p50_ms']:.1f}) | "
+            f"{d['hit_at_10']:.3f} ({d['hit_at_10_ties']:.3f}) |"
+        )
+    return "\n".join(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--million", action="store_true", help="also 1,000,000 chunks")
+    parser.add_argument("--layouts", nargs="+", help="only these layouts (default: both)")
+    parser.add_argument("--queries", type=int, default=1000)
+    parser.add_argument("--runs", type=int, default=RUNS, help="runs of each command")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "scale.json")
+    parser.add_argument("--dense-child", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.dense_child:
+        print(json.dumps(dense_search(Path(args.dense_child[0]), int(args.dense_child[1]))))
+        return
+    sizes = args.sizes + ([1_000_000] if args.million else [])
+    results = []
+    with tempfile.TemporaryDirectory(prefix="archivist-scale-") as tmp:
+        work = Path(tmp)
+        with FakeOllamaProcess() as fake:  # instant: what is measured is Archivist's own work
+            for size in sizes:
+                files = max(1, round(size / CHUNKS_PER_FILE))
+                corpus = make_corpus(work / f"corpus-{size}", files, FILE_CHARS, 17, 2)
+                # Below the index threshold `auto` keeps the store in memory: forced on disk.
+                layouts = args.layouts or ["memory", "auto" if size >= 40_000 else "disk"]
+                for layout in layouts:
+                    found = measure(size, layout, corpus, work, fake.url, args.queries, args.runs)
+                    results.append(found)
+                    print(table(results[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
+                shutil.rmtree(corpus)
+    load = os.getloadavg()
+    document = {
+        "machine": {
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "load_after": [round(x, 2) for x in load],
+        },
+        "chunk_size": CHUNK_SIZE,
+        "benchmark_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+        "results": results,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n")
+    print(table(results))
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+    print(f"\nload average after: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; own: {own} MB")
+
+
+if __name__ == "__main__":
+    main()
