@@ -213,7 +213,7 @@ def shard_config(config: dict[str, Any], hnsw_m: int | None = None) -> qe.EdgeCo
     # int8 copy is kept in memory (pinned) for the searches to run on.
     disk = qe.Memory.Cold if config.get("vectors_on_disk") else None
     quantized = (
-        qe.ScalarQuantizationConfig(qe.ScalarType.Int8, quantile=QUANTILE, memory=qe.Memory.Pinned)
+        qe.ScalarQuantizationConfig(qe.ScalarType.Int8, quantile=QUANTILE, memory=qe.Memory.Cold)
         if disk
         else None
     )
