@@ -70,8 +70,8 @@ INDEX_CHECK_POINTS = 2_000
 # is `compacted` until it grows to an index: that build gives them their graph.
 COMPACT_POINTS = 2_000
 # A store on disk (see `vectors_on_disk`) keeps an int8 copy of its dense vectors (mapped, see
-# `shard_config`), each dimension's range cut at this quantile (Qdrant's usual choice: a few outliers do not
-# stretch the scale of all the others).
+# `shard_config`), each dimension's range cut at this quantile (Qdrant's usual choice: a few
+# outliers do not stretch the scale of all the others).
 QUANTILE = 0.99
 # Where a client lays out a store's dense vectors (ARCHIVIST_STORE_LAYOUT): `auto` on disk
 # from its first index build on (in memory while it is searched exactly), `memory` in memory,
