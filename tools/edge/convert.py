@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 # The stores make keyword payload indexes, nothing else; mapped from disk (Memory.Cold) in
 # every segment closed to writes, rather than read whole into memory at every opening (most
 # of what Edge's load still cost at 100,000 chunks on disk: 0.10 s and 29 MB, against 0.04 s
-# and none mapped; linear in the store). Filters on them read the pages they need.
+# and none held; linear in the store). Filters on them read the pages they need.
 SCHEMAS = {records.PayloadSchemaType.KEYWORD.value: qe.KeywordIndexParams(memory=qe.Memory.Cold)}
 
 
