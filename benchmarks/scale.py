@@ -2,6 +2,7 @@
 `--million`), each laid out in memory and on disk, measured as a user meets them.
 
     .venv/bin/python benchmarks/scale.py [--sizes 10000 100000] [--million] [--queries 1000]
+        [--layouts auto disk memory] [--runs 5] [--keep DIR]
 
 For each size it writes a corpus of Markdown files, every other one Chinese, chunked at
 `--chunk-size 600` (English chunks of ~500 characters, Chinese ones of ~250), and ingests it
@@ -20,7 +21,10 @@ that, `disk` forced. Each run reports:
   noise), and hit@10: how many of the exact 10 nearest (every vector scored) the store's
   own search (its index and, on disk, the int8 copy rescored) returns.
 
-A table goes to stdout and JSON to benchmarks/results/scale.json. Not part of the test suite.
+A table goes to stdout and JSON to benchmarks/results/scale.json. With `--keep DIR` the
+homes are made in DIR and kept (`DIR/home-SIZE-LAYOUT`, its store `scale`), to measure a
+command again on them (`ARCHIVIST_HOME=… archivist search … --store scale`) without another
+ingest. Not part of the test suite.
 """
 
 from __future__ import annotations
@@ -187,7 +191,14 @@ def layout_of(home: Path) -> dict[str, Any]:
 
 
 def measure(
-    size: int, layout: str, corpus: Path, work: Path, url: str, queries: int, runs: int
+    size: int,
+    layout: str,
+    corpus: Path,
+    work: Path,
+    url: str,
+    queries: int,
+    runs: int,
+    keep: bool = False,
 ) -> dict:
     home = work / f"home-{size}-{layout}"
     shutil.rmtree(home, ignore_errors=True)
@@ -213,7 +224,10 @@ def measure(
     found["sources"] = median_run(["sources", "--store", STORE], env, runs)
     found["stores"] = median_run(["stores"], env, runs)
     found["dense"] = dense_child(home, queries)
-    shutil.rmtree(home, ignore_errors=True)
+    if keep:
+        print(f"  kept: ARCHIVIST_HOME={home} (store '{STORE}')", file=sys.stderr, flush=True)
+    else:
+        shutil.rmtree(home, ignore_errors=True)
     return found
 
 
@@ -248,15 +262,22 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument("--runs", type=int, default=RUNS, help="runs of each command")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "scale.json")
+    parser.add_argument(
+        "--keep", type=Path, metavar="DIR", help="make the homes in DIR and keep them"
+    )
     parser.add_argument("--dense-child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.dense_child:
         print(json.dumps(dense_search(Path(args.dense_child[0]), int(args.dense_child[1]))))
         return
     sizes = args.sizes + ([1_000_000] if args.million else [])
+    keep = args.keep is not None
     results = []
     with tempfile.TemporaryDirectory(prefix="archivist-scale-") as tmp:
         work = Path(tmp)
+        if args.keep:
+            work = args.keep.resolve()
+            work.mkdir(parents=True, exist_ok=True)
         with FakeOllamaProcess() as fake:  # instant: what is measured is Archivist's own work
             for size in sizes:
                 files = max(1, round(size / CHUNKS_PER_FILE))
@@ -264,7 +285,9 @@ def main() -> None:
                 # Below the index threshold `auto` keeps the store in memory: forced on disk.
                 layouts = args.layouts or ["memory", "auto" if size >= 40_000 else "disk"]
                 for layout in layouts:
-                    found = measure(size, layout, corpus, work, fake.url, args.queries, args.runs)
+                    found = measure(
+                        size, layout, corpus, work, fake.url, args.queries, args.runs, keep
+                    )
                     results.append(found)
                     print(table(results[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
                 shutil.rmtree(corpus)

@@ -16,8 +16,13 @@ from qdrant_client import QdrantClient, models
 from archivist.app import Archivist
 from archivist.tools import points
 from archivist.tools.edge import EdgeClient
-from archivist.tools.edge.files import CHECKSUM_FILE, COLLECTION_FILE, MIGRATING_FILE
-from archivist.tools.errors import StoreLocked
+from archivist.tools.edge.files import (
+    CHECKSUM_FILE,
+    COLLECTION_FILE,
+    MIGRATING_FILE,
+    WHOLE_CHECK_BYTES,
+)
+from archivist.tools.errors import StoreDamaged, StoreLocked
 from archivist.tools.migrate import migrate_legacy, migrate_local
 from archivist.tools.search import SearchRequest
 from archivist.tools.sparse import query_vector
@@ -906,3 +911,53 @@ def test_a_compacted_store_that_grows_to_an_index_gets_its_graph(tmp_path, monke
         290,
     ]
     client.close()
+
+
+def test_opening_checks_small_sealed_files_whole_and_large_ones_by_size_and_time(tmp_path):
+    writer = EdgeClient(tmp_path / "edge")
+    try:
+        _fill(writer)
+    finally:
+        writer.close()
+    folder = tmp_path / "edge" / "docs"
+    shard = folder / "shard"
+    sealed = json.loads((folder / CHECKSUM_FILE).read_text())["files"]
+    small = next(shard / k for k, v in sealed.items() if 0 < v[1] <= WHOLE_CHECK_BYTES)
+    large = next(
+        shard / k
+        for k, v in sealed.items()
+        if v[1] > WHOLE_CHECK_BYTES and any((shard / k).read_bytes()[:4096])
+    )
+
+    def flip(path) -> None:
+        """Change a byte of the file's data and set its times back to what they were."""
+        stat = path.stat()
+        data = bytearray(path.read_bytes())
+        at = next(i for i, b in enumerate(data) if b)
+        data[at] ^= 0xFF
+        path.write_bytes(bytes(data))
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+    def opened() -> str | None:
+        client = EdgeClient(tmp_path / "edge")
+        try:
+            client.count("docs", count_filter=models.Filter(must=[_source("tents.md")]))
+        except StoreDamaged as exc:
+            return exc.what
+        finally:
+            client.close()
+        return None
+
+    # A small file is read at every opening, whatever its time says.
+    original = small.read_bytes()
+    flip(small)
+    assert small.name in (opened() or "")
+    small.write_bytes(original)
+    os.utime(small, ns=(small.stat().st_atime_ns, sealed[small.relative_to(shard).as_posix()][2]))
+    assert opened() is None
+    # A large one whose size and time are those sealed is taken as sealed; written to (its
+    # time changed), it is read whole and its change found.
+    flip(large)
+    assert opened() is None
+    large.touch()
+    assert large.name in (opened() or "")

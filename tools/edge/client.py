@@ -485,14 +485,14 @@ class EdgeClient(SegmentIndexing, TurnTakingEngine):
 
     def _sealed(self, name: str) -> dict[str, Any] | None:
         """The answers kept with a collection's seal, while its shard is not open (checked
-        quickly, once a lease: see `check_intact`); None when the shard is open or unsealed."""
+        once a lease: see `check_intact`); None when the shard is open or unsealed."""
         if name in self._shards or name in self._indexing:
             return None
         if name not in self._answers:
             self._check_open()
             if not self.collection_exists(name):
                 raise ValueError(f"Collection {name} not found")
-            self._answers[name] = check_intact(self.path, name, quick=True)
+            self._answers[name] = check_intact(self.path, name)
         return self._answers[name] or None
 
     # -- lifecycle ---------------------------------------------------------------------------

@@ -17,8 +17,11 @@ from archivist.tools import points as records
 if TYPE_CHECKING:
     from qdrant_client import models
 
-# The stores make keyword payload indexes, nothing else.
-SCHEMAS = {records.PayloadSchemaType.KEYWORD.value: qe.PayloadSchemaType.Keyword}
+# The stores make keyword payload indexes, nothing else; mapped from disk (Memory.Cold) in
+# every segment closed to writes, rather than read whole into memory at every opening (most
+# of what Edge's load still cost at 100,000 chunks on disk: 0.10 s and 29 MB, against 0.04 s
+# and none held; linear in the store). Filters on them read the pages they need.
+SCHEMAS = {records.PayloadSchemaType.KEYWORD.value: qe.KeywordIndexParams(memory=qe.Memory.Cold)}
 
 
 def completed() -> records.UpdateResult:

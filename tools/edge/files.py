@@ -8,6 +8,7 @@ collection's vector configuration, its metadata and payload indexes) is in
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -52,16 +53,25 @@ def parse_config(name: str, text: str) -> dict[str, Any]:
     return config
 
 
-def check_intact(root: Path, name: str, quick: bool = False) -> dict[str, Any]:
+WHOLE_CHECK_BYTES = 1 << 16
+"""Sealed files up to this size are checksummed at every check whatever their time says
+(their metadata-like files: ~0.3 MB in all at 100,000 chunks); larger ones (vectors,
+payload pages, indexes: GBs at a million chunks) only when their size or time changed."""
+
+
+def check_intact(root: Path, name: str) -> dict[str, Any]:
     """Check, cheaply, what a collection's own files declare before Edge maps them: its
     settings file, its shard's folder and configuration, each segment's state file, its WAL's
-    first index, and, if the shard was sealed when last closed, its segments' checksums.
-    Raise StoreDamaged naming the first thing wrong; return the seal's answers (see `seal`),
-    empty when the shard is not sealed.
+    first index, and, if the shard was sealed when last closed, its segments' files against
+    the seal. Raise StoreDamaged naming the first thing wrong; return the seal's answers (see
+    `seal`), empty when the shard is not sealed.
 
-    `quick` (a listing that answers from the seal without mapping the shard): a file whose
-    size and time are those sealed is taken as sealed, others are read and compared. Opening
-    the shard checks every file, whatever its time says."""
+    A sealed file is read and its checksum compared when its size or modification time is
+    not the one sealed, and always when it is small (WHOLE_CHECK_BYTES); a larger file whose
+    size and time are those sealed is taken as sealed. So opening a store costs the same at
+    any size, instead of reading every stored byte (measured: ~5 s of CPU at a million
+    chunks), and a file changed in place by anything that writes it is found; what changes
+    a large file without its time (a disk's own bit rot) is not, here."""
     folder = root / name
     shard = folder / SHARD_DIR
     if not shard.is_dir():
@@ -88,12 +98,14 @@ def check_intact(root: Path, name: str, quick: bool = False) -> dict[str, Any]:
         raise StoreDamaged(name, f"{CHECKSUM_FILE} cannot be read") from None
     for relative, (expected, size, mtime) in sealed["files"].items():
         path = shard / relative
-        if not path.is_file():
-            raise StoreDamaged(name, f"{path.relative_to(root)} is missing")
-        if quick:
+        try:
             stat = path.stat()
-            if (stat.st_size, stat.st_mtime_ns) == (size, mtime):
-                continue
+        except FileNotFoundError:
+            stat = None
+        if stat is None or not os.path.isfile(path):
+            raise StoreDamaged(name, f"{path.relative_to(root)} is missing")
+        if size > WHOLE_CHECK_BYTES and (stat.st_size, stat.st_mtime_ns) == (size, mtime):
+            continue
         if _checksum(path) != expected:
             raise StoreDamaged(
                 name, f"{path.relative_to(root)} no longer holds what was written to it"
@@ -181,6 +193,12 @@ def _checksum(path: Path) -> int:
     view = memoryview(buffer)
     with path.open("rb", buffering=0) as file:
         fd, size, offset = file.fileno(), os.fstat(file.fileno()).st_size, 0
+        # No read-ahead: what this reads into the page cache then stays in small pages. Read
+        # ahead, the kernel caches it in large folios, and a search faulting one vector in
+        # maps the whole folio: measured at 100,000 chunks, a dense search then held 135 MB
+        # of the vectors' file in its resident set instead of 3 MB.
+        with contextlib.suppress(OSError, AttributeError):
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
         while offset < size:
             try:
                 offset = os.lseek(fd, offset, os.SEEK_DATA)
