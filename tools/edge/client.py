@@ -56,6 +56,7 @@ from archivist.tools.edge.files import (
     check_intact,
     facet_key,
     parse_config,
+    read_ahead_payloads,
     read_generation,
     read_seal,
     seal,
@@ -438,7 +439,11 @@ class EdgeClient(SegmentIndexing, TurnTakingEngine):
             with_payload=selection(with_payload),
             with_vector=selection(with_vectors),
         )
-        found, next_offset = self._shard(collection_name).scroll(request)
+        shard = self._shard(collection_name)
+        if offset is None and scroll_filter is None and with_payload:
+            # The first page of a scroll over every point's payload: the rest will follow.
+            read_ahead_payloads(self.path / collection_name / SHARD_DIR)
+        found, next_offset = shard.scroll(request)
         # A listing reads every point of a store this way: one plain step a point.
         scrolled = convert.ScrolledRecord
         if with_vectors:

@@ -221,6 +221,29 @@ def _checksum(path: Path) -> int:
     return crc
 
 
+def read_ahead_payloads(shard: Path) -> None:
+    """Ask the kernel to read a shard's payload files into the page cache, their data ranges
+    only (they are sparse), before a scroll over every point: Edge maps them and would
+    otherwise fault them in a page at a time (~0.1 s of CPU at 24,000 chunks). A hint: it
+    reads nothing itself and fails silently where the system has no such call."""
+    for path in shard.glob("segments/*/payload_storage/*.dat"):
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            offset, size = 0, os.fstat(fd).st_size
+            while offset < size:
+                offset = os.lseek(fd, offset, os.SEEK_DATA)
+                end = os.lseek(fd, offset, os.SEEK_HOLE)
+                os.posix_fadvise(fd, offset, end - offset, os.POSIX_FADV_WILLNEED)
+                offset = end
+        except (OSError, AttributeError):  # past the last data (ENXIO), or no such calls
+            pass
+        finally:
+            os.close(fd)
+
+
 @dataclass(frozen=True)
 class SealedCounts:
     """A shard's counts as a seal keeps them (the fields of Edge's `ShardInfo` read here)."""
