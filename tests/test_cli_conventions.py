@@ -8,6 +8,7 @@ import sys
 
 import pexpect
 import pytest
+from chat_terminal import key_by_key
 from conftest import ROOT, SHOP, run_cli, write_files
 from fake_ollama import FakeOllama
 
@@ -268,7 +269,9 @@ def test_chat_in_a_terminal_offers_to_pull_a_missing_model_with_progress(home, t
         child.expect(progress)
         child.expect(r"Pulled qwen2\.5:3b\.")
         child.expect(r"Archivist · qwen2\.5:3b · agent")
-        assert child.waitnoecho(timeout=90)
+        # Ctrl-D is a key once the chat reads key by key (its echo is off all along: waiting
+        # for that alone let the key reach a terminal still in line mode).
+        assert key_by_key(child)
         child.sendeof()
         assert finish(child) == 0
         assert [body["model"] for body in fake.requests_to("/api/pull")] == ["qwen2.5:3b"]
