@@ -647,13 +647,13 @@ def user_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def run_cli(
+def run_process(
     args: list[str], env: dict[str, str], ok: tuple[int, ...] = (0,)
-) -> tuple[float, float, str]:
+) -> tuple[float, resource.struct_rusage, str]:
     """Run `archivist ARGS` as a user does: a process from start to exit. Return its wall
-    seconds, the CPU seconds of the process and of the children it waited for (its ingest
-    helper, its index builds), from the kernel's rusage of it (os.wait4), and its stdout.
-    An exit status outside `ok` raises, with the end of its stderr."""
+    seconds, the kernel's rusage of it and of the children it waited for (its ingest helper,
+    its index builds: os.wait4), and its stdout. An exit status outside `ok` raises, with the
+    end of its stderr."""
     exe = str(Path(sys.executable).with_name("archivist"))
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as errors:
         started = time.perf_counter()
@@ -666,7 +666,15 @@ def run_cli(
             message = errors.read().decode("utf-8", "replace")[-2000:]
             raise RuntimeError(f"archivist {' '.join(args)} failed: {message}")
         out.seek(0)
-        return wall, usage.ru_utime + usage.ru_stime, out.read().decode("utf-8", "replace")
+        return wall, usage, out.read().decode("utf-8", "replace")
+
+
+def run_cli(
+    args: list[str], env: dict[str, str], ok: tuple[int, ...] = (0,)
+) -> tuple[float, float, str]:
+    """`run_process`, its CPU seconds (user + system) in place of the whole rusage."""
+    wall, usage, out = run_process(args, env, ok)
+    return wall, usage.ru_utime + usage.ru_stime, out
 
 
 def median_runs(

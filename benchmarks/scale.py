@@ -45,7 +45,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from perf import FakeOllamaProcess, make_corpus, user_env  # noqa: E402
+from perf import FakeOllamaProcess, make_corpus, run_process, user_env  # noqa: E402
 
 STORE = "scale"
 CHUNK_SIZE = 600
@@ -59,22 +59,13 @@ RUNS = 5
 def run(args: list[str], env: dict[str, str]) -> dict[str, Any]:
     """Run `archivist ARGS` as a process; its wall and CPU seconds and peak RSS (MB) from the
     kernel's rusage of it and the children it waited for, and its stdout."""
-    exe = str(Path(sys.executable).with_name("archivist"))
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as errors:
-        started = time.perf_counter()
-        child = subprocess.Popen([exe, *args], env=env, stdout=out, stderr=errors)
-        _, status, usage = os.wait4(child.pid, 0)
-        wall = time.perf_counter() - started
-        if os.waitstatus_to_exitcode(status) != 0:
-            errors.seek(0)
-            raise RuntimeError(f"archivist {' '.join(args)} failed: {errors.read()[-2000:]!r}")
-        out.seek(0)
-        return {
-            "wall_s": wall,
-            "cpu_s": usage.ru_utime + usage.ru_stime,
-            "peak_rss_mb": usage.ru_maxrss / 1024,
-            "stdout": out.read().decode("utf-8", "replace"),
-        }
+    wall, usage, out = run_process(args, env)
+    return {
+        "wall_s": wall,
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "peak_rss_mb": usage.ru_maxrss / 1024,
+        "stdout": out,
+    }
 
 
 def median_run(args: list[str], env: dict[str, str], runs: int) -> dict[str, float]:
