@@ -478,13 +478,9 @@ def test_agreement_with_bm25_counts_only_for_a_model_that_reads_the_questions_la
     client, model, language, first
 ):
     gold, lookalike, other, question = AGREEING[language]
-    store = KnowledgeStore(client, "places")
-    store.ensure({**FINGERPRINT, "embed_model": model})
     passages = [("gold.txt", gold, 0.700), ("lookalike.txt", lookalike, 0.780)]
     passages += [(f"p{i:02}.txt", f"{other} {i}", 0.700 + 0.001 * i) for i in range(22)]
-    store.upsert(
-        [ChunkWrite(Chunk(text, source, 0), _unit(c), "h", 1) for source, text, c in passages]
-    )
+    store = _places(client, model, passages)
     dense = store.search(_unit(1.0), question, SearchRequest(k=3, mode="dense"))
     bm25 = store.search(None, question, SearchRequest(k=3, mode="sparse"))
     assert (dense[0]["source"], bm25[0]["source"]) == ("lookalike.txt", "gold.txt")
@@ -506,16 +502,12 @@ def test_a_model_that_cannot_read_the_question_has_no_say_however_its_cosines_st
     client, model, language, first
 ):
     gold, lookalike, other, question = AGREEING[language]
-    store = KnowledgeStore(client, "places")
-    store.ensure({**FINGERPRINT, "embed_model": model})
     # `lookalike` stands far above the other cosines (a full margin), and dense alone found
     # `elsewhere`, which holds none of the question's words.
     passages = [("gold.txt", gold, 0.30), ("lookalike.txt", lookalike, 0.99)]
     passages += [(f"p{i:02}.txt", f"{other} {i}", 0.30 + 0.001 * i) for i in range(22)]
     passages += [("elsewhere.txt", "Trowbridge 特罗布里奇", 0.90)]
-    store.upsert(
-        [ChunkWrite(Chunk(text, source, 0), _unit(c), "h", 1) for source, text, c in passages]
-    )
+    store = _places(client, model, passages)
     bm25 = store.search(None, question, SearchRequest(k=5, mode="sparse"))
     hybrid = store.search(_unit(1.0), question, SearchRequest(k=5))
     assert hybrid[0]["source"] == first
@@ -525,6 +517,17 @@ def test_a_model_that_cannot_read_the_question_has_no_say_however_its_cosines_st
     # Fused as earlier releases did, the margin counts whatever the language.
     margin_alone = store.search(_unit(1.0), question, SearchRequest(k=3, fusion="margin"))
     assert margin_alone[0]["source"] == "lookalike.txt"
+
+
+def _places(client, model: str, passages: list[tuple[str, str, float]]) -> KnowledgeStore:
+    """Store `places`, embedded by `model`, holding each (source, text, cosine to the query
+    vector `_unit(1.0)`) as a one-chunk source."""
+    store = KnowledgeStore(client, "places")
+    store.ensure({**FINGERPRINT, "embed_model": model})
+    store.upsert(
+        [ChunkWrite(Chunk(text, source, 0), _unit(c), "h", 1) for source, text, c in passages]
+    )
+    return store
 
 
 def _ranked(scores: list[tuple[str, str, float]]) -> list:
