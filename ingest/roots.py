@@ -585,8 +585,7 @@ def unowned_renames(
     """Sources no root records (a store made before roots were kept), given to the files of
     this run whose path inside their root is their name: renamed where that file's name
     differs (a store of several roots), the first file in the order given winning."""
-    owners = before.owners()
-    unowned = {s for s in held if s not in renames and s not in owners and before.owner(s) is None}
+    unowned = {s for s in held if s not in renames and before.owner(s) is None}
     if not unowned:
         return {}
     records: dict[str, list[str]] = {}
