@@ -17,6 +17,7 @@ import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any
 
 import orjson
@@ -99,12 +100,12 @@ def check_intact(root: Path, name: str) -> dict[str, Any]:
     for relative, (expected, size, mtime) in sealed["files"].items():
         path = shard / relative
         try:
-            stat = path.stat()
+            info = path.stat()
         except FileNotFoundError:
-            stat = None
-        if stat is None or not os.path.isfile(path):
+            info = None
+        if info is None or not S_ISREG(info.st_mode):
             raise StoreDamaged(name, f"{path.relative_to(root)} is missing")
-        if size > WHOLE_CHECK_BYTES and (stat.st_size, stat.st_mtime_ns) == (size, mtime):
+        if size > WHOLE_CHECK_BYTES and (info.st_size, info.st_mtime_ns) == (size, mtime):
             continue
         if _checksum(path) != expected:
             raise StoreDamaged(
