@@ -421,20 +421,21 @@ class KnowledgeStore(SourceCatalog):
         """The vector configuration of a collection for `fingerprint` (on a server whose
         layout is `on_disk`, the vectors and keyword index on disk)."""
         m = self.records
-        size, disk = fingerprint["dimension"], self.layout.on_disk
-        if not disk:
-            return {
-                "vectors_config": {DENSE: m.VectorParams(size=size, distance=m.Distance.COSINE)},
-                "sparse_vectors_config": {SPARSE: m.SparseVectorParams(modifier=m.Modifier.IDF)},
-            }
+        # Only a server's layout puts them on disk (Archivist's own records, which the
+        # embedded store takes, have no such fields).
+        dense: dict[str, Any] = {}
+        sparse_index: dict[str, Any] = {}
+        if self.layout.on_disk:
+            dense["on_disk"] = True
+            sparse_index["index"] = m.SparseIndexParams(on_disk=True)
         return {
             "vectors_config": {
-                DENSE: m.VectorParams(size=size, distance=m.Distance.COSINE, on_disk=True)
+                DENSE: m.VectorParams(
+                    size=fingerprint["dimension"], distance=m.Distance.COSINE, **dense
+                )
             },
             "sparse_vectors_config": {
-                SPARSE: m.SparseVectorParams(
-                    modifier=m.Modifier.IDF, index=m.SparseIndexParams(on_disk=True)
-                )
+                SPARSE: m.SparseVectorParams(modifier=m.Modifier.IDF, **sparse_index)
             },
         }
 
