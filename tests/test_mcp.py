@@ -139,6 +139,42 @@ def test_over_stdio_a_client_gets_the_passages_archivist_search_prints(
     assert "Tracing is on (LANGSMITH_TRACING=true)" in notice and nowhere in notice
 
 
+def test_a_connected_client_sees_what_an_ingest_beside_it_stored(ollama, home, store, tmp_path):
+    # The server keeps the store open between calls; an ingest in another process still
+    # gets it (the server gives it up when asked) and the next call searches what it stored.
+    (tmp_path / "kb").mkdir()
+    (tmp_path / "kb" / "stoves.md").write_text("The titanium stove boils water in 90 s.", "utf-8")
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "archivist", "mcp", "--store", "shop_docs"],
+        env={"OLLAMA_HOST": ollama.url, "ARCHIVIST_HOME": str(home)},
+        cwd=ROOT,
+    )
+    question = {"query": "titanium stove boils water", "source": "stoves.md"}
+
+    async def calls() -> tuple[types.CallToolResult, subprocess.CompletedProcess, list]:
+        async with Client(stdio_client(params, errlog=subprocess.DEVNULL)) as client:
+            before = await client.call_tool("search_shop_docs", question)
+            ingest = await anyio.to_thread.run_sync(
+                lambda: run_cli(
+                    "ingest",
+                    str(tmp_path / "kb"),
+                    "--store",
+                    "shop_docs",
+                    ollama_url=ollama.url,
+                    home=home,
+                    process=True,
+                )
+            )
+            after = await client.call_tool("search_shop_docs", question)
+            return before, ingest, after.structured_content["results"]
+
+    before, ingest, found = anyio.run(calls)
+    assert before.is_error and "stoves.md" in before.content[0].text
+    assert ingest.returncode == 0, ingest.stderr
+    assert [p["source"] for p in found] == ["kb/stoves.md"]
+
+
 def test_over_http_a_client_gets_the_passages_archivist_search_prints(ollama, home, store):
     port = free_port()
     env = {**os.environ, "OLLAMA_HOST": ollama.url, "ARCHIVIST_HOME": str(home)}

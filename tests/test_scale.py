@@ -19,6 +19,7 @@ from archivist.tools.errors import ArchivistError
 from archivist.tools.search import SearchRequest
 from archivist.tools.store import (
     DENSE,
+    HNSW_EF,
     OVERSAMPLING,
     SPARSE,
     Chunk,
@@ -247,6 +248,7 @@ def test_a_server_is_sent_the_on_disk_layout(vectors):
     assert len(dense) == 1
     assert dense[0].params.quantization.rescore is True
     assert dense[0].params.quantization.oversampling == OVERSAMPLING
+    assert dense[0].params.hnsw_ef == HNSW_EF
 
 
 @pytest.mark.parametrize("layout", [ServerLayout(), ServerLayout(vectors="memory")])

@@ -62,15 +62,19 @@ def mcp(
     try:
         tools.check()
     except ArchivistError as exc:
+        tools.close()
         if http is None and not sys.stdin.isatty():
             refuse_stdio(exc)  # the client that started it is told why, then the command fails
         raise
-    if http is None:
-        serve_stdio(tools)
-        return
-    sock = http_socket(http)
-    _notice(f"Serving MCP at http://127.0.0.1:{http}{HTTP_PATH} (Ctrl-C stops).")
-    serve_http(tools, sock)
+    try:
+        if http is None:
+            serve_stdio(tools)
+            return
+        sock = http_socket(http)
+        _notice(f"Serving MCP at http://127.0.0.1:{http}{HTTP_PATH} (Ctrl-C stops).")
+        serve_http(tools, sock)
+    finally:
+        tools.close()
 
 
 @app.command()
