@@ -324,11 +324,18 @@ def table(results: list[dict[str, Any]]) -> str:
     head = (
         "| chunks | layout | ingest wall / CPU / peak RSS | disk | search wall / CPU / peak RSS "
         "| sources | stores | store open: s, own / files MB | after 1,000 searches: own / "
-        "files MB | dense p50 / p95 (exact p50) | hit@10 (ties) |\n|" + "---|" * 11
+        "files MB | dense p50 / p95 (exact p50) | hit@10 (ties) | warm MCP server p50 / p95, "
+        "RSS |\n|" + "---|" * 12
     )
     rows = [head]
     for r in results:
         i, s, d = r["ingest"], r["search"], r["dense"]
+        w = r.get("server")  # results from before it was measured have none
+        served = (
+            f"{w['p50_ms']:.0f} / {w['p95_ms']:.0f} ms, {w['memory_mb'].get('VmRSS', 0):.0f} MB"
+            if w
+            else "–"
+        )
         opened, searched = d["open_mb"], d["searched_mb"]
         rows.append(
             f"| {r['chunks']:,} | {r['layout']} | {i['wall_s']:.1f} s / {i['cpu_s']:.1f} s / "
@@ -338,9 +345,52 @@ def table(results: list[dict[str, Any]]) -> str:
             f"{r['stores']['peak_rss_mb']:.0f} MB | {d['open_s']:.2f} s, {opened['anon']:.0f} / "
             f"{opened['file']:.0f} | {searched['anon']:.0f} / {searched['file']:.0f} | "
             f"{d['p50_ms']:.1f} / {d['p95_ms']:.1f} ms ({d['exact_p50_ms']:.1f}) | "
-            f"{d['hit_at_10']:.3f} ({d['hit_at_10_ties']:.3f}) |"
+            f"{d['hit_at_10']:.3f} ({d['hit_at_10_ties']:.3f}) | {served} |"
         )
     return "\n".join(rows)
+
+
+# What the growth plot draws, each against the store's chunks: (label, how it is read).
+PLOTTED = [
+    ("ingest wall (s)", lambda r: r["ingest"]["wall_s"]),
+    ("ingest peak RSS (MB)", lambda r: r["ingest"]["peak_rss_mb"]),
+    ("on disk (MB)", lambda r: r["disk_mb"]),
+    ("`search` process wall (s)", lambda r: r["search"]["wall_s"]),
+    ("`search` peak RSS (MB)", lambda r: r["search"]["peak_rss_mb"]),
+    ("`stores` peak RSS (MB)", lambda r: r["stores"]["peak_rss_mb"]),
+    ("warm server p50 (ms)", lambda r: r.get("server", {}).get("p50_ms")),
+    ("dense search p50 (ms)", lambda r: r["dense"]["p50_ms"]),
+]
+
+
+def plot(results: list[dict[str, Any]], out: Path) -> None:
+    """Draw how each figure grows with the store (log-log, one line each, the default
+    layout's runs: `auto`, or `disk` where a size was forced on disk) to a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = sorted(
+        (r for r in results if r["layout"] != "memory" or r["size"] < 40_000),
+        key=lambda r: r["chunks"],
+    )
+    rows = list({r["size"]: r for r in rows if r["layout"] != "disk"}.values()) or rows
+    figure, axes = plt.subplots(figsize=(7, 4.5), dpi=80)
+    for label, read in PLOTTED:
+        points = [(r["chunks"], read(r)) for r in rows if read(r)]
+        if points:
+            axes.plot(*zip(*points, strict=True), marker="o", label=label)
+    chunks = [r["chunks"] for r in rows]
+    axes.plot(chunks, [c / chunks[0] for c in chunks], "k:", label="linear (×1 per ×1)")
+    axes.set(xscale="log", yscale="log", xlabel="chunks in the store")
+    axes.set_title("How the embedded store grows (2 shared cores)")
+    axes.grid(True, which="both", alpha=0.3)
+    axes.legend(fontsize=7, loc="upper left")
+    figure.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(out)
+    print(f"plot: {out}", file=sys.stderr)
 
 
 def main() -> None:
@@ -356,7 +406,22 @@ def main() -> None:
     )
     parser.add_argument("--dense-child", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--server-child", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--plot", type=Path, metavar="PNG", help="draw the growth plot here")
+    parser.add_argument(
+        "--from",
+        dest="sources",
+        type=Path,
+        nargs="+",
+        metavar="JSON",
+        help="no measuring: the table and --plot from these results files",
+    )
     args = parser.parse_args()
+    if args.sources:
+        found = [r for f in args.sources for r in json.loads(f.read_text())["results"]]
+        print(table(found))
+        if args.plot:
+            plot(found, args.plot)
+        return
     if args.dense_child:
         print(json.dumps(dense_search(Path(args.dense_child[0]), int(args.dense_child[1]))))
         return
@@ -399,6 +464,8 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n")
     print(table(results))
+    if args.plot:
+        plot(results, args.plot)
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
     print(f"\nload average after: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; own: {own} MB")
 

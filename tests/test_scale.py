@@ -240,6 +240,7 @@ def test_a_server_is_sent_the_on_disk_layout(vectors):
     assert sent["sparse_vectors_config"][SPARSE].index.on_disk is True
     assert sent["on_disk_payload"] is True
     assert sent["hnsw_config"].on_disk is True
+    assert (sent["hnsw_config"].m, sent["hnsw_config"].ef_construct) == (16, 256)
     scalar = sent["quantization_config"].scalar
     assert scalar.type == models.ScalarType.INT8 and scalar.always_ram is True
 

@@ -25,4 +25,5 @@ def test_the_scale_benchmark_runs_on_tiny_stores(tmp_path):
         assert 0 < found["dense"]["hit_at_10"] <= 1
         for command in ("search", "search_zh", "sources", "stores"):
             assert found[command]["peak_rss_mb"] > 0
+        assert found["server"]["p50_ms"] > 0 and found["server"]["memory_mb"]["VmRSS"] > 0
     assert "| memory |" in done.stdout and "| disk |" in done.stdout

@@ -64,12 +64,12 @@ SPARSE_SCHEME = sparse.DEFAULT_SCHEME
 # at 3, 99.9% at 4 (an int8 search alone: 85.6%).
 OVERSAMPLING = 3.0
 # How many candidates a dense search's HNSW walk keeps (Qdrant's `hnsw_ef`; its default is
-# the graph's `ef_construct`, 100). On the scale benchmark's hashed vectors (near-duplicate
-# chunks, a close call for the 10th place) at 99,910 chunks on disk, against an exact search
-# of the same store: 0.911 of the exact 10 at 100 (dense p50 1.9 ms), 0.965 at 256 (2.5 ms),
-# 0.978 at 512 (3.3 ms), 0.985 at 1024 (6.4 ms); the points missed score within 1e-4 of the
-# exact 10th (docs/performance.md, "Search accuracy").
-HNSW_EF = 512
+# the graph's `ef_construct`). On the scale benchmark's hashed vectors at 99,910 chunks on
+# disk, graphs built with ef_construct 256 (HNSW_EF_CONSTRUCT), against an exact search of
+# the same store (300 queries): 0.950 of the exact 10 at 128 (dense p50 2.0 ms), 0.982 at
+# 256 (1.9 ms), 0.988 at 384 (2.5 ms), 0.992 at 512; the points missed score within ~1e-4 of
+# the exact 10th (docs/performance.md, "Search accuracy").
+HNSW_EF = 384
 STORE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,62}$")
 # Collections Archivist keeps for itself are named with a character store names cannot hold,
 # so no user's store can collide with one (a store named `docs__rebuild` is the user's own).
@@ -164,10 +164,12 @@ class ServerLayout:
         if self.on_disk:
             from qdrant_client import models
 
-            from archivist.tools.edge.indexing import QUANTILE
+            from archivist.tools.edge.indexing import HNSW_EF_CONSTRUCT, HNSW_M, QUANTILE
 
             options["on_disk_payload"] = True
-            options["hnsw_config"] = models.HnswConfigDiff(on_disk=True)
+            options["hnsw_config"] = models.HnswConfigDiff(
+                on_disk=True, m=HNSW_M, ef_construct=HNSW_EF_CONSTRUCT
+            )
             options["quantization_config"] = models.ScalarQuantization(
                 scalar=models.ScalarQuantizationConfig(
                     type=models.ScalarType.INT8, quantile=QUANTILE, always_ram=True
