@@ -21,6 +21,7 @@ from archivist.tools.edge.files import (
     COLLECTION_FILE,
     MIGRATING_FILE,
     WHOLE_CHECK_BYTES,
+    read_seal,
 )
 from archivist.tools.errors import StoreDamaged, StoreLocked
 from archivist.tools.migrate import migrate_legacy, migrate_local
@@ -494,6 +495,39 @@ os._exit(0)
     client = EdgeClient(tmp_path / "edge")
     try:
         assert client.count("docs").count == len(DOCS) - 2
+    finally:
+        client.close()
+
+
+def test_a_reader_closing_for_its_exit_leaves_the_store_as_sealed_and_free(tmp_path):
+    # A one-shot command's store, closed for the exit that follows: the shard it only read
+    # is left open to the exit (its files stay in the page cache), the seal written before.
+    # The next process opens it at once, finds every file as sealed, and writes to it.
+    client = EdgeClient(tmp_path / "edge")
+    fill(client, models)
+    client.close()
+    script = f"""
+import os, sys
+from pathlib import Path
+from archivist.tools.edge import EdgeClient
+from archivist.tools.edge.client import exit_follows
+client = EdgeClient(Path({str(tmp_path / "edge")!r}))
+print(len(client.scroll("docs", limit=100)[0]), flush=True)  # the shard opened, read
+with exit_follows():
+    client.close()
+print(client._left, flush=True)
+os._exit(0)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], check=True, cwd=ROOT, capture_output=True, text=True
+    )
+    assert done.stdout.split() == [str(len(DOCS)), "True"]
+    assert read_seal(tmp_path / "edge" / "docs")["files"]
+    client = EdgeClient(tmp_path / "edge", wait=0)
+    try:
+        assert client.count("docs").count == len(DOCS)
+        client.delete("docs", points_selector=models.Filter(must=[]))
+        assert client.count("docs").count == 0
     finally:
         client.close()
 

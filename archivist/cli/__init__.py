@@ -121,12 +121,13 @@ def _alone(name: str) -> typer.Typer | None:
     return alone
 
 
-def main() -> None:
-    """Run the CLI; expected failures print their fix and exit 1, without a traceback."""
+def main(exits_after: bool = False) -> None:
+    """Run the CLI; expected failures print their fix and exit 1, without a traceback.
+    `exits_after`: the process ends with the command (`run`), its stores closed for that."""
     invocation = None
     private_umask()  # the home's files (stores, threads, turn log) readable by their user only
     try:
-        invocation = Invocation(load_settings())
+        invocation = Invocation(load_settings(), exits_after=exits_after)
         # `python -m archivist` too: help, errors and shell completion say `archivist`.
         command = typer.main.get_command(app_for(sys.argv[1:]))
         name_metavars(command)(prog_name="archivist", obj=invocation)
@@ -154,7 +155,7 @@ def run() -> None:
     With another thread still running, or an exit that is not a status, Python exits as
     usual."""
     try:
-        main()
+        main(exits_after=True)
         code = 0
     except SystemExit as exc:
         code = exc.code

@@ -1,6 +1,7 @@
 """What every command shares: the Typer app, its options, the settings and facade a
 command is given, and how it prints."""
 
+import contextlib
 import json
 import sys
 from contextvars import ContextVar
@@ -145,10 +146,18 @@ class Invocation:
     settings: Settings
     opened: list[Any] = field(default_factory=list)
 
+    exits_after: bool = False
+    """Whether the process ends with the command (the `archivist` program, not the CLI run
+    in a test's process): its stores are then closed for an exit (`exit_follows`)."""
+
     def close(self) -> None:
         # Flush and unlock the embedded store now rather than leave it to the exit hook.
-        while self.opened:
-            self.opened.pop().close()
+        # No embedded client was made if its module was never imported: nothing to leave.
+        edge = sys.modules.get("archivist.tools.edge.client")
+        exiting = self.exits_after and edge is not None
+        with edge.exit_follows() if exiting else contextlib.nullcontext():
+            while self.opened:
+                self.opened.pop().close()
 
 
 _invocation_var: ContextVar[Invocation] = ContextVar("invocation")
