@@ -2,7 +2,7 @@
 `--million`), each laid out in memory and on disk, measured as a user meets them.
 
     .venv/bin/python benchmarks/scale.py [--sizes 10000 100000] [--million] [--queries 1000]
-        [--layouts auto disk memory] [--runs 5] [--keep DIR]
+        [--layouts auto disk memory] [--runs 5] [--keep DIR] [--plot PNG] [--from JSON…]
 
 For each size it writes a corpus of Markdown files, every other one Chinese, chunked at
 `--chunk-size 600` (English chunks of ~500 characters, Chinese ones of ~250), and ingests it
@@ -18,13 +18,18 @@ that, `disk` forced. Each run reports:
 * `archivist search`, `archivist sources` and `archivist stores` as processes, start to exit:
   median wall, CPU and peak RSS of 5 runs;
 * dense search in process, p50/p95 over `--queries` queries (stored chunks' vectors with
-  noise), and hit@10: how many of the exact 10 nearest (every vector scored) the store's
-  own search (its index and, on disk, the int8 copy rescored) returns.
+  noise), and hit@10: how many of the exact 10 nearest (every stored vector scored, the
+  int8 copy ignored) the store's own search (its index and, on disk, the int8 copy
+  rescored) returns; "(ties)" also counts a point scoring within TIE of the exact 10th;
+* a warm MCP server (`archivist mcp` over stdio, the official SDK's client): p50/p95 of
+  SERVER_CALLS hybrid searches after its first, and its memory after them.
 
-A table goes to stdout and JSON to benchmarks/results/scale.json. With `--keep DIR` the
-homes are made in DIR and kept (`DIR/home-SIZE-LAYOUT`, its store `scale`), to measure a
-command again on them (`ARCHIVIST_HOME=… archivist search … --store scale`) without another
-ingest. Not part of the test suite.
+A table goes to stdout and JSON to benchmarks/results/scale.json; `--plot PNG` draws the
+growth (log-log) from the results, and `--from JSON…` makes the table and the plot from
+results files without measuring. With `--keep DIR` the homes are made in DIR and kept
+(`DIR/home-SIZE-LAYOUT`, its store `scale`), to measure a command again on them
+(`ARCHIVIST_HOME=… archivist search … --store scale`) without another ingest. Not part of
+the test suite.
 """
 
 from __future__ import annotations
