@@ -604,8 +604,12 @@ class EdgeClient(SegmentIndexing, TurnTakingEngine):
         if shard is None:
             if not self.collection_exists(name):
                 raise ValueError(f"Collection {name} not found")
-            self._answers.pop(name, None)
-            self._opened_answers[name] = check_intact(self.path, name)
+            # Checked already under this lease (a listing asked first): nobody can have
+            # written since. Parsing the seal again cost 0.11 s at a million chunks.
+            checked = self._answers.pop(name, None)
+            self._opened_answers[name] = (
+                checked if checked is not None else check_intact(self.path, name)
+            )
             try:
                 shard = qe.EdgeShard.load(str(self.path / name / SHARD_DIR))
             except Exception as exc:  # Edge's reason: a file it cannot read or deserialise
