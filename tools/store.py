@@ -67,8 +67,9 @@ OVERSAMPLING = 3.0
 # the graph's `ef_construct`). On the scale benchmark's hashed vectors at 99,910 chunks on
 # disk, graphs built with ef_construct 256 (HNSW_EF_CONSTRUCT), against an exact search of
 # the same store (300 queries): 0.950 of the exact 10 at 128 (dense p50 2.0 ms), 0.982 at
-# 256 (1.9 ms), 0.988 at 384 (2.5 ms), 0.992 at 512; the points missed score within ~1e-4 of
-# the exact 10th (docs/performance.md, "Search accuracy").
+# 256 (1.9 ms), 0.988 at 384 (2.5 ms), 0.992 at 512; at 999,356 chunks (27 segments, each
+# walked) 0.980 at 384 (16 ms), 0.984 at 512 (19 ms). The points missed score within ~1e-4
+# of the exact 10th (docs/performance.md, "Search accuracy").
 HNSW_EF = 384
 STORE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,62}$")
 # Collections Archivist keeps for itself are named with a character store names cannot hold,
