@@ -2,6 +2,7 @@
 strict schemas, calls list and read, and reads every source as a resource."""
 
 import anyio
+import jsonschema
 import pytest
 from conftest import SHOP
 from mcp import Client
@@ -53,6 +54,17 @@ def test_the_three_tools_per_store_and_every_source_as_a_resource(archivist, sto
     assert read_schema["required"] == ["source"]
     assert by_name["list_shop_docs"].description == describe_list(opened)
     assert by_name["read_shop_docs"].description == describe_read(opened)
+    # Every tool declares its structured content's shape (the SDK's client checked each
+    # result above against it); the list and read tools' is checked here too.
+    assert all(t.output_schema and t.output_schema["type"] == "object" for t in tools)
+    for name, result in (("list_shop_docs", listed), ("read_shop_docs", read)):
+        schema = by_name[name].output_schema
+        assert schema["required"] == ["results"]
+        jsonschema.validate(result.structured_content, schema)
+    with pytest.raises(jsonschema.ValidationError):  # the schema says something
+        jsonschema.validate(
+            {"results": [{"rank": "first"}]}, by_name["read_shop_docs"].output_schema
+        )
 
     rma = {f.name: f.read_text(encoding="utf-8").lower().count("rma") for f in SHOP.iterdir()}
     assert {r["source"]: r["score"] for r in listed.structured_content["results"]} == {

@@ -15,6 +15,8 @@ from urllib.parse import quote, unquote
 import anyio
 from mcp import types
 from mcp.shared.exceptions import MCPError
+from pydantic import TypeAdapter
+from typing_extensions import TypedDict
 
 from archivist.agent.document_args import ListArgs, ReadArgs
 from archivist.agent.documents import (
@@ -28,6 +30,7 @@ from archivist.agent.documents import (
 )
 from archivist.tools.documents import list_sources
 from archivist.tools.errors import ArchivistError
+from archivist.tools.passage import Passage
 
 if TYPE_CHECKING:
     from archivist.app import Archivist
@@ -47,14 +50,31 @@ READ_SCHEMA = {
 READ_SCHEMA["properties"].pop("turn", None)
 
 
+class DocumentOutput(TypedDict):
+    """A list or read tool's structured content: the listing's entries, or the part read, as
+    passages (`source`, `text`, `metadata` …, as a search's results are)."""
+
+    results: list[Passage]
+
+
+# Declared as the search tools' is, so a client can check and read the structured content.
+DOCUMENT_OUTPUT_SCHEMA = TypeAdapter(DocumentOutput).json_schema()
+
+
 def document_tools(store: KnowledgeStore) -> list[types.Tool]:
     """A store's list and read tools, as MCP describes them."""
     return [
         types.Tool(
-            name=list_name(store.name), description=describe_list(store), input_schema=LIST_SCHEMA
+            name=list_name(store.name),
+            description=describe_list(store),
+            input_schema=LIST_SCHEMA,
+            output_schema=DOCUMENT_OUTPUT_SCHEMA,
         ),
         types.Tool(
-            name=read_name(store.name), description=describe_read(store), input_schema=READ_SCHEMA
+            name=read_name(store.name),
+            description=describe_read(store),
+            input_schema=READ_SCHEMA,
+            output_schema=DOCUMENT_OUTPUT_SCHEMA,
         ),
     ]
 
