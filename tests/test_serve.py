@@ -21,6 +21,7 @@ from processes import wait_for
 from archivist.render import place_text
 from archivist.serving.completions import (
     MAX_MESSAGE_CHARS,
+    MAX_MESSAGES,
     APIError,
     ChatRequest,
     sources_text,
@@ -252,6 +253,11 @@ def test_a_huge_body_is_refused_with_413_and_a_long_message_with_400(server):
     refused = httpx.post(f"{server}/chat/completions", json=huge, headers=headers)
     assert refused.status_code == 413
     assert refused.json()["error"]["code"] == "request_too_large"
+    # Sent in chunks, without a length: refused once it passes the bound, not read whole.
+    chunks = (b"x" * (1024 * 1024) for _ in range(5))
+    refused = httpx.post(f"{server}/chat/completions", content=chunks, headers=headers)
+    assert refused.status_code == 413
+    assert refused.json()["error"]["code"] == "request_too_large"
     long = {"model": "archivist", "messages": [user("x" * (MAX_MESSAGE_CHARS + 1))]}
     refused = httpx.post(f"{server}/chat/completions", json=long, headers=headers)
     assert refused.status_code == 400
@@ -342,6 +348,11 @@ def test_an_unknown_store_or_an_open_address_without_a_key_is_refused(ollama, ho
             "holds a image_url part: Archivist answers from text only",
         ),
         ({"model": "archivist", "n": 2, "messages": [user("hi")]}, "n", "one answer"),
+        (
+            {"model": "archivist", "messages": [user("hi")] * (MAX_MESSAGES + 1)},
+            "messages",
+            f"at most {MAX_MESSAGES} are taken",
+        ),
     ],
 )
 def test_a_request_that_cannot_be_answered_says_why(body, param, words):
