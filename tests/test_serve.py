@@ -383,3 +383,26 @@ def test_the_key_is_a_setting_never_shown(home):
 
     settings = load_settings({"ARCHIVIST_API_KEY": KEY, "ARCHIVIST_HOME": str(home)})
     assert settings.api_key == KEY and KEY not in repr(settings)
+
+
+def test_off_loopback_the_key_alone_is_checked():
+    from starlette.testclient import TestClient
+
+    from archivist.serving.api import build_app
+
+    class NoStores:  # the checks refuse before any route asks the service
+        settings = None
+
+        def model_ids(self):
+            return ["archivist"]
+
+    # Served on 0.0.0.0 (a container, another machine): the server has a name of its own.
+    app = TestClient(build_app(NoStores(), KEY, loopback=False), base_url="http://archivist:8000")
+    page = {"Origin": "https://webui.example"}
+    assert app.get("/v1/models", headers=page).status_code == 401
+    keyed = app.get("/v1/models", headers={**page, "Authorization": f"Bearer {KEY}"})
+    assert keyed.status_code == 200 and keyed.json()["data"][0]["id"] == "archivist"
+    # On loopback the same request is refused for its Host, key or not.
+    local = TestClient(build_app(NoStores(), KEY), base_url="http://archivist:8000")
+    refused = local.get("/v1/models", headers={"Authorization": f"Bearer {KEY}"})
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "forbidden_host"
