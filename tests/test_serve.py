@@ -41,9 +41,14 @@ def fake():
 
 
 @pytest.fixture(scope="module")
-def server(fake, sample_home, tmp_path_factory):
+def served_home(sample_home, tmp_path_factory):
+    return copy_home(sample_home, tmp_path_factory.mktemp("serve") / "home")
+
+
+@pytest.fixture(scope="module")
+def server(fake, served_home, tmp_path_factory):
     """`archivist serve` over a copy of the sample home, with a key; its /v1 URL."""
-    home = copy_home(sample_home, tmp_path_factory.mktemp("serve") / "home")
+    home = served_home
     log = tmp_path_factory.mktemp("serve-log") / "stderr"
     env = {**os.environ, "OLLAMA_HOST": fake.url, "ARCHIVIST_HOME": str(home)}
     env["ARCHIVIST_API_KEY"] = KEY
@@ -406,3 +411,42 @@ def test_off_loopback_the_key_alone_is_checked():
     local = TestClient(build_app(NoStores(), KEY), base_url="http://archivist:8000")
     refused = local.get("/v1/models", headers={"Authorization": f"Bearer {KEY}"})
     assert refused.status_code == 403 and refused.json()["error"]["code"] == "forbidden_host"
+
+
+def test_each_answered_request_is_in_the_turn_log_as_serve(client, fake, served_home):
+    question = "Which carrier ships the parcels, for the log?"
+    whole(client, user(question))
+    listed = run_cli("logs", "--json", "--limit", "50", ollama_url=fake.url, home=served_home)
+    assert listed.returncode == 0, listed.stderr
+    [turn] = [t for t in json.loads(listed.stdout) if t["question"] == question]
+    assert turn["command"] == "serve"
+    assert [call["name"] for call in turn["tool_calls"]] == ["search_shop_docs"]
+
+
+def test_a_client_leaving_a_stream_stops_its_turn_logged_as_stopped(server, fake, served_home):
+    question = "What does a parcel cost to ship, asked and then left?"
+    fake.script(SLOW, {"content": "Slowly, the answer comes.", "hold_after": 1})
+    body = {"model": f"archivist/shop_docs@{SLOW}", "stream": True, "messages": [user(question)]}
+    headers = {"Authorization": f"Bearer {KEY}"}
+    try:
+        with httpx.stream(
+            "POST", f"{server}/chat/completions", json=body, headers=headers, timeout=60
+        ) as response:
+            for line in response.iter_lines():
+                if line.startswith("data: ") and json.loads(line[6:])["choices"][0]["delta"].get(
+                    "content"
+                ):
+                    break  # the first piece of the answer, then the client leaves
+    finally:
+        fake.open_gate()
+
+    def logged() -> list[dict]:
+        done = run_cli("logs", "--json", "--limit", "50", ollama_url=fake.url, home=served_home)
+        return [t for t in json.loads(done.stdout) if t["question"] == question]
+
+    wait_for(logged, "the left turn to be logged")
+    [turn] = logged()
+    assert turn["command"] == "serve" and turn["error"] == "stopped by the user"
+    # Its answer as far as it went: the turn stopped at the event after the client left.
+    full = "Slowly, the answer comes."
+    assert turn["answer"].startswith("Slowly") and len(turn["answer"]) < len(full)

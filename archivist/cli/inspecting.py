@@ -74,7 +74,7 @@ def logs(
     for turn in turns:
         print(printable(summary(turn)))
     if not turns:
-        print("No turns logged yet. They are logged by `archivist ask` and `archivist chat`.")
+        print("No turns logged yet. They are logged by `archivist ask`, `chat` and `serve`.")
 
 
 @logs_app.command("show")
