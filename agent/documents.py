@@ -22,6 +22,7 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 
 from archivist.agent.records import Passage
+from archivist.agent.retrieval import nearest_text
 from archivist.tools.documents import (
     Line,
     Listed,
@@ -120,9 +121,8 @@ def resolve_source(store: KnowledgeStore, name: str, tool: str) -> tuple[str, st
             f"No source is called '{wanted}'. Did you mean {' or '.join(candidates)}? "
             f"Call {tool} with one of them."
         )
-    sample = ", ".join(names[:8]) or "none"
     raise DocumentError(
-        f"No source in '{store.name}' is called '{wanted}'. Sources include: {sample}. "
+        f"No source in '{store.name}' is called '{wanted}'. {nearest_text(wanted, names)} "
         f"{list_name_of(tool)}"
     )
 
