@@ -372,16 +372,52 @@ class Needle:
 
     def __init__(self, text: str, case_sensitive: bool = False) -> None:
         escaped = re.escape(text)
-        self.pattern = re.compile(escaped, 0 if case_sensitive else re.IGNORECASE)
-        self._lowered = (
-            re.compile(re.escape(text.lower())) if not case_sensitive and text.isascii() else None
-        )
+        flags = 0 if case_sensitive else re.IGNORECASE
+        self.pattern = re.compile(escaped, flags)
+        folded = not case_sensitive and text.isascii()
+        self._lowered = re.compile(re.escape(text.lower())) if folded else None
+        # For `may_occur`: the needle as a plain search finds it (lower-cased where case is
+        # ignored in ASCII), its proper beginnings, and `re`'s forms of both for other text.
+        self._plain = text.lower() if folded else text if case_sensitive else None
+        self._heads = tuple(self._plain[:i] for i in range(1, len(text))) if self._plain else ()
+        heads = "|".join(re.escape(text[:i]) for i in range(len(text) - 1, 0, -1))
+        self._ending = re.compile(f"(?:{heads})\\Z", flags) if heads else None
+        self._tail = len(text) - 1
+        self._anywhere = text[:1] in ("", " ", "\n")
 
     def offsets(self, text: str) -> list[int]:
         """Where it occurs in `text`."""
         if self._lowered is not None and text.isascii():
             return [m.start() for m in self._lowered.finditer(text.lower())]
         return [m.start() for m in self.pattern.finditer(text)]
+
+
+    def may_occur(self, texts: Iterable[str]) -> bool:
+        """Whether a source's stored text, laid out from chunks of these texts, may hold the
+        needle: False only where it cannot.
+
+        Laid out, a source's text is a part of each chunk's text that ends it (the overlap
+        with the chunk before taken once), and between two parts the line breaks or space
+        they left out. An occurrence that starts in a chunk's part either ends in it, and is
+        in that chunk's text, or runs past its end, and that text ends with a beginning of
+        the needle shorter than it (case ignored, a character matches one character). One
+        that starts in the blank between two parts starts with a space or a line break: such
+        a needle may occur anywhere. So a source none of whose chunks holds the needle or
+        ends with a proper beginning of it does not hold it, and is not laid out."""
+        if self._anywhere:
+            return True
+        plain, heads, tail = self._plain, self._heads, self._tail
+        for text in texts:
+            if plain is not None and (self._lowered is None or text.isascii()):
+                if self._lowered is not None:
+                    text = text.lower()
+                if plain in text or text.endswith(heads):
+                    return True
+            elif self.pattern.search(text) or (
+                self._ending is not None and self._ending.search(text, max(len(text) - tail, 0))
+            ):
+                return True
+        return False
 
 
 def find_all(text: str, needle: str, case_sensitive: bool = False) -> Iterator[int]:
@@ -459,6 +495,8 @@ def _matching_sources(
     listed = []
     for source in sorted(by_source):
         chunks = by_source[source]
+        if not needle.may_occur([chunk.get("text", "") for chunk in chunks]):
+            continue
         if entry := _matching(source, chunks, needle, places, files, current[source]):
             listed.append(entry)
     return listed
