@@ -376,14 +376,17 @@ class Needle:
         self.pattern = re.compile(escaped, flags)
         folded = not case_sensitive and text.isascii()
         self._lowered = re.compile(re.escape(text.lower())) if folded else None
-        # For `may_occur`: the needle as a plain search finds it (lower-cased where case is
-        # ignored in ASCII), its proper beginnings, and `re`'s forms of both for other text.
-        self._plain = text.lower() if folded else text if case_sensitive else None
-        self._heads = tuple(self._plain[:i] for i in range(1, len(text))) if self._plain else ()
-        heads = "|".join(re.escape(text[:i]) for i in range(len(text) - 1, 0, -1))
-        self._ending = re.compile(f"(?:{heads})\\Z", flags) if heads else None
-        self._tail = len(text) - 1
-        self._anywhere = text[:1] in ("", " ", "\n")
+        # For `may_occur`: the needle and its proper beginnings followed by a chunk's end
+        # (NUL), as a plain search finds them (in text lower-cased where case is ignored in
+        # ASCII) and as `re` does in other text. A needle that may start in the blank
+        # between two chunks, or whose beginnings would make too long a pattern, may occur
+        # in any source.
+        self._anywhere = text[:1] in ("", " ", "\n") or "\0" in text or len(text) > 200
+        self._plain: str | None = None
+        if not self._anywhere:
+            self._plain = text.lower() if folded else text if case_sensitive else None
+            self._heads = re.compile(_beginnings(self._plain or text) + "\0")
+            self._either = re.compile(f"{escaped}|{_beginnings(text)}\0", flags)
 
     def offsets(self, text: str) -> list[int]:
         """Where it occurs in `text`."""
@@ -406,18 +409,21 @@ class Needle:
         ends with a proper beginning of it does not hold it, and is not laid out."""
         if self._anywhere:
             return True
-        plain, heads, tail = self._plain, self._heads, self._tail
-        for text in texts:
-            if plain is not None and (self._lowered is None or text.isascii()):
-                if self._lowered is not None:
-                    text = text.lower()
-                if plain in text or text.endswith(heads):
-                    return True
-            elif self.pattern.search(text) or (
-                self._ending is not None and self._ending.search(text, max(len(text) - tail, 0))
-            ):
-                return True
-        return False
+        joined = "\0".join(texts) + "\0"
+        if self._plain is not None and (self._lowered is None or joined.isascii()):
+            if self._lowered is not None:
+                joined = joined.lower()
+            return self._plain in joined or self._heads.search(joined) is not None
+        return self._either.search(joined) is not None
+
+
+def _beginnings(text: str) -> str:
+    """A pattern of the proper beginnings of `text`: its first character, then as many of the
+    next as follow, up to all but its last (a text of one character: that character)."""
+    pattern = ""
+    for character in reversed(text[1:-1]):
+        pattern = f"(?:{re.escape(character)}{pattern})?"
+    return re.escape(text[0]) + pattern
 
 
 def find_all(text: str, needle: str, case_sensitive: bool = False) -> Iterator[int]:
