@@ -86,7 +86,7 @@ FLUSH_INTERVAL = 5.0
 ROOM_MARGIN = 160 * 2**20
 ROOM_CHECK_POINTS = 512
 # Edge reads its write-ahead log's last update again every time it loads a shard, already
-# applied as it is (a whole upsert, vectors and all: ~0.05 s of CPU for 1,000 points of 768
+# applied as it is (a whole upsert, vectors and all: ~0.06 s of CPU for 1,000 points of 768
 # dimensions). So an upsert's last WAL_TAIL_POINTS points are an update of their own, and a
 # shard loads as fast after a write of 1,000 points as after one of 8.
 WAL_TAIL_POINTS = 8
