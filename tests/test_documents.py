@@ -336,3 +336,38 @@ def test_contains_ignores_case_as_python_does_inside_and_outside_ascii(archivist
         "plain.md",
         "letters.md",
     }
+
+
+@pytest.mark.parametrize("overlap", [0, 25])
+def test_contains_finds_text_that_runs_across_chunks(archivist, tmp_path, overlap):
+    """A needle is counted where it runs from one chunk into the next (over their overlap,
+    or over the blank between them), and in text without spaces split mid-word: for every
+    stretch of each source's stored text as a needle, the listing counts what `re` counts
+    in the stored text."""
+    root = tmp_path / "across"
+    lines = [f"Line {i} tells the ranger about the Creek and the trail north." for i in range(9)]
+    write_files(
+        root,
+        {
+            "prose.md": "# Across\n\n" + "\n".join(lines) + "\n\nThe end of it.\n",
+            "cjk.txt": "河边的袋熊在早上出现，护林员记录了天气和路线。" * 6,
+        },
+    )
+    report = archivist.ingest([str(root)], "across", chunk_size=70, chunk_overlap=overlap)
+    assert not report.failed
+    store = archivist.store("across")
+    texts = {name: stored_source(store, name).text for name in ("prose.md", "cjk.txt")}
+    assert all(store.sources()[name].chunks > 3 for name in texts)
+    needles = {" the", "\nLine", "E end", "早上出"}
+    for text in texts.values():
+        needles |= {text[i : i + n] for n in (9, 23) for i in range(0, len(text) - n, 5)}
+    for needle in sorted(needles):
+        if not needle.strip():
+            continue
+        expected = {
+            name: n
+            for name, text in texts.items()
+            if (n := len(re.findall(re.escape(needle), text, re.IGNORECASE)))
+        }
+        listed = list_sources(store, contains=needle.swapcase())
+        assert {e.source: e.match.count for e in listed} == expected, needle
