@@ -25,7 +25,7 @@ from archivist.agent.documents import (
     read_document,
     resolve_source,
 )
-from archivist.tools.documents import list_sources, stored_source
+from archivist.tools.documents import list_sources, stored_source, titles
 
 NEEDLE = "Quokka"
 _LINE_RANGE = re.compile(r'<result n="\d+" source="[^"]*" lines="(\d+)(?:-(\d+))?"')
@@ -371,3 +371,31 @@ def test_contains_finds_text_that_runs_across_chunks(archivist, tmp_path, overla
         }
         listed = list_sources(store, contains=needle.swapcase())
         assert {e.source: e.match.count for e in listed} == expected, needle
+
+
+def test_headings_with_an_anchor_give_titles_without_it(archivist, fake_models, tmp_path):
+    # VitePress, mkdocs and Pandoc end a heading with its anchor: `## 图示 {#diagram}`.
+    page = (
+        "# 生命周期 {#lifecycle}\n\nVue 组件实例会经历一个生命周期。\n\n"
+        "## 图示 { #diagram .wide }\n\n下面是实例生命周期的图表。\n\n"
+        "## Sets {of things}\n\nBraces that are not an attribute list stay.\n"
+    )
+    write_files(tmp_path / "docs", {"lifecycle.md": page})
+    archivist.ingest([str(tmp_path / "docs")], "vue")
+    store = archivist.store("vue")
+    [listed] = list_sources(store)
+    assert listed.title == "生命周期"
+    [found] = list_sources(store, contains="图表")
+    assert found.title == "生命周期"
+    assert titles(store) == {"lifecycle.md": "生命周期"}
+    assert [title for _, _, title in stored_source(store, "lifecycle.md").headings()] == [
+        "生命周期",
+        "图示",
+        "Sets {of things}",
+    ]
+    part = read_document(store, "lifecycle.md", heading="图示")
+    assert [line.text for line in part.lines][:3] == [
+        "## 图示 { #diagram .wide }",
+        "",
+        "下面是实例生命周期的图表。",
+    ]

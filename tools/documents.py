@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from archivist.tools.collector import collector_paused
 from archivist.tools.engine import scroll_pages
+from archivist.tools.words import heading_title
 
 if TYPE_CHECKING:
     from archivist.tools.catalog import SourceInfo
@@ -101,7 +102,7 @@ class StoredSource:
         found = []
         for i, line in enumerate(self.lines):
             if line.text.startswith(("#", " ")) and (match := _HEADING.match(line.text)):
-                found.append((i, len(match.group(1)), match.group(2)))
+                found.append((i, len(match.group(1)), heading_title(match.group(2))))
         return found
 
 
@@ -394,7 +395,6 @@ class Needle:
             return [m.start() for m in self._lowered.finditer(text.lower())]
         return [m.start() for m in self.pattern.finditer(text)]
 
-
     def may_occur(self, texts: Iterable[str]) -> bool:
         """Whether a source's stored text, laid out from chunks of these texts, may hold the
         needle: False only where it cannot.
@@ -553,7 +553,7 @@ def _matching(
         source,
         len(chunks),
         len(text),
-        title or (heading.group(1) if heading else None),
+        title or (heading_title(heading.group(1)) if heading else None),
         kind_of(source),
         size,
         modified,
@@ -612,7 +612,7 @@ def titles(store: KnowledgeStore) -> dict[str, str]:
             if not named:
                 line = next((t for t in payload.get("text", "").splitlines() if t.strip()), "")
                 match = _HEADING.match(line)
-                named = match.group(2) if match else None
+                named = heading_title(match.group(2)) if match else None
             if named:
                 found[payload["source"]] = str(named)
     return found
