@@ -18,10 +18,10 @@ import difflib
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from html import escape
 from typing import TYPE_CHECKING, Any
 
 from archivist.agent.records import Passage
+from archivist.agent.retrieval import nearest_text
 from archivist.tools.documents import (
     Line,
     Listed,
@@ -120,9 +120,8 @@ def resolve_source(store: KnowledgeStore, name: str, tool: str) -> tuple[str, st
             f"No source is called '{wanted}'. Did you mean {' or '.join(candidates)}? "
             f"Call {tool} with one of them."
         )
-    sample = ", ".join(names[:8]) or "none"
     raise DocumentError(
-        f"No source in '{store.name}' is called '{wanted}'. Sources include: {sample}. "
+        f"No source in '{store.name}' is called '{wanted}'. {nearest_text(wanted, names)} "
         f"{list_name_of(tool)}"
     )
 
@@ -346,6 +345,8 @@ def _range(lines: Sequence[Line]) -> str:
 def render_reading(reading: Reading, tool: str, n: int, budget: int | None) -> tuple[str, Passage]:
     """One page of a reading for the model (numbered `n` for citations), within `budget`
     tokens; the page's text says where it is in the document and how to read what is left."""
+    from html import escape
+
     budget = min(budget or PAGE_TOKENS, MAX_PAGE_TOKENS)
     asked = reading.lines
     # The page's own words (where it is, what is left) take about this many tokens.
@@ -393,6 +394,8 @@ def render_reading(reading: Reading, tool: str, n: int, budget: int | None) -> t
 
 def _attr(text: str) -> str:
     """A value for a double-quoted attribute: markup and double quotes escaped."""
+    from html import escape
+
     return escape(text, quote=False).replace('"', "&quot;")
 
 
@@ -489,6 +492,8 @@ def render_listing(
 ) -> tuple[str, list[Passage]]:
     """One page of a listing for the model (entries numbered from `first_n`), within `budget`
     tokens: the totals first, then the entries, then how to see the rest."""
+    from html import escape
+
     budget = min(budget or PAGE_TOKENS, MAX_PAGE_TOKENS)
     contains = args.get("contains") or None
     page = max(int(args.get("page") or 1), 1)

@@ -15,9 +15,9 @@ from archivist.agent.records import Turn
 from archivist.home import ensure_home
 from archivist.settings import Settings
 from archivist.tools.engine import writing as engine_writing
-from archivist.tools.errors import ArchivistError, StoreDamaged, StoreNotFound
+from archivist.tools.errors import ArchivistError, StoreDamaged
 from archivist.tools.search import SearchMode, SearchRequest
-from archivist.tools.store import KnowledgeStore, connect, list_stores
+from archivist.tools.store import KnowledgeStore, connect, list_stores, missing_store
 
 # A command imports what it uses when it uses it: listing stores needs neither LangChain nor
 # a client library of Ollama's (docs/performance.md, "Start-up").
@@ -108,9 +108,7 @@ class Archivist:
         StoreNotFound when there is no store by that name."""
         target = self.store(store, must_exist=False)
         if not target.exists():
-            raise StoreNotFound(
-                f"There is no store named '{store}'.", "List the stores with: archivist stores"
-            )
+            raise missing_store(self._client, store, "List the stores with: archivist stores")
         try:
             return target.count()
         except StoreDamaged:

@@ -67,9 +67,10 @@ def _arguments(args: dict) -> str:
 def tool_line(call: ToolCall) -> str:
     """Describe one tool call: `search_x("query") · 5 results · 2 relevant · 14 ms`.
 
-    A graded search says how many passages were relevant (or that grading failed); a search
-    the grader rewrote is announced on a line of its own: `↻ rewrote to "query"`. A reranked
-    search says how much of its time the reranking took: `· 830 ms (reranking 812 ms)`.
+    A search limited to a source says which: `search_x("query", source="form")`. A graded
+    search says how many passages were relevant (or that grading failed); a search the grader
+    rewrote is announced on a line of its own: `↻ rewrote to "query"`. A reranked search says
+    how much of its time the reranking took: `· 830 ms (reranking 812 ms)`.
     """
     query = printable_name(str(call["args"].get("query", "")))
     found = f"error: {call['error']}" if "error" in call else count(len(call["results"]), "result")
@@ -79,6 +80,8 @@ def tool_line(call: ToolCall) -> str:
         found += f" · {len(call['kept'])} relevant"
     # A list or read has no query: its arguments are shown (`read_x(source="a.md")`).
     shown = f'"{query}"' if "query" in call["args"] else _arguments(call["args"])
+    if "query" in call["args"] and call["args"].get("source"):
+        shown += f', source="{printable_name(str(call["args"]["source"]))}"'
     line = f"{call['name']}({shown}) · {found} · {call['latency_ms']:.0f} ms"
     if "rerank_ms" in call:
         line += f" (reranking {call['rerank_ms']:.0f} ms)"

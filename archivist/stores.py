@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from archivist.settings import Settings
-from archivist.tools.errors import ArchivistError, StoreDamaged, StoreNotFound
+from archivist.tools.errors import ArchivistError, StoreDamaged
 from archivist.tools.prefixes import default_prefixes, language_notice
 from archivist.tools.store import (
     Chunk,
@@ -20,7 +20,6 @@ from archivist.tools.store import (
     list_stores,
     tool_name,
 )
-from archivist.tools.words import closest, did_you_mean
 
 if TYPE_CHECKING:
     from archivist.tools.embedding import PrefixedEmbeddings
@@ -58,10 +57,8 @@ def open_store(client, settings: Settings, name: str, must_exist: bool) -> Knowl
     store = KnowledgeStore(client, name, settings.server_layout)
     store.finish_swap()
     if must_exist:
-        try:
-            model, document_prefix, query_prefix = store_embedder(settings, store)
-        except StoreNotFound as exc:
-            raise missing_store(client, name, exc.fix) from None
+        # A missing store is refused here, with the stores named most like it.
+        model, document_prefix, query_prefix = store_embedder(settings, store)
         store.check(
             {
                 "embed_model": model,
@@ -71,13 +68,6 @@ def open_store(client, settings: Settings, name: str, must_exist: bool) -> Knowl
             }
         )
     return store
-
-
-def missing_store(client, name: str, fix: str | None) -> StoreNotFound:
-    """A store not found, with the stores named most like it (`--store antdd`: did you mean
-    'antd'?), then `fix`."""
-    likely = closest(name, list_stores(client))
-    return StoreNotFound(f"There is no store named '{name}'.{did_you_mean(likely)}", fix)
 
 
 def describe_stores(client, only: Sequence[str] | None = None) -> list[dict[str, Any]]:

@@ -45,6 +45,13 @@ CREATE TABLE IF NOT EXISTS turns (
 CREATE INDEX IF NOT EXISTS turns_thread ON turns (thread_id, id);
 """
 STOPPED = "stopped by the user"
+
+
+class TurnStopped(Exception):
+    """Raised from a turn's event handler when whoever asked has gone (a client that left a
+    streamed answer): the turn stops there, logged as stopped by the user."""
+
+
 """The error a turn stopped with Ctrl-C is logged with."""
 _JSON_COLUMNS = ("stores", "tool_calls", "citations", "invalid_citations", "notes")
 _RESULT_FIELDS = ("n", "rank", "score", "source", "chunk_id")
@@ -166,7 +173,7 @@ def logged_turn(
     try:
         result = run_turn(setup, question, thread_id, heard, history)
     except BaseException as exc:
-        reason = STOPPED if isinstance(exc, KeyboardInterrupt) else repr(exc)
+        reason = STOPPED if isinstance(exc, KeyboardInterrupt | TurnStopped) else repr(exc)
         partial = {
             "question": question,
             "model": setup.model,

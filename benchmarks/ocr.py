@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from ocr_samples import TEXTS, missing_fonts, render, save_scan  # noqa: E402
 
 from archivist.ingest.loaders import load, ocr  # noqa: E402
+from archivist.tools.errors import install_command  # noqa: E402
 
 
 def edit_distance(a: str, b: str) -> int:
@@ -32,7 +33,7 @@ def edit_distance(a: str, b: str) -> int:
 def main() -> None:
     if not ocr.available() or missing_fonts():
         raise SystemExit(
-            "Needs: pip install 'archivist[ocr]' and fonts-dejavu-core, fonts-wqy-microhei"
+            f"Needs: {install_command('ocr')} and fonts-dejavu-core, fonts-wqy-microhei"
         )
     ocr.read_picture(render(["warm-up"], "en"))  # loads the models once, as an ingest does
     print("| input | language | pages | seconds | pages/s | CER |")

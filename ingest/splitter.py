@@ -10,6 +10,7 @@ import re
 from dataclasses import asdict, dataclass, replace
 
 from archivist.tools.sparse import cjk_runs
+from archivist.tools.words import heading_title
 
 # One way to match a line (the title starts at its first non-space character); the closing
 # `#`s and spaces are stripped after, not by a lazy pattern (which costs the square of a long
@@ -211,21 +212,10 @@ def _title(heading: re.Match) -> str:
     mkdocs and Pandoc write them), cut to MAX_HEADING_CHARS."""
     written = heading.group(2)
     title = written.rstrip(" \t#") or written
-    title = _without_attributes(title)
+    title = heading_title(title)
     if len(title) > MAX_HEADING_CHARS:
         title = title[: MAX_HEADING_CHARS - 1].rstrip() + "…"
     return title
-
-
-def _without_attributes(title: str) -> str:
-    # By hand, not by a pattern: one pass over the title, however long it is.
-    if not title.endswith("}"):
-        return title
-    opening = title.rfind("{")
-    inner = title[opening + 1 : -1]
-    if opening <= 0 or "}" in inner or inner.strip()[:1] not in ("#", "."):
-        return title
-    return title[:opening].rstrip() or title
 
 
 def _continues_paragraph(line: str) -> bool:

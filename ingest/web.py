@@ -11,7 +11,8 @@ are not followed: a site's pages are told apart by their paths, and a query can 
 endless pages.
 
 Every request ends within `WebOptions.deadline` from its first byte to its answer's last,
-however slowly its bytes come; an answer's bytes are counted as they are unpacked (gzip,
+however slowly its bytes come, and a crawl stops once three pages in a row have timed out
+(what it stored is kept); an answer's bytes are counted as they are unpacked (gzip,
 deflate, stacked or not), so a small compressed body that unpacks to gigabytes is cut at the
 limit, holding at most the limit in memory.
 
@@ -149,6 +150,15 @@ class _Answer:
 
 class _PageFailed(Exception):
     """A page that could not be fetched; the message is the reason."""
+
+
+class _TooSlow(_PageFailed):
+    """A page whose answer did not come, or not whole, in time."""
+
+
+# Pages in a row that time out before a crawl stops: a site that drips on every page would
+# otherwise hold the home's write lock for `max_pages` deadlines (200 × 120 s: hours).
+SLOW_IN_A_ROW = 3
 
 
 class _Unpacker:
@@ -295,6 +305,7 @@ class Crawler:
         self.sitemap_bytes = 0
         """The sitemaps' bytes read so far, unpacked."""
         self.result = Crawl()
+        self.slow_in_a_row = 0  # pages that timed out since the last that answered
         self.reached: set[str] = set()
         """The pages answered, by their URL after redirects."""
 
@@ -330,6 +341,16 @@ class Crawler:
             except Exception as exc:  # noqa: BLE001 - whatever a page does fails it alone
                 result.failed.append(Failure(url, _unexpected(exc)))
                 page = None
+            if self.slow_in_a_row >= SLOW_IN_A_ROW:
+                result.failed.append(
+                    Failure(
+                        start,
+                        f"the site stopped answering in time ({SLOW_IN_A_ROW} pages in a row "
+                        "timed out): the crawl stopped there, the pages stored are kept; "
+                        "sync tries again",
+                    )
+                )
+                break
             if prefix is None:
                 # The starting page settles the prefix (a redirect of `/docs` to `/docs/`
                 # moves it), then the sitemap, if any, lists the pages.
@@ -386,7 +407,9 @@ class Crawler:
             answer = self._follow(url, prefix)
         except _PageFailed as exc:
             result.failed.append(Failure(url, str(exc)))
+            self.slow_in_a_row = self.slow_in_a_row + 1 if isinstance(exc, _TooSlow) else 0
             return None
+        self.slow_in_a_row = 0
         final = answer.url
         self.notify(Fetched(final, answer.status))
         if final in self.reached:
@@ -549,10 +572,10 @@ class Crawler:
             except httpx.TimeoutException:
                 self._last = time.monotonic()
                 if time.monotonic() - began >= self.options.deadline * 0.99:
-                    raise _PageFailed(
+                    raise _TooSlow(
                         f"not whole within {self.options.deadline:g} s (the limit for one page)"
                     ) from None
-                raise _PageFailed(f"no answer within {self.options.timeout:g} s") from None
+                raise _TooSlow(f"no answer within {self.options.timeout:g} s") from None
             except (httpx.HTTPError, httpx.InvalidURL) as exc:
                 self._last = time.monotonic()
                 raise _PageFailed(f"cannot fetch: {exc}") from None

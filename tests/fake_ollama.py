@@ -854,6 +854,8 @@ class FakeOllama(ServedModels):
         "status": …}`, `{"mid_stream_error": …}` or `{"thinking": …}` with content; with
         `"hold_after": N` its stream stops after N pieces until `open_gate()` (or stop()), so
         a test can act mid-answer however slow the machine is."""
+        if any("hold_after" in turn for turn in turns):
+            self._opened.clear()  # a newly held turn waits for a new open_gate()
         with self._lock:
             self._scripts.setdefault(full_name(model), deque()).extend(turns)
 

@@ -208,7 +208,7 @@ def test_without_tool_calling_a_summary_reads_the_named_document(archivist, shop
     assert [c["name"] for c in plain["tool_calls"]] == ["search_shop_docs"]
 
 
-def test_the_chat_shows_a_list_or_read_with_its_arguments():
+def test_the_chat_shows_a_list_or_read_with_its_arguments_and_a_searchs_source():
     from archivist.render import tool_line
 
     read = {"name": "read_x", "args": {"source": "a.md", "lines": "3-9"}, "results": [{}]}
@@ -217,3 +217,7 @@ def test_the_chat_shows_a_list_or_read_with_its_arguments():
     )
     search = {"name": "search_x", "args": {"query": "q"}, "results": [], "latency_ms": 1.0}
     assert tool_line(search) == 'search_x("q") · 0 results · 1 ms'
+    # A search limited to a source says which: its results come from there alone.
+    limited = {**search, "args": {"query": "q", "source": "form"}}
+    assert tool_line(limited) == 'search_x("q", source="form") · 0 results · 1 ms'
+    assert tool_line({**search, "args": {"query": "q", "source": ""}}) == tool_line(search)

@@ -3,6 +3,7 @@
 import json
 import re
 
+import pytest
 from chat_terminal import TOOL_LINE, ask, chat_requests, leave, ready, spawn_chat
 from conftest import cli
 
@@ -72,11 +73,14 @@ def test_the_log_of_a_stopped_turn_shows_its_search_what_was_streamed_and_the_st
     assert shown.rstrip().endswith("\nStopped by the user (Ctrl-C).") and "Error:" not in shown
 
 
-def test_ctrl_c_on_a_live_display_leaves_the_partial_answer_shown_once(ollama, home, store):
-    # An xterm 140 columns wide, as a person's: the answer streams in rich's live display,
-    # whose lines are padded to the terminal's width. The terminal's own echo of Ctrl-C
-    # (`^C`) used to wrap below the display, which then printed its top line twice.
-    child = start_slow_answer(ollama, home, store, term="xterm", columns=140)
+@pytest.mark.parametrize("columns", [140, 400])
+def test_ctrl_c_on_a_live_display_leaves_the_partial_answer_shown_once(
+    ollama, home, store, columns
+):
+    # An xterm as wide as a person's: the answer streams in rich's live display, whose lines
+    # are padded to the terminal's width. The terminal's own echo of Ctrl-C (`^C`) used to
+    # wrap below the display, which then printed its top line twice.
+    child = start_slow_answer(ollama, home, store, term="xterm", columns=columns)
     child.sendintr()
     child.expect_exact("(stopped)")
     ollama.open_gate()

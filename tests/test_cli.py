@@ -151,6 +151,22 @@ def test_a_mistyped_store_is_answered_with_the_names_most_like_it(ollama, home, 
     # Nothing like it: no guess.
     done = run_cli("search", "refund", "--store", "zebra", ollama_url=ollama.url, home=home)
     assert "There is no store named 'zebra'.\n" in done.stderr and "Did you mean" not in done.stderr
+    # Every command that opens a store guesses alike, a whole store's delete and migrate too.
+    for command in (
+        ("ask", "refund"),
+        ("sources",),
+        ("read", "refund.md"),
+        ("sync",),
+        ("delete", "--source", "refund.md"),
+        ("delete", "--yes"),
+        ("migrate", "--to-home", str(home.parent / "elsewhere")),
+        ("eval", "generate"),
+    ):
+        done = run_cli(*command, "--store", "shop_doc", ollama_url=ollama.url, home=home)
+        assert done.returncode == 1, (command, done.stderr)
+        assert done.stderr.startswith(
+            "Error: There is no store named 'shop_doc'. Did you mean 'shop_docs'?\n"
+        ), (command, done.stderr)
 
 
 def test_chat_with_piped_input_answers_and_exits(ollama, home, store):

@@ -25,7 +25,7 @@ from archivist.agent.documents import (
     read_document,
     resolve_source,
 )
-from archivist.tools.documents import list_sources, stored_source
+from archivist.tools.documents import list_sources, stored_source, titles
 
 NEEDLE = "Quokka"
 _LINE_RANGE = re.compile(r'<result n="\d+" source="[^"]*" lines="(\d+)(?:-(\d+))?"')
@@ -236,8 +236,12 @@ def test_sources_are_found_the_way_a_small_model_names_them(corpus):
     assert resolve_source(store, "sightngs.xlsx", tool)[0] == "sightings.xlsx"
     with pytest.raises(DocumentError, match=r"'notes/' names 4 sources: notes/day0\.md"):
         resolve_source(store, "notes/", tool)
-    with pytest.raises(DocumentError, match="Call list_notes to see every source's name"):
+    with pytest.raises(DocumentError) as missing:
         resolve_source(store, "minutes.odt", tool)
+    # Nothing close: a store this small names every source (a large one, a spread of them).
+    assert "Its sources: cjk/观察.txt, notes/day0.md, " in str(missing.value)
+    assert "scan.pdf" in str(missing.value)
+    assert str(missing.value).endswith("Call list_notes to see every source's name.")
 
 
 def test_listing_pages_say_the_total_and_how_to_see_more(corpus):
@@ -332,3 +336,66 @@ def test_contains_ignores_case_as_python_does_inside_and_outside_ascii(archivist
         "plain.md",
         "letters.md",
     }
+
+
+@pytest.mark.parametrize("overlap", [0, 25])
+def test_contains_finds_text_that_runs_across_chunks(archivist, tmp_path, overlap):
+    """A needle is counted where it runs from one chunk into the next (over their overlap,
+    or over the blank between them), and in text without spaces split mid-word: for every
+    stretch of each source's stored text as a needle, the listing counts what `re` counts
+    in the stored text."""
+    root = tmp_path / "across"
+    lines = [f"Line {i} tells the ranger about the Creek and the trail north." for i in range(9)]
+    write_files(
+        root,
+        {
+            "prose.md": "# Across\n\n" + "\n".join(lines) + "\n\nThe end of it.\n",
+            "cjk.txt": "河边的袋熊在早上出现，护林员记录了天气和路线。" * 6,
+        },
+    )
+    report = archivist.ingest([str(root)], "across", chunk_size=70, chunk_overlap=overlap)
+    assert not report.failed
+    store = archivist.store("across")
+    texts = {name: stored_source(store, name).text for name in ("prose.md", "cjk.txt")}
+    assert all(store.sources()[name].chunks > 3 for name in texts)
+    needles = {" the", "\nLine", "E end", "早上出"}
+    for text in texts.values():
+        needles |= {text[i : i + n] for n in (9, 23) for i in range(0, len(text) - n, 5)}
+    for needle in sorted(needles):
+        if not needle.strip():
+            continue
+        expected = {
+            name: n
+            for name, text in texts.items()
+            if (n := len(re.findall(re.escape(needle), text, re.IGNORECASE)))
+        }
+        listed = list_sources(store, contains=needle.swapcase())
+        assert {e.source: e.match.count for e in listed} == expected, needle
+
+
+def test_headings_with_an_anchor_give_titles_without_it(archivist, fake_models, tmp_path):
+    # VitePress, mkdocs and Pandoc end a heading with its anchor: `## 图示 {#diagram}`.
+    page = (
+        "# 生命周期 {#lifecycle}\n\nVue 组件实例会经历一个生命周期。\n\n"
+        "## 图示 { #diagram .wide }\n\n下面是实例生命周期的图表。\n\n"
+        "## Sets {of things}\n\nBraces that are not an attribute list stay.\n"
+    )
+    write_files(tmp_path / "docs", {"lifecycle.md": page})
+    archivist.ingest([str(tmp_path / "docs")], "vue")
+    store = archivist.store("vue")
+    [listed] = list_sources(store)
+    assert listed.title == "生命周期"
+    [found] = list_sources(store, contains="图表")
+    assert found.title == "生命周期"
+    assert titles(store) == {"lifecycle.md": "生命周期"}
+    assert [title for _, _, title in stored_source(store, "lifecycle.md").headings()] == [
+        "生命周期",
+        "图示",
+        "Sets {of things}",
+    ]
+    part = read_document(store, "lifecycle.md", heading="图示")
+    assert [line.text for line in part.lines][:3] == [
+        "## 图示 { #diagram .wide }",
+        "",
+        "下面是实例生命周期的图表。",
+    ]

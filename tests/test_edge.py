@@ -555,7 +555,7 @@ def test_a_growing_store_is_indexed_a_segment_at_a_time_by_a_child_while_writes_
     # The segment due at 250 points is with the child, which opened the shard (Edge lets one
     # process at a time: this one closed it) and waits at the gate; the next write waits here.
     build = client._indexing["docs"]
-    assert build.running and len(build.pending) == 1
+    assert build.running and sum(points for _, points in build.pending) == 50
     assert "Indexing store 'docs' (250 chunks)" in capfd.readouterr().err
     gate.touch()
     assert client.count("docs").count == 300  # waits for the child, then applies the write
@@ -995,3 +995,26 @@ def test_opening_checks_small_sealed_files_whole_and_large_ones_by_size_and_time
     assert opened() is None
     large.touch()
     assert large.name in (opened() or "")
+
+
+@pytest.mark.parametrize("n", [1, 8, 9, 100])
+def test_an_upsert_stores_each_of_its_points_once_whatever_its_size(tmp_path, n):
+    """An upsert's last points are written as an update of their own (the one Edge reads
+    again at every load): every point is stored once, with its payload, before and after the
+    store is closed and opened again, and again after a second upsert of the same points."""
+    vectors = random_vectors(n)
+    client = dense_store(tmp_path / "edge", models, aside=False)
+    write = [
+        models.PointStruct(id=i, vector={DENSE: vectors[i].tolist()}, payload={"n": i})
+        for i in range(n)
+    ]
+    client.upsert("docs", write)
+    for again in (False, True):
+        if again:
+            client.upsert("docs", write)
+        client.close()
+        client = EdgeClient(tmp_path / "edge")
+        points, _ = client.scroll("docs", limit=1000, with_payload=True)
+        assert client.count("docs").count == n
+        assert sorted((p.id, p.payload["n"]) for p in points) == [(i, i) for i in range(n)]
+    client.close()

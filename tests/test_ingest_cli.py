@@ -169,19 +169,31 @@ def test_include_patterns_that_match_nothing_stop_the_run_and_create_no_store(
     assert json.loads(after.stdout) == []
 
 
+@pytest.mark.parametrize("stop", ["ctrl-c", "ollama gone"])
 def test_sources_after_a_stopped_ingest_show_the_half_stored_one_and_how_to_finish(
-    archivist, ollama, home, tmp_path
+    archivist, ollama, home, tmp_path, stop
 ):
     from archivist.ingest.embedder import EmbedSettings
+    from archivist.tools.progress import Embedded
 
     long = "\n\n".join(f"Section {i}. " + "Tents and boots and lamps. " * 12 for i in range(5))
     root = write_files(tmp_path / "kb", {"a.md": "# A\n\nAlpha.", "b.md": long})
-    # Two chunks a request, one at a time: the probe, [a0, b0] and [b1, b2] are answered, and
-    # the run stops with b.md stored in part.
+    # Two chunks a request, one at a time: [a0, b0] is stored, and the run stops with b.md
+    # stored in part: by Ctrl-C once b.md's first chunk is, or by Ollama failing after the
+    # probe, [a0, b0] and [b1, b2].
     fast = EmbedSettings(batch_size=2, concurrency=1, attempts=1, backoff=0.01)
-    ollama.fail("/api/embed", 500, "llama runner process has terminated", 1, 3)
-    with pytest.raises(ArchivistError):
-        archivist.ingest([str(root)], "kb", embed=fast, chunk_size=200, chunk_overlap=0)
+
+    def ctrl_c(event):
+        if isinstance(event, Embedded) and event.source == "b.md":
+            raise KeyboardInterrupt
+
+    if stop == "ollama gone":
+        ollama.fail("/api/embed", 500, "llama runner process has terminated", 1, 3)
+    with pytest.raises(KeyboardInterrupt if stop == "ctrl-c" else ArchivistError):
+        archivist.ingest(
+            [str(root)], "kb", embed=fast, chunk_size=200, chunk_overlap=0,
+            on_progress=ctrl_c if stop == "ctrl-c" else None,
+        )  # fmt: skip
     archivist.close()
     done = run_cli("sources", "--store", "kb", ollama_url=ollama.url, home=home)
     assert done.returncode == 0, done.stderr

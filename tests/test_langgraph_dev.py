@@ -1,6 +1,6 @@
 """`langgraph dev` serves both graphs over HTTP (needs the `server` extra; skipped without it).
 
-    .venv/bin/pip install -e ".[server]" && ./run test tests/test_langgraph_dev.py
+    ./run --with server test tests/test_langgraph_dev.py
 
 ARCHIVIST_LANGGRAPH_BIN may name a `langgraph` executable installed elsewhere.
 """
@@ -22,7 +22,7 @@ LANGGRAPH = os.environ.get("ARCHIVIST_LANGGRAPH_BIN") or shutil.which(
 )
 pytestmark = pytest.mark.skipif(
     not LANGGRAPH,
-    reason='langgraph-cli is not installed: pip install -e ".[server]" to run this test',
+    reason="langgraph-cli is not installed: ./run --with server test to run this test",
 )
 
 
@@ -110,7 +110,7 @@ def test_a_run_that_fails_for_a_reason_the_user_can_fix_shows_the_client_why(
     failures = {
         "StoreNotFound: There is no store named 'nowhere'.\nCreate it with: archivist ingest "
         "PATH --store nowhere": {"ollama_host": ollama.url, "home": home, "stores": ["nowhere"]},
-        "ArchivistError: Cannot reach Ollama at http://127.0.0.1:9.\nStart it with `ollama "
+        "OllamaUnreachable: Cannot reach Ollama at http://127.0.0.1:9.\nStart it with `ollama "
         "serve`": {"ollama_host": "http://127.0.0.1:9", "home": home},
         "ModelMissing: The model 'nosuch:7b' is not available in Ollama at "
         f"{ollama.url}.\nPull it with `ollama pull nosuch:7b`": {**made, "chat_model": "nosuch:7b"},

@@ -1,13 +1,15 @@
-"""`archivist mcp --tools all`: the official SDK's client lists each store's three tools with
-strict schemas, calls list and read, and reads every source as a resource."""
+"""`archivist mcp`: the official SDK's client lists each store's three tools with strict
+schemas (`--tools all`), calls list and read, and reads every source as a resource (any toolset)."""
 
 import anyio
+import jsonschema
 import pytest
 from conftest import SHOP
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from archivist.agent.documents import describe_list, describe_read
+from archivist.serving import mcp_documents
 from archivist.serving.mcp import StoreTools, build_server
 from archivist.tools.documents import stored_source
 
@@ -53,6 +55,17 @@ def test_the_three_tools_per_store_and_every_source_as_a_resource(archivist, sto
     assert read_schema["required"] == ["source"]
     assert by_name["list_shop_docs"].description == describe_list(opened)
     assert by_name["read_shop_docs"].description == describe_read(opened)
+    # Every tool declares its structured content's shape (the SDK's client checked each
+    # result above against it); the list and read tools' is checked here too.
+    assert all(t.output_schema and t.output_schema["type"] == "object" for t in tools)
+    for name, result in (("list_shop_docs", listed), ("read_shop_docs", read)):
+        schema = by_name[name].output_schema
+        assert schema["required"] == ["results"]
+        jsonschema.validate(result.structured_content, schema)
+    with pytest.raises(jsonschema.ValidationError):  # the schema says something
+        jsonschema.validate(
+            {"results": [{"rank": "first"}]}, by_name["read_shop_docs"].output_schema
+        )
 
     rma = {f.name: f.read_text(encoding="utf-8").lower().count("rma") for f in SHOP.iterdir()}
     assert {r["source"]: r["score"] for r in listed.structured_content["results"]} == {
@@ -76,23 +89,37 @@ def test_the_three_tools_per_store_and_every_source_as_a_resource(archivist, sto
     archivist.close()
 
 
-def test_search_only_serves_no_document_tools_and_bad_uris_are_refused(archivist, store):
-    async def talk(client: Client, uri: str):
+def test_search_only_serves_the_sources_as_resources_in_pages_and_refuses_bad_uris(
+    archivist, store, monkeypatch
+):
+    monkeypatch.setattr(mcp_documents, "PAGE", 2)
+
+    async def talk(client: Client):
         async with client:
             names = [t.name for t in (await client.list_tools()).tools]
-            with pytest.raises(MCPError, match="Method not found|not supported|resources"):
-                await client.list_resources()
-            return names
+            pages, cursor = [], None
+            while True:
+                page = await client.list_resources(cursor=cursor)
+                pages.append([r.name for r in page.resources])
+                cursor = page.next_cursor
+                if cursor is None:
+                    break
+            read = await client.read_resource("archivist://shop_docs/refund.md")
+            with pytest.raises(MCPError) as other:
+                await client.read_resource("archivist://other/refund.md")
+            with pytest.raises(MCPError) as cursed:
+                await client.list_resources(cursor="nowhere")
+            return names, pages, read, str(other.value), str(cursed.value)
 
     plain = Client(build_server(StoreTools(archivist.settings)))
-    assert anyio.run(talk, plain, "") == ["list_stores", "search_shop_docs"]
-
-    async def bad(client: Client) -> str:
-        async with client:
-            with pytest.raises(MCPError) as caught:
-                await client.read_resource("archivist://other/refund.md")
-            return str(caught.value)
-
-    served = Client(build_server(StoreTools(archivist.settings.with_overrides(tools="all"))))
-    assert "resources are archivist://<store>/<source>" in anyio.run(bad, served)
+    names, pages, read, other, cursed = anyio.run(talk, plain)
+    assert names == ["list_stores", "search_shop_docs"]
+    files = sorted(f"shop_docs/{f.name}" for f in SHOP.iterdir())
+    assert [len(p) for p in pages] == [2] * (len(files) // 2) + [len(files) % 2] * (
+        len(files) % 2 > 0
+    )
+    assert sorted(n for p in pages for n in p) == files
+    assert read.contents[0].text == stored_source(archivist.store(store), "refund.md").text
+    assert "resources are archivist://<store>/<source>" in other
+    assert "Unknown cursor 'nowhere'" in cursed
     archivist.close()

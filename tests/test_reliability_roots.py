@@ -151,3 +151,16 @@ def test_roots_labelled_apart_only_by_case_are_searched_by_name(
     assert store.match_sources("DOCS") == ["Docs/a.md", "docs/b.md"]
     found = cli(home, "search", "widgets", "--store", "s", "--source", "docs", "--json")
     assert {r["source"] for r in json.loads(found.stdout)} == {"docs/b.md"}
+    # The MCP tool's call the same way.
+    import anyio
+    from mcp import Client
+
+    from archivist.serving.mcp import StoreTools, build_server
+
+    async def call() -> object:
+        async with Client(build_server(StoreTools(archivist.settings, ["s"]))) as client:
+            return await client.call_tool("search_s", {"query": "widgets", "source": "docs"})
+
+    answer = anyio.run(call)
+    assert not answer.is_error, answer.content
+    assert {r["source"] for r in answer.structured_content["results"]} == {"docs/b.md"}

@@ -94,6 +94,71 @@ def test_a_hostile_page_never_stops_a_sync_of_the_other_stores(ollama, home, sit
     assert f"{site.url}/docs/" in listed.stdout  # kept: the starting page failed
 
 
+def test_a_hostile_site_among_the_roots_never_stops_sync_watch(ollama, home, site, tmp_path):
+    """`sync --watch` as a process: the site's hostile pages fail in the first sync, and the
+    watch still begins and stores what is written into the folder of another store."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from conftest import run_cli, write_files
+    from test_sync import texts, until
+
+    nested = "<div>" * 400 + "The deeply nested warranty covers two years." + "</div>" * 400
+    site.routes.update(
+        {
+            "/docs/": Route(index("a.html", "d.html", "e.html")),
+            "/docs/a.html": Route(page("A", INSTALL_TEXT)),
+            "/docs/d.html": Route(page("D", REFUND_TEXT)),
+            "/docs/e.html": Route(page("E", "The warranty covers two years.")),
+        }
+    )
+    folder = write_files(tmp_path / "notes", {"a.md": "# Notes\n\nThe first note on widgets."})
+    for args in (("ingest", f"{site.url}/docs/", "--store", "web"),
+                 ("ingest", str(folder), "--store", "notes")):  # fmt: skip
+        done = run_cli(*args, ollama_url=ollama.url, home=home)
+        assert done.returncode == 0, done.stdout + done.stderr
+    # The site turns hostile: a redirect that is no URL, a charset that is none, deep nesting.
+    site.routes.update(
+        {
+            "/docs/a.html": Route(b"", 302, headers={"Location": "http:x"}),
+            "/docs/d.html": Route(page("D", REFUND_TEXT), kind="text/html; charset=undefined"),
+            "/docs/e.html": Route(f"<html><body>{nested}</body></html>".encode()),
+        }
+    )
+    env = {**os.environ, "OLLAMA_HOST": ollama.url, "ARCHIVIST_HOME": str(home)}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "archivist", "sync", "--watch"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        said: list[str] = []
+        reader = threading.Thread(target=lambda: said.extend(process.stdout), daemon=True)
+        reader.start()
+        began = time.monotonic()
+        line = ""
+        while "Watching" not in line and time.monotonic() - began < 60:
+            line = process.stderr.readline()
+            if not line and process.poll() is not None:
+                break  # ended before watching
+        assert "Watching 1 root of notes, web" in line
+        (folder / "b.md").write_text("# More\n\nA second note, about gadgets.")
+        assert until(lambda: "notes: new b.md (1 chunk)\n" in said, timeout=60)
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=30)
+        reader.join(10)
+        stderr = process.stderr.read()
+    finally:
+        process.kill()
+    assert process.returncode == 1 and "Traceback" not in stderr, stderr
+    assert f"  failed: {site.url}/docs/a.html: cannot fetch: " in "".join(said)
+    stored = texts(home, "web")
+    assert f"{site.url}/docs/a.html" in stored  # the page that failed kept
+    assert "thirty days" in stored[f"{site.url}/docs/d.html"]
+    assert "deeply nested warranty" in stored[f"{site.url}/docs/e.html"]
+
+
 def bomb(size: int, layers: int = 2) -> bytes:
     """`size` zero bytes gzipped `layers` times (stacked Content-Encoding)."""
     packer = zlib.compressobj(9, zlib.DEFLATED, 31)
@@ -149,9 +214,7 @@ def test_compression_bombs_are_cut_at_the_limit_in_bounded_memory(site, tmp_path
 def test_a_dripping_page_and_robots_txt_end_at_the_deadline(site, tmp_path):
     docs_site(site)
     site.routes["/docs/install.html"] = Route(page("Install", INSTALL_TEXT), gap=0.1)
-    began = time.monotonic()
     found = crawl(site, tmp_path, deadline=0.8, timeout=0.5)
-    assert time.monotonic() - began < 5
     assert reasons(found) == {
         f"{site.url}/docs/install.html": "not whole within 0.8 s (the limit for one page)"
     }
@@ -164,14 +227,40 @@ def test_a_dripping_page_and_robots_txt_end_at_the_deadline(site, tmp_path):
         "for one page)): nothing fetched; try again later"
     }
 
+    # A sitemap dripping: read no further at the deadline, the pages found by their links.
+    docs_site(site)
+    listed = f"<urlset><url><loc>{site.url}/docs/shipping.html</loc></url></urlset>".encode()
+    site.routes["/sitemap.xml"] = Route(listed, kind="application/xml", gap=0.1)
+    found = crawl(site, tmp_path, deadline=0.8, timeout=0.5)
+    assert reasons(found) == {}
+    assert sources(found) == [
+        f"{site.url}/docs/{p}" for p in ("", "install.html", "refunds.html", "shipping.html")
+    ]
+
+
+def test_a_site_dripping_on_every_page_stops_after_three_in_a_row(site, tmp_path):
+    names = [f"p{n}.html" for n in range(6)]
+    site.routes["/docs/"] = Route(index(*names))
+    for name in names:
+        site.routes[f"/docs/{name}"] = Route(page(name, INSTALL_TEXT), gap=0.1)
+    found = crawl(site, tmp_path, deadline=0.8, timeout=0.5)
+    slow = "not whole within 0.8 s (the limit for one page)"
+    assert reasons(found) == {
+        **{f"{site.url}/docs/{name}": slow for name in names[:3]},
+        f"{site.url}/docs/": "the site stopped answering in time (3 pages in a row timed out): "
+        "the crawl stopped there, the pages stored are kept; sync tries again",
+    }
+    assert sources(found) == [f"{site.url}/docs/"]
+    assert not any(p.endswith(tuple(names[3:])) for p in site.paths())  # never asked for
+
 
 def test_a_large_page_declaring_punycode_is_read_in_linear_time(site, tmp_path):
     body = page("Big", (INSTALL_TEXT + "\n\n") * 4000)  # 1 MB: punycode took over a minute
     site.routes["/docs/"] = Route(body, kind="text/html; charset=punycode")
-    began = time.process_time()
     found = crawl(site, tmp_path, max_depth=0)
-    assert time.process_time() - began < 30  # punycode decoding was quadratic: 291 s for 2 MB
-    assert sources(found) == [f"{site.url}/docs/"]
+    # Read as detected: punycode's decoder, quadratic (291 s of CPU for 2 MB), is never used.
+    [read] = found.files
+    assert read.path.read_text().count("forty megabytes") == 4000
 
 
 def test_a_starting_page_failing_on_a_recrawl_is_kept(fake_models, archivist, site):
@@ -200,6 +289,22 @@ def test_robots_txt_is_read_by_rfc_9309(site, tmp_path):
     # read (the install page's rule), and the crawl is not refused for its size.
     assert sources(found) == [f"{site.url}/docs/", f"{site.url}/docs/install.html"]
     assert "/docs/refunds.html" not in site.paths() and "/docs/shipping.html" not in site.paths()
+
+
+def test_a_dollar_in_robots_txt_ends_the_path_it_matches(site, tmp_path):
+    docs_site(site)
+    site.routes["/docs/"] = Route(index("install.html", "old.htm"))
+    site.routes["/docs/old.htm"] = Route(page("Old", REFUND_TEXT))
+    site.routes["/robots.txt"] = Route(
+        b"User-agent: *\nDisallow: /docs/*.htm$\n", kind="text/plain"
+    )
+    found = crawl(site, tmp_path)
+    # `.htm` at the end of the path is disallowed; `.html` is not (the rule is not a prefix).
+    assert sources(found) == [f"{site.url}/docs/", f"{site.url}/docs/install.html"]
+    assert "/docs/old.htm" not in site.paths()
+    assert [(f.source, f.reason) for f in found.skipped] == [
+        (f"{site.url}/docs/old.htm", "disallowed by robots.txt")
+    ]
 
 
 def test_robots_txt_redirected_to_another_port_is_not_fetched(site, tmp_path):
@@ -252,9 +357,7 @@ def test_a_sitemap_index_of_huge_sitemaps_is_read_only_as_far_as_max_pages(site,
     site.routes["/sitemap.xml"] = Route(f"<sitemapindex>{maps}</sitemapindex>".encode())
     for n in range(19):
         site.routes[f"/map{n}.xml"] = Route(big, kind="application/xml")
-    began = time.monotonic()
     found = crawl(site, tmp_path, max_pages=20)
-    assert time.monotonic() - began < 10
     assert len(found.files) == 1 and len(found.skipped) == 19  # the sitemap's pages: 404s
     assert [p for p in site.paths() if p.startswith("/map")] == ["/map0.xml"]
     assert len([p for p in site.paths() if p.startswith("/docs/p")]) == 19  # with the start

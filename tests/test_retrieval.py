@@ -535,6 +535,12 @@ def test_a_folder_or_component_name_as_source_means_the_folder(settings, ollama,
     assert _sources(search("docs/form")) == ["docs/form/intro.md"]
     # A file name's beginning still finds the file, where no folder is named so.
     assert _sources(search("forma")) == ["components/progress/demo/format.md"]
+    # A file called so, beside the folders, is one more of the places.
+    write_files(kb, {"guides/form.md": "# Forms\n\nHow to fill in the refunds form."})
+    _ingest(settings, kb, "docs")
+    done = search("form")
+    assert _sources(done) == sorted([*form, "docs/form/intro.md", "guides/form.md"])
+    assert "names 3 places: components/form/, docs/form/, guides/form.md;" in done.stderr
 
 
 def test_an_unknown_source_is_answered_with_the_closest_names(settings, ollama, home, tmp_path):

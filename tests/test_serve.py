@@ -21,6 +21,7 @@ from processes import wait_for
 from archivist.render import place_text
 from archivist.serving.completions import (
     MAX_MESSAGE_CHARS,
+    MAX_MESSAGES,
     APIError,
     ChatRequest,
     sources_text,
@@ -40,9 +41,14 @@ def fake():
 
 
 @pytest.fixture(scope="module")
-def server(fake, sample_home, tmp_path_factory):
+def served_home(sample_home, tmp_path_factory):
+    return copy_home(sample_home, tmp_path_factory.mktemp("serve") / "home")
+
+
+@pytest.fixture(scope="module")
+def server(fake, served_home, tmp_path_factory):
     """`archivist serve` over a copy of the sample home, with a key; its /v1 URL."""
-    home = copy_home(sample_home, tmp_path_factory.mktemp("serve") / "home")
+    home = served_home
     log = tmp_path_factory.mktemp("serve-log") / "stderr"
     env = {**os.environ, "OLLAMA_HOST": fake.url, "ARCHIVIST_HOME": str(home)}
     env["ARCHIVIST_API_KEY"] = KEY
@@ -252,6 +258,11 @@ def test_a_huge_body_is_refused_with_413_and_a_long_message_with_400(server):
     refused = httpx.post(f"{server}/chat/completions", json=huge, headers=headers)
     assert refused.status_code == 413
     assert refused.json()["error"]["code"] == "request_too_large"
+    # Sent in chunks, without a length: refused once it passes the bound, not read whole.
+    chunks = (b"x" * (1024 * 1024) for _ in range(5))
+    refused = httpx.post(f"{server}/chat/completions", content=chunks, headers=headers)
+    assert refused.status_code == 413
+    assert refused.json()["error"]["code"] == "request_too_large"
     long = {"model": "archivist", "messages": [user("x" * (MAX_MESSAGE_CHARS + 1))]}
     refused = httpx.post(f"{server}/chat/completions", json=long, headers=headers)
     assert refused.status_code == 400
@@ -342,6 +353,11 @@ def test_an_unknown_store_or_an_open_address_without_a_key_is_refused(ollama, ho
             "holds a image_url part: Archivist answers from text only",
         ),
         ({"model": "archivist", "n": 2, "messages": [user("hi")]}, "n", "one answer"),
+        (
+            {"model": "archivist", "messages": [user("hi")] * (MAX_MESSAGES + 1)},
+            "messages",
+            f"at most {MAX_MESSAGES} are taken",
+        ),
     ],
 )
 def test_a_request_that_cannot_be_answered_says_why(body, param, words):
@@ -372,3 +388,65 @@ def test_the_key_is_a_setting_never_shown(home):
 
     settings = load_settings({"ARCHIVIST_API_KEY": KEY, "ARCHIVIST_HOME": str(home)})
     assert settings.api_key == KEY and KEY not in repr(settings)
+
+
+def test_off_loopback_the_key_alone_is_checked():
+    from starlette.testclient import TestClient
+
+    from archivist.serving.api import build_app
+
+    class NoStores:  # the checks refuse before any route asks the service
+        settings = None
+
+        def model_ids(self):
+            return ["archivist"]
+
+    # Served on 0.0.0.0 (a container, another machine): the server has a name of its own.
+    app = TestClient(build_app(NoStores(), KEY, loopback=False), base_url="http://archivist:8000")
+    page = {"Origin": "https://webui.example"}
+    assert app.get("/v1/models", headers=page).status_code == 401
+    keyed = app.get("/v1/models", headers={**page, "Authorization": f"Bearer {KEY}"})
+    assert keyed.status_code == 200 and keyed.json()["data"][0]["id"] == "archivist"
+    # On loopback the same request is refused for its Host, key or not.
+    local = TestClient(build_app(NoStores(), KEY), base_url="http://archivist:8000")
+    refused = local.get("/v1/models", headers={"Authorization": f"Bearer {KEY}"})
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "forbidden_host"
+
+
+def test_each_answered_request_is_in_the_turn_log_as_serve(client, fake, served_home):
+    question = "Which carrier ships the parcels, for the log?"
+    whole(client, user(question))
+    listed = run_cli("logs", "--json", "--limit", "50", ollama_url=fake.url, home=served_home)
+    assert listed.returncode == 0, listed.stderr
+    [turn] = [t for t in json.loads(listed.stdout) if t["question"] == question]
+    assert turn["command"] == "serve"
+    assert [call["name"] for call in turn["tool_calls"]] == ["search_shop_docs"]
+
+
+def test_a_client_leaving_a_stream_stops_its_turn_logged_as_stopped(server, fake, served_home):
+    question = "What does a parcel cost to ship, asked and then left?"
+    fake.script(SLOW, {"content": "Slowly, the answer comes.", "hold_after": 1})
+    body = {"model": f"archivist/shop_docs@{SLOW}", "stream": True, "messages": [user(question)]}
+    headers = {"Authorization": f"Bearer {KEY}"}
+    try:
+        with httpx.stream(
+            "POST", f"{server}/chat/completions", json=body, headers=headers, timeout=60
+        ) as response:
+            for line in response.iter_lines():
+                if line.startswith("data: ") and json.loads(line[6:])["choices"][0]["delta"].get(
+                    "content"
+                ):
+                    break  # the first piece of the answer, then the client leaves
+    finally:
+        fake.open_gate()
+
+    def logged() -> list[dict]:
+        done = run_cli("logs", "--json", "--limit", "50", ollama_url=fake.url, home=served_home)
+        return [t for t in json.loads(done.stdout) if t["question"] == question]
+
+    wait_for(logged, "the left turn to be logged")
+    [turn] = logged()
+    assert turn["command"] == "serve" and turn["error"] == "stopped by the user"
+    # Its answer as far as it went: the turn stopped at the event after the client left.
+    full = "Slowly, the answer comes."
+    assert turn["answer"].startswith("Slowly") and len(turn["answer"]) < len(full)

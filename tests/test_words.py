@@ -93,6 +93,16 @@ def test_usage_lines_name_values_without_braces_and_eval_says_where_it_writes(ca
     assert "Default: eval-reports/DATASET-YYYYMMDD-HHMMSS in the current folder." in eval_help
 
 
+def test_search_and_sources_help_say_what_their_values_are(capsys):
+    texts = {name: " ".join(text.split()) for name, text in all_help_texts(capsys).items()}
+    search = texts["search"]
+    assert "-k N How many results (default 5, or ARCHIVIST_K)." in search
+    assert "sparse: keywords (BM25) alone, which needs no Ollama" in search
+    assert "the files whose names begin with it." in search and "begin so" not in search
+    # The values named as the README's command table names them.
+    assert "--contains TEXT" in texts["sources"] and "--path PATTERN" in texts["sources"]
+
+
 def test_stores_are_listed_under_a_header(ollama, home, store):
     done = cli("stores", ollama=ollama, home=home)
     lines = done.stdout.splitlines()

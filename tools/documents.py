@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from archivist.tools.collector import collector_paused
 from archivist.tools.engine import scroll_pages
+from archivist.tools.words import heading_title
 
 if TYPE_CHECKING:
     from archivist.tools.catalog import SourceInfo
@@ -101,7 +102,7 @@ class StoredSource:
         found = []
         for i, line in enumerate(self.lines):
             if line.text.startswith(("#", " ")) and (match := _HEADING.match(line.text)):
-                found.append((i, len(match.group(1)), match.group(2)))
+                found.append((i, len(match.group(1)), heading_title(match.group(2))))
         return found
 
 
@@ -372,16 +373,57 @@ class Needle:
 
     def __init__(self, text: str, case_sensitive: bool = False) -> None:
         escaped = re.escape(text)
-        self.pattern = re.compile(escaped, 0 if case_sensitive else re.IGNORECASE)
-        self._lowered = (
-            re.compile(re.escape(text.lower())) if not case_sensitive and text.isascii() else None
-        )
+        flags = 0 if case_sensitive else re.IGNORECASE
+        self.pattern = re.compile(escaped, flags)
+        folded = not case_sensitive and text.isascii()
+        self._lowered = re.compile(re.escape(text.lower())) if folded else None
+        # For `may_occur`: the needle and its proper beginnings followed by a chunk's end
+        # (NUL), as a plain search finds them (in text lower-cased where case is ignored in
+        # ASCII) and as `re` does in other text. A needle that may start in the blank
+        # between two chunks, or whose beginnings would make too long a pattern, may occur
+        # in any source.
+        self._anywhere = text[:1] in ("", " ", "\n") or "\0" in text or len(text) > 200
+        self._plain: str | None = None
+        if not self._anywhere:
+            self._plain = text.lower() if folded else text if case_sensitive else None
+            self._heads = re.compile(_beginnings(self._plain or text) + "\0")
+            self._either = re.compile(f"{escaped}|{_beginnings(text)}\0", flags)
 
     def offsets(self, text: str) -> list[int]:
         """Where it occurs in `text`."""
         if self._lowered is not None and text.isascii():
             return [m.start() for m in self._lowered.finditer(text.lower())]
         return [m.start() for m in self.pattern.finditer(text)]
+
+    def may_occur(self, texts: Iterable[str]) -> bool:
+        """Whether a source's stored text, laid out from chunks of these texts, may hold the
+        needle: False only where it cannot.
+
+        Laid out, a source's text is a part of each chunk's text that ends it (the overlap
+        with the chunk before taken once), and between two parts the line breaks or space
+        they left out. An occurrence that starts in a chunk's part either ends in it, and is
+        in that chunk's text, or runs past its end, and that text ends with a beginning of
+        the needle shorter than it (case ignored, a character matches one character). One
+        that starts in the blank between two parts starts with a space or a line break: such
+        a needle may occur anywhere. So a source none of whose chunks holds the needle or
+        ends with a proper beginning of it does not hold it, and is not laid out."""
+        if self._anywhere:
+            return True
+        joined = "\0".join(texts) + "\0"
+        if self._plain is not None and (self._lowered is None or joined.isascii()):
+            if self._lowered is not None:
+                joined = joined.lower()
+            return self._plain in joined or self._heads.search(joined) is not None
+        return self._either.search(joined) is not None
+
+
+def _beginnings(text: str) -> str:
+    """A pattern of the proper beginnings of `text`: its first character, then as many of the
+    next as follow, up to all but its last (a text of one character: that character)."""
+    pattern = ""
+    for character in reversed(text[1:-1]):
+        pattern = f"(?:{re.escape(character)}{pattern})?"
+    return re.escape(text[0]) + pattern
 
 
 def find_all(text: str, needle: str, case_sensitive: bool = False) -> Iterator[int]:
@@ -459,6 +501,8 @@ def _matching_sources(
     listed = []
     for source in sorted(by_source):
         chunks = by_source[source]
+        if not needle.may_occur([chunk.get("text", "") for chunk in chunks]):
+            continue
         if entry := _matching(source, chunks, needle, places, files, current[source]):
             listed.append(entry)
     return listed
@@ -509,7 +553,7 @@ def _matching(
         source,
         len(chunks),
         len(text),
-        title or (heading.group(1) if heading else None),
+        title or (heading_title(heading.group(1)) if heading else None),
         kind_of(source),
         size,
         modified,
@@ -568,7 +612,7 @@ def titles(store: KnowledgeStore) -> dict[str, str]:
             if not named:
                 line = next((t for t in payload.get("text", "").splitlines() if t.strip()), "")
                 match = _HEADING.match(line)
-                named = match.group(2) if match else None
+                named = heading_title(match.group(2)) if match else None
             if named:
                 found[payload["source"]] = str(named)
     return found

@@ -45,6 +45,7 @@ from archivist.tools.ranking import (
 )
 from archivist.tools.search import DEFAULT as DEFAULT_SEARCH
 from archivist.tools.search import SearchRequest
+from archivist.tools.words import closest, did_you_mean
 
 if TYPE_CHECKING:
     from qdrant_client import models
@@ -277,6 +278,13 @@ def list_stores(client: Engine) -> list[str]:
     return sorted(n for n in names if STORE_NAME.match(n))
 
 
+def missing_store(client: Engine, name: str, fix: str | None) -> StoreNotFound:
+    """A store not found, with the stores named most like it (`--store antdd`: did you mean
+    'antd'?), then `fix`."""
+    likely = closest(name, list_stores(client))
+    return StoreNotFound(f"There is no store named '{name}'.{did_you_mean(likely)}", fix)
+
+
 def finish_swaps(client: Engine) -> list[str]:
     """Finish every rebuild-and-swap a crash cut short; return the stores swapped in."""
     names = (c.name for c in client.get_collections().collections)
@@ -326,9 +334,8 @@ class KnowledgeStore(SourceCatalog):
     def info(self) -> dict[str, Any]:
         """Return the store's metadata: fingerprint, description, creation time."""
         if not self.exists():
-            raise StoreNotFound(
-                f"There is no store named '{self.name}'.",
-                f"Create it with: archivist ingest PATH --store {self.name}",
+            raise missing_store(
+                self.client, self.name, f"Create it with: archivist ingest PATH --store {self.name}"
             )
         metadata = self.client.get_collection(self.name).config.metadata or {}
         return metadata.get("archivist", {})

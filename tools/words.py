@@ -1,5 +1,5 @@
 """What people read: counted nouns (`1 chunk`, `1,394 chunks`), numbers, the names closest to
-a mistyped one."""
+a mistyped one, a heading's title without its markup."""
 
 import difflib
 from collections.abc import Iterable
@@ -32,3 +32,16 @@ def did_you_mean(names: list[str]) -> str:
     quoted = [f"'{name}'" for name in names]
     either = quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + f" or {quoted[-1]}"
     return f" Did you mean {either}?"
+
+
+def heading_title(written: str) -> str:
+    """A Markdown heading's title as people read it: without the attribute list VitePress,
+    mkdocs and Pandoc let a heading end with (`Lifecycle {#lifecycle}`, `{ #id .class }`)."""
+    # By hand, not by a pattern: one pass over the title, however long it is.
+    if not written.endswith("}"):
+        return written
+    opening = written.rfind("{")
+    inner = written[opening + 1 : -1]
+    if opening <= 0 or "}" in inner or inner.strip()[:1] not in ("#", "."):
+        return written
+    return written[:opening].rstrip() or written

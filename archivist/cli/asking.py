@@ -111,13 +111,23 @@ def ask(
 def search(
     query: Annotated[str, typer.Argument(help="What to search for.")],
     store: StoreOpt = DEFAULT_STORE,
-    k: Annotated[int | None, typer.Option("-k", help="How many results.", min=1, max=50)] = None,
-    mode: Annotated[str | None, typer.Option(help="hybrid, dense or sparse.")] = None,
+    k: Annotated[
+        int | None,
+        typer.Option("-k", help="How many results (default 5, or ARCHIVIST_K).", min=1, max=50),
+    ] = None,
+    mode: Annotated[
+        str | None,
+        typer.Option(
+            metavar="MODE",
+            help="hybrid, dense, or sparse: keywords (BM25) alone, which needs no Ollama "
+            "(default hybrid, or ARCHIVIST_SEARCH_MODE).",
+        ),
+    ] = None,
     source: Annotated[
         str | None,
         typer.Option(
-            help="Only this file or folder (its name or path), root (its label), or the files "
-            "whose names begin so."
+            help="Only this file or folder (its name or path) or root (its label); failing "
+            "those, the files whose names begin with it."
         ),
     ] = None,
     min_score: Annotated[
@@ -127,7 +137,7 @@ def search(
     mmr: Annotated[
         float | None,
         typer.Option(
-            help="Re-rank for diversity: 1 = relevance only, 0 = diversity only.", min=0, max=1
+            help="Reorder for diversity: 1 = relevance only, 0 = diversity only.", min=0, max=1
         ),
     ] = None,
     rerank: RerankOpt = None,

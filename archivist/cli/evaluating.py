@@ -250,10 +250,12 @@ def counted_bar():
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+    console = Console(stderr=True)
     return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
-        console=Console(stderr=True),
+        console=console,
         transient=True,
+        disable=not console.is_terminal,  # a log or a pipe gets no blank line left by it
     )

@@ -55,7 +55,9 @@ app.add_typer(logs_app, name="logs")
 @logs_app.callback(invoke_without_command=True)
 def logs(
     ctx: typer.Context,
-    limit: Annotated[int, typer.Option("-n", "--limit", min=1, help="How many turns.")] = 20,
+    limit: Annotated[
+        int, typer.Option("-n", "--limit", min=1, help="How many of the latest turns.")
+    ] = 20,
     turn_id: Annotated[int | None, typer.Option("--id", help="Show this turn in full.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -74,7 +76,7 @@ def logs(
     for turn in turns:
         print(printable(summary(turn)))
     if not turns:
-        print("No turns logged yet. They are logged by `archivist ask` and `archivist chat`.")
+        print("No turns logged yet. They are logged by `archivist ask`, `chat` and `serve`.")
 
 
 @logs_app.command("show")

@@ -64,14 +64,16 @@ def sources(
     contains: Annotated[
         str | None,
         typer.Option(
+            metavar="TEXT",
             help="Only sources whose stored text holds this text (case ignored): every one, "
-            "with the exact count and the first places."
+            "with the exact count and the first places.",
         ),
     ] = None,
     path: Annotated[
         str | None,
         typer.Option(
-            help="Only sources whose name fits: a name, a folder, a prefix or a pattern (*.pdf)."
+            metavar="PATTERN",
+            help="Only sources whose name fits: a name, a folder, a prefix or a pattern (*.pdf).",
         ),
     ] = None,
     as_json: JsonOpt = False,

@@ -38,6 +38,7 @@ from archivist.serving.completions import (
     extra,
 )
 from archivist.tools.errors import ArchivistError
+from archivist.turnlog import TurnStopped
 
 MAX_BODY = 4 * 1024 * 1024
 """Bytes a request's body may have (a conversation of a few hundred pages of text)."""
@@ -210,7 +211,7 @@ class Routes:
 
         def heard(event: Any) -> None:
             if stopped.is_set():
-                raise _Stopped
+                raise TurnStopped  # the client went away
             loop.call_soon_threadsafe(queue.put_nowait, ("event", event))
 
         async def run() -> None:

@@ -3,14 +3,15 @@
 Each store is served as the agent sees it: a tool named `search_<store>` with the agent's
 description of the store, the agent tool's arguments, and the same numbered passages with
 their sources (the results in the shape of `archivist search --json` ride along as structured
-content). A `list_stores` tool tells what there is. With `--tools all`, each store also has
-its `list_<store>` and `read_<store>` tools (archivist.agent.documents), and every source is a
-resource (`archivist://<store>/<source>`) whose text is the source as `read` gives it. The
-server keeps its stores open between requests, as a chat does: the embedded store's lease is
-given up whenever another process asks for it (`archivist ingest` updates a store while a
-client stays connected), and taken again, the store opened anew, by the next request.
-Opening a store for each request instead cost most of a search at scale (~0.7 s a search at
-100,000 chunks: the shard loaded and its files read from disk again every time).
+content). A `list_stores` tool tells what there is. Every source is a resource
+(`archivist://<store>/<source>`) whose text is the source as `read` gives it; with
+`--tools all`, each store also has its `list_<store>` and `read_<store>` tools
+(archivist.agent.documents). The server keeps its stores open between requests, as a chat
+does: the embedded store's lease is given up whenever another process asks for it
+(`archivist ingest` updates a store while a client stays connected), and taken again, the
+store opened anew, by the next request. Opening a store for each request instead cost most
+of a search at scale (~0.7 s a search at 100,000 chunks: the shard loaded and its files read
+from disk again every time).
 """
 
 import json
@@ -229,14 +230,13 @@ def build_server(tools: StoreTools) -> Server:
     ) -> types.CallToolResult:
         return await anyio.to_thread.run_sync(tools.call, params.name, params.arguments or {})
 
-    served = mcp_documents.resource_handlers(tools) if tools.documents else {}
     return Server(
         SERVER_NAME,
         version=__version__,
         instructions=INSTRUCTIONS,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
-        **served,
+        **mcp_documents.resource_handlers(tools),
     )
 
 

@@ -1,4 +1,4 @@
-"""The list and read tools, and each source as a resource, for `archivist mcp --tools all`.
+"""Each source as a resource, and the list and read tools of `archivist mcp --tools all`.
 
 The tools are the agent's own (archivist.agent.documents), with their schemas as a model
 sees them; the results ride along as structured content. A resource is one source of a
@@ -15,6 +15,8 @@ from urllib.parse import quote, unquote
 import anyio
 from mcp import types
 from mcp.shared.exceptions import MCPError
+from pydantic import TypeAdapter
+from typing_extensions import TypedDict
 
 from archivist.agent.document_args import ListArgs, ReadArgs
 from archivist.agent.documents import (
@@ -28,6 +30,7 @@ from archivist.agent.documents import (
 )
 from archivist.tools.documents import list_sources
 from archivist.tools.errors import ArchivistError
+from archivist.tools.passage import Passage
 
 if TYPE_CHECKING:
     from archivist.app import Archivist
@@ -47,14 +50,31 @@ READ_SCHEMA = {
 READ_SCHEMA["properties"].pop("turn", None)
 
 
+class DocumentOutput(TypedDict):
+    """A list or read tool's structured content: the listing's entries, or the part read, as
+    passages (`source`, `text`, `metadata` …, as a search's results are)."""
+
+    results: list[Passage]
+
+
+# Declared as the search tools' is, so a client can check and read the structured content.
+DOCUMENT_OUTPUT_SCHEMA = TypeAdapter(DocumentOutput).json_schema()
+
+
 def document_tools(store: KnowledgeStore) -> list[types.Tool]:
     """A store's list and read tools, as MCP describes them."""
     return [
         types.Tool(
-            name=list_name(store.name), description=describe_list(store), input_schema=LIST_SCHEMA
+            name=list_name(store.name),
+            description=describe_list(store),
+            input_schema=LIST_SCHEMA,
+            output_schema=DOCUMENT_OUTPUT_SCHEMA,
         ),
         types.Tool(
-            name=read_name(store.name), description=describe_read(store), input_schema=READ_SCHEMA
+            name=read_name(store.name),
+            description=describe_read(store),
+            input_schema=READ_SCHEMA,
+            output_schema=DOCUMENT_OUTPUT_SCHEMA,
         ),
     ]
 
@@ -86,13 +106,31 @@ def uri_of(store: str, source: str) -> str:
     return f"{SCHEME}://{store}/{quote(source, safe='/')}"
 
 
-def resources(archivist: Archivist, only: Sequence[str]) -> list[types.Resource]:
-    """Every source of the served stores, as a resource."""
-    found = []
+# Sources a `resources/list` page holds; the client asks for the next with its cursor.
+PAGE = 500
+
+
+def resources(
+    archivist: Archivist, only: Sequence[str], cursor: str | None = None
+) -> types.ListResourcesResult:
+    """One page of the served stores' sources, as resources, from `cursor` (a resource
+    index, as the previous page's `next_cursor` gave it)."""
+    try:
+        start = int(cursor or 0)
+    except ValueError:
+        raise MCPError(
+            types.INVALID_PARAMS, f"Unknown cursor {cursor!r}: pass the nextCursor a page gave."
+        ) from None
+    page: list[types.Resource] = []
+    seen = 0
     for name in only or archivist.store_names():
-        store = archivist.store(name)
-        for entry in list_sources(store):
-            found.append(
+        for entry in list_sources(archivist.store(name)):
+            seen += 1
+            if seen <= start:
+                continue
+            if len(page) == PAGE:
+                return types.ListResourcesResult(resources=page, next_cursor=str(start + PAGE))
+            page.append(
                 types.Resource(
                     uri=uri_of(name, entry.source),
                     name=f"{name}/{entry.source}",
@@ -102,7 +140,7 @@ def resources(archivist: Archivist, only: Sequence[str]) -> list[types.Resource]
                     size=entry.size,
                 )
             )
-    return found
+    return types.ListResourcesResult(resources=page)
 
 
 def read_resource(archivist: Archivist, only: Sequence[str], uri: str) -> str:
@@ -126,16 +164,16 @@ def read_resource(archivist: Archivist, only: Sequence[str], uri: str) -> str:
 def resource_handlers(tools: StoreTools) -> dict[str, Any]:
     """The server's resources/list and resources/read handlers over `tools`' stores."""
 
-    def listed() -> list[types.Resource]:
+    def listed(cursor: str | None) -> types.ListResourcesResult:
         with tools.opened() as archivist:
-            return resources(archivist, tools.only)
+            return resources(archivist, tools.only, cursor)
 
     def read(uri: str) -> str:
         with tools.opened() as archivist:
             return read_resource(archivist, tools.only, uri)
 
-    async def on_list(ctx: Any, params: Any) -> types.ListResourcesResult:
-        return types.ListResourcesResult(resources=await anyio.to_thread.run_sync(listed))
+    async def on_list(ctx: Any, params: types.PaginatedRequestParams | None) -> Any:
+        return await anyio.to_thread.run_sync(listed, params.cursor if params else None)
 
     async def on_read(ctx: Any, params: types.ReadResourceRequestParams) -> Any:
         uri = str(params.uri)

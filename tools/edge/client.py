@@ -109,6 +109,11 @@ def exit_follows() -> Iterator[None]:
 # plus ROOM_MARGIN for the files a write or an index may add, and stops cleanly if not.
 ROOM_MARGIN = 160 * 2**20
 ROOM_CHECK_POINTS = 512
+# Edge reads its write-ahead log's last update again every time it loads a shard, already
+# applied as it is (a whole upsert, vectors and all: ~0.06 s of CPU for 1,000 points of 768
+# dimensions). So an upsert's last WAL_TAIL_POINTS points are an update of their own, and a
+# shard loads as fast after a write of 1,000 points as after one of 8.
+WAL_TAIL_POINTS = 8
 
 
 def _held(method):
@@ -439,8 +444,10 @@ class EdgeClient(SegmentIndexing, TurnTakingEngine):
         if self._unroomed >= ROOM_CHECK_POINTS:
             self._unroomed = 0
             self._check_room()
-        operation = qe.UpdateOperation.upsert_points(edge_points)
-        self._write(collection_name, operation, wait, len(edge_points))
+        head, tail = edge_points[:-WAL_TAIL_POINTS], edge_points[-WAL_TAIL_POINTS:]
+        for part in (head, tail) if head else (tail,):
+            operation = qe.UpdateOperation.upsert_points(part)
+            self._write(collection_name, operation, wait and part is tail, len(part))
         self._count_written(collection_name, len(edge_points))
         return completed()
 
