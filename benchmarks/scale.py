@@ -23,7 +23,8 @@ that, `disk` forced. Each run reports:
   int8 copy ignored) the store's own search (its index and, on disk, the int8 copy
   rescored) returns; "(ties)" also counts a point scoring within TIE of the exact 10th;
 * a warm MCP server (`archivist mcp` over stdio, the official SDK's client): p50/p95 of
-  SERVER_CALLS hybrid searches after its first, and its memory after them.
+  SERVER_CALLS hybrid searches (fewer if `--queries` is fewer) after its first, and its
+  memory after them.
 
 A table goes to stdout and JSON to benchmarks/results/scale.json; `--plot PNG` draws the
 growth (log-log) from the results, and `--from JSON…` makes the table and the plot from
@@ -323,7 +324,7 @@ def measure(
     found["sources"] = median_run(["sources", "--store", STORE], env, runs)
     found["stores"] = median_run(["stores"], env, runs)
     found["dense"] = dense_child(home, queries)
-    found["server"] = server_child(home, url, SERVER_CALLS)
+    found["server"] = server_child(home, url, min(SERVER_CALLS, queries))
     if keep:
         print(f"  kept: ARCHIVIST_HOME={home} (store '{STORE}')", file=sys.stderr, flush=True)
     else:
