@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from functools import cached_property, partial
 from pathlib import Path
@@ -14,6 +14,7 @@ from archivist import failures, stores
 from archivist.agent.records import Turn
 from archivist.home import ensure_home
 from archivist.settings import Settings
+from archivist.tools.engine import exit_follows
 from archivist.tools.engine import writing as engine_writing
 from archivist.tools.errors import ArchivistError, StoreDamaged
 from archivist.tools.search import SearchMode, SearchRequest
@@ -35,6 +36,13 @@ if TYPE_CHECKING:
     from archivist.tools.embedding import PrefixedEmbeddings
     from archivist.tools.progress import ProgressFn
     from archivist.turnlog import TurnLog
+
+
+def closing_for_exit(exiting: bool) -> AbstractContextManager[Any]:
+    """Through a block, Archivists closed belong to a process that ends right after them
+    (the `archivist` command, `exiting`): the stores they only read are left to the exit,
+    their pages cached for the next command (`tools.engine.exit_follows`)."""
+    return exit_follows() if exiting else nullcontext()
 
 
 class Archivist:

@@ -10,6 +10,7 @@ client takes qdrant-client's, the embedded engine Archivist's light ones (`recor
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
@@ -169,6 +170,15 @@ def writing(engine: Engine) -> AbstractContextManager[Any]:
     """Be the embedded store's one writer through a block; a server takes many writers."""
     taking = turn_taking(engine)
     return taking.writing() if taking is not None else nullcontext()
+
+
+def exit_follows() -> AbstractContextManager[Any]:
+    """Through a block, stores closed are closed for a process that ends right after them:
+    the embedded store leaves the shards it only read to the exit, their pages cached for the
+    next command (`tools.edge.client.exit_follows`). Nothing to do when no embedded store was
+    opened (its module never imported) or for a server."""
+    edge = sys.modules.get("archivist.tools.edge.client")
+    return edge.exit_follows() if edge is not None else nullcontext()
 
 
 def indexing_aside(engine: Engine) -> AbstractContextManager[Any]:

@@ -1,7 +1,6 @@
 """What every command shares: the Typer app, its options, the settings and facade a
 command is given, and how it prints."""
 
-import contextlib
 import json
 import sys
 from contextvars import ContextVar
@@ -152,10 +151,11 @@ class Invocation:
 
     def close(self) -> None:
         # Flush and unlock the embedded store now rather than leave it to the exit hook.
-        # No embedded client was made if its module was never imported: nothing to leave.
-        edge = sys.modules.get("archivist.tools.edge.client")
-        exiting = self.exits_after and edge is not None
-        with edge.exit_follows() if exiting else contextlib.nullcontext():
+        if not self.opened:
+            return
+        from archivist.app import closing_for_exit
+
+        with closing_for_exit(self.exits_after):
             while self.opened:
                 self.opened.pop().close()
 
