@@ -45,16 +45,14 @@ CREATE TABLE IF NOT EXISTS turns (
 CREATE INDEX IF NOT EXISTS turns_thread ON turns (thread_id, id);
 """
 STOPPED = "stopped by the user"
+"""The error a turn stopped with Ctrl-C, or left by its client (`TurnStopped`), is logged with."""
+_JSON_COLUMNS = ("stores", "tool_calls", "citations", "invalid_citations", "notes")
+_RESULT_FIELDS = ("n", "rank", "score", "source", "chunk_id")
 
 
 class TurnStopped(Exception):
     """Raised from a turn's event handler when whoever asked has gone (a client that left a
     streamed answer): the turn stops there, logged as stopped by the user."""
-
-
-"""The error a turn stopped with Ctrl-C is logged with."""
-_JSON_COLUMNS = ("stores", "tool_calls", "citations", "invalid_citations", "notes")
-_RESULT_FIELDS = ("n", "rank", "score", "source", "chunk_id")
 
 
 def _logged_calls(calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
