@@ -109,15 +109,22 @@ def disk_mb(folder: Path) -> float:
     return round(used / 2**20, 1)
 
 
+def _memory_of(pid: int | str) -> dict[str, float]:
+    """A process's resident memory (MB) now and at its peak, its own and its mapped files',
+    from /proc (`pid` "self": this process's)."""
+    found = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM", "RssAnon", "RssFile"):
+            found[key] = int(value.split()[0]) / 1024
+    return found
+
+
 def _resident_mb() -> dict[str, float]:
     """This process's resident memory (MB): its own (anonymous: heap, the int8 copy) and
     that of mapped files (the store's files, page cache the kernel can take back)."""
-    found = {}
-    for line in Path("/proc/self/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in ("RssAnon", "RssFile"):
-            found[key[3:].lower()] = int(value.split()[0]) / 1024
-    return found
+    memory = _memory_of("self")
+    return {"anon": memory["RssAnon"], "file": memory["RssFile"]}
 
 
 def dense_search(home: Path, queries: int) -> dict[str, Any]:
@@ -219,16 +226,6 @@ def _server_pid() -> int | None:
     return None
 
 
-def _memory_of(pid: int) -> dict[str, float]:
-    """A process's resident memory now and at its peak (MB), from /proc."""
-    found = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmRSS", "VmHWM", "RssAnon", "RssFile"):
-            found[key] = round(int(value.split()[0]) / 1024, 1)
-    return found
-
-
 def warm_server(home: Path, url: str, calls: int) -> dict[str, Any]:
     """`archivist mcp --store scale` over stdio, through the official SDK's client: after a
     first call (the store opened, the query's model warmed), `calls` searches (hybrid, as the
@@ -263,7 +260,7 @@ def warm_server(home: Path, url: str, calls: int) -> dict[str, Any]:
                 "first_ms": round(1000 * first_s, 1),
                 "p50_ms": round(1000 * statistics.median(times), 1),
                 "p95_ms": round(1000 * statistics.quantiles(times, n=20)[-1], 1),
-                "memory_mb": _memory_of(pid) if pid else {},
+                "memory_mb": {k: round(v, 1) for k, v in _memory_of(pid).items()} if pid else {},
             }
 
     return anyio.run(session)
