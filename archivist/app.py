@@ -239,7 +239,7 @@ class Archivist:
 
         from archivist.settings import mask_url
         from archivist.tools.engine import writing
-        from archivist.tools.migrate import copy_stores
+        from archivist.tools.migrate import copy_stores, stores_to_copy
 
         settings = self.settings
         if (to_url is None) == (to_home is None):
@@ -279,6 +279,9 @@ class Archivist:
                 )
             else:
                 source = connect(url=from_url, api_key=from_api_key, prefer_grpc=grpc, timeout=60)
+            # A store missing from the source is refused before the target is opened, so a
+            # target home that did not exist is not left behind holding only a lock.
+            stores = stores_to_copy(source, stores)
             if to_home is not None:
                 target = connect(
                     settings.with_overrides(home=to_home.expanduser()).store_path, wait=wait

@@ -140,6 +140,7 @@ def test_a_migration_that_cannot_run_says_why(two_stores, tmp_path, migrate, arg
     assert done.returncode == 1
     assert message.format(**fill) in done.stderr
     assert "Traceback" not in done.stderr
+    assert not (tmp_path / "B").exists()  # a refused copy leaves no target behind
 
 
 class Killed(BaseException):

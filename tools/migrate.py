@@ -32,6 +32,16 @@ if TYPE_CHECKING:  # opening a store may read this module: events only where a c
     from archivist.tools.progress import ProgressFn
 
 
+def stores_to_copy(source: Engine, names: Sequence[str] = ()) -> list[str]:
+    """The stores a copy takes from `source`: the named ones (default: all), each checked to
+    exist there — a missing one is refused with how to create it, before any target is
+    opened or touched."""
+    names = list(dict.fromkeys(names)) or list_stores(source)
+    for name in names:
+        KnowledgeStore(source, name).info()
+    return names
+
+
 def copy_stores(
     source: Engine,
     target: Engine,
@@ -46,10 +56,9 @@ def copy_stores(
     Every target is checked before anything is copied, so a refusal leaves both sides as
     they were. Progress: "copied" events with the store, the chunks copied and the total.
     """
-    names = list(dict.fromkeys(names)) or list_stores(source)
+    names = stores_to_copy(source, names)
     pairs = [(KnowledgeStore(source, n), KnowledgeStore(target, n, layout)) for n in names]
-    for origin, copy in pairs:
-        origin.info()  # a missing store is refused here, with how to create it
+    for _, copy in pairs:
         if not force and _holds_a_whole_store(copy):
             raise ArchivistError(
                 f"The target already has a store '{copy.name}' with {copy.count()} chunks.",
