@@ -705,7 +705,10 @@ class ProcessTreeCPU:
                 )
             for pid, (_, cpu) in parents.items():
                 if pid == self.pid or self._under(pid, parents):
-                    kind = self.seen.get(pid, (None, 0.0))[0] or self._kind(pid)
+                    # Asked again until named: just forked, a child still has its parent's
+                    # command line.
+                    kind = self.seen.get(pid, ("other", 0.0))[0]
+                    kind = self._kind(pid) if kind == "other" else kind
                     self.seen[pid] = (kind, cpu)
             self._stop.wait(self.interval)
 
