@@ -40,6 +40,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -647,19 +648,107 @@ def user_env(**extra: str) -> dict[str, str]:
     return env
 
 
+# The processes an ingest runs, by what their command line holds (the first that matches).
+PROCESS_KINDS = (
+    ("archivist.ingest.worker --loads", "loading"),
+    ("archivist.ingest.worker", "helper"),
+    ("archivist.ingest.ahead", "ahead"),
+    ("compact_shard", "index"),
+    ("index_shard", "index"),
+    ("qdrant_edge", "index"),
+)
+
+
+PROCESS_NAMES = {
+    "main": "the ingest process",
+    "helper": "its helper (splitting, BM25 vectors)",
+    "loading": "its loading process",
+    "ahead": "the first files embedded ahead",
+    "index": "the index builds",
+}
+
+
+class ProcessTreeCPU:
+    """The CPU seconds of a process and of each process under it, by kind (PROCESS_KINDS;
+    the process itself is "main"), read from /proc every `interval` seconds until `stop`: a
+    process's last reading is what it had spent by then, so each may lack up to one interval
+    (the kernel's rusage of the whole tree, os.wait4, is the exact total)."""
+
+    def __init__(self, pid: int, interval: float = 0.05) -> None:
+        self.pid, self.interval = pid, interval
+        self.seen: dict[int, tuple[str, float]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> dict[str, float]:
+        """Stop reading; return the CPU seconds by kind, each process's last reading."""
+        self._stop.set()
+        self._thread.join()
+        kinds = dict.fromkeys(PROCESS_NAMES, 0.0)
+        for kind, cpu in self.seen.values():
+            kinds[kind] = round(kinds.get(kind, 0.0) + cpu, 2)
+        return kinds
+
+    def _watch(self) -> None:
+        tick = os.sysconf("SC_CLK_TCK")
+        while not self._stop.is_set():
+            parents: dict[int, tuple[int, float]] = {}
+            for entry in Path("/proc").glob("[0-9]*"):
+                try:
+                    fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                except (OSError, IndexError):
+                    continue  # ended meanwhile
+                parents[int(entry.name)] = (
+                    int(fields[1]),
+                    (int(fields[11]) + int(fields[12])) / tick,
+                )
+            for pid, (_, cpu) in parents.items():
+                if pid == self.pid or self._under(pid, parents):
+                    # Asked again until named: just forked, a child still has its parent's
+                    # command line.
+                    kind = self.seen.get(pid, ("other", 0.0))[0]
+                    kind = self._kind(pid) if kind == "other" else kind
+                    self.seen[pid] = (kind, cpu)
+            self._stop.wait(self.interval)
+
+    def _under(self, pid: int, parents: dict[int, tuple[int, float]]) -> bool:
+        while pid in parents and pid > 1:
+            pid = parents[pid][0]
+            if pid == self.pid:
+                return True
+        return False
+
+    def _kind(self, pid: int) -> str:
+        if pid == self.pid:
+            return "main"
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            return "other"
+        return next((kind for mark, kind in PROCESS_KINDS if mark.encode() in command), "other")
+
+
 def run_process(
-    args: list[str], env: dict[str, str], ok: tuple[int, ...] = (0,)
+    args: list[str],
+    env: dict[str, str],
+    ok: tuple[int, ...] = (0,),
+    processes: dict[str, float] | None = None,
 ) -> tuple[float, resource.struct_rusage, str]:
     """Run `archivist ARGS` as a user does: a process from start to exit. Return its wall
     seconds, the kernel's rusage of it and of the children it waited for (its ingest helper,
-    its index builds: os.wait4), and its stdout. An exit status outside `ok` raises, with the
-    end of its stderr."""
+    its index builds: os.wait4), and its stdout; with `processes`, fill it with the CPU
+    seconds of each kind of process it ran (ProcessTreeCPU). An exit status outside `ok`
+    raises, with the end of its stderr."""
     exe = str(Path(sys.executable).with_name("archivist"))
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as errors:
         started = time.perf_counter()
         child = subprocess.Popen([exe, *args], env=env, stdout=out, stderr=errors)
+        tree = ProcessTreeCPU(child.pid) if processes is not None else None
         _, status, usage = os.wait4(child.pid, 0)
         wall = time.perf_counter() - started
+        if tree is not None and processes is not None:
+            processes.update(tree.stop())
         child.returncode = os.waitstatus_to_exitcode(status)
         if child.returncode not in ok:
             errors.seek(0)
@@ -721,13 +810,17 @@ def cli_commands(config: Config, work: Path) -> dict[str, Any]:
     ingest = ["ingest", str(corpus), "--store", "mixed", "--json"]
     with char_cost_ollama(config) as fake:
         env["OLLAMA_HOST"] = fake.url
-        wall, cpu, out = run_cli(ingest, env)
+        processes: dict[str, float] = {}
+        wall, usage, out = run_process(ingest, env, processes=processes)
+        cpu = usage.ru_utime + usage.ru_stime
         sizes = fake.sizes("/api/embed")
         report = json.loads(out)
         floor = sent_floor(config, sizes)
         found["ingest"] = {
             "wall_s": round(wall, 2),
             "cpu_s": round(cpu, 2),
+            "cpu_ms_per_chunk": round(cpu / max(report["points"], 1) * 1000, 3),
+            "processes_cpu_s": processes,
             "chunks": report["points"],
             "floor_s": round(floor, 2),
             "sent": {
@@ -801,6 +894,20 @@ def command_rows(r: dict[str, Any], ok: Callable[[bool], str]) -> list[tuple[str
             f"{ing['wall_s']:.1f} s wall ({ing['cpu_s']:.1f} s CPU)",
             "≤ 1.10× the floor",
             f"{ratio:.2f}× — {ok(ratio <= 1.10)}",
+        ),
+        (
+            "… its CPU a chunk (the process and every process it waited for)",
+            f"{ing['cpu_s'] / max(ing['chunks'], 1) * 1000:.3f} ms",
+            "≤ 0.3 ms",
+            ok(ing["cpu_s"] / max(ing["chunks"], 1) * 1000 <= 0.3),
+        ),
+        (
+            "… of which each process (read from /proc as it ran: "
+            + ", ".join(PROCESS_NAMES.get(k, k) for k in ing.get("processes_cpu_s", {}))
+            + ")",
+            " + ".join(f"{v:.2f}" for v in ing.get("processes_cpu_s", {}).values()) + " s",
+            "",
+            "",
         ),
         (
             "… characters sent to the embedder against the corpus's "

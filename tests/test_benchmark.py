@@ -1,6 +1,7 @@
 """The benchmark must not rot: its functions run end to end on a tiny corpus (no timings)."""
 
 import importlib.util
+import subprocess
 import sys
 
 import pytest
@@ -131,3 +132,22 @@ def test_the_concurrency_benchmark_runs_on_a_tiny_store(tmp_path):
     assert results["partial_versions"] == 0
     rendered = concurrency.table(results)
     assert "`ask` start-up" in rendered and "after another process wrote" in rendered
+
+
+def test_the_cpu_of_a_process_tree_is_told_by_kind_of_process():
+    # A parent that waits for a child whose command line names an index build; both work.
+    child = "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass"
+    parent = (
+        "import subprocess, sys, time\n"
+        "end = time.process_time() + 0.2\n"
+        "while time.process_time() < end: pass\n"
+        f"subprocess.run([sys.executable, '-c', {child!r} + '  # compact_shard'])\n"
+    )
+    started = subprocess.Popen([sys.executable, "-c", parent])
+    tree = perf.ProcessTreeCPU(started.pid, interval=0.02)
+    started.wait()
+    kinds = tree.stop()
+    assert list(kinds)[:2] == ["main", "helper"]  # every kind named, in PROCESS_NAMES order
+    assert kinds["main"] >= 0.1
+    assert kinds["index"] >= 0.2
+    assert kinds["helper"] == kinds["loading"] == 0.0

@@ -1,6 +1,7 @@
 import hashlib
 import json
 import pickle
+from collections import Counter
 
 import pytest
 
@@ -176,6 +177,13 @@ def test_an_unknown_scheme_is_refused_with_the_fix():
         sparse.encoder("bm25-future-v9")
     assert "'bm25-future-v9'" in refused.value.message
     assert "Upgrade Archivist" in refused.value.fix and "--reindex" in refused.value.fix
+
+
+def test_a_number_stands_alone_after_anything_but_a_letter_a_digit_or_a_point():
+    text = "404 opens it; a1 b22 .5 1.5.x 7a ４２ 3-4 x.9 2024-05-01 (88) 12."
+    assert sparse._numbers(text) == Counter(
+        ["404", "1.5", "４２", "3", "4", "2024", "05", "01", "88", "12"]
+    )
 
 
 def test_numbers_standing_alone_are_added_to_edges_terms_once_each():

@@ -1,3 +1,6 @@
+import hashlib
+import uuid
+
 import pytest
 from conftest import stored_sparse_vectors
 from fake_ollama import embed_text
@@ -82,6 +85,19 @@ def test_chunk_ids_depend_on_source_position_and_content():
         )
         == 4
     )
+
+
+def test_chunk_ids_are_the_uuid5_of_source_position_and_content():
+    # Stores made before hold these ids: re-ingesting a file overwrites its chunks in place.
+    namespace = uuid.UUID("5b0c6f0e-3d0a-4d8e-9b7a-6a1c2f4e8d21")
+    for chunk in (Chunk("text", "a.md", 0), Chunk("退货 30 天", "zh/说明.md", 12)):
+        name = f"{chunk.source}\0{chunk.chunk_index}\0{chunk.text}"
+        assert chunk.id == str(uuid.uuid5(namespace, name))
+    # A lone surrogate (a file name's undecodable byte) is hashed as its code point.
+    odd = Chunk("text", "bad\udc80.md", 0)
+    name = f"{odd.source}\0{odd.chunk_index}\0{odd.text}".encode("utf-8", "surrogatepass")
+    expected = hashlib.sha1(namespace.bytes + name, usedforsecurity=False).digest()[:16]
+    assert odd.id == str(uuid.UUID(bytes=expected, version=5))
 
 
 def test_upserting_the_same_chunks_twice_keeps_one_copy(client):
