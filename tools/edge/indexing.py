@@ -466,6 +466,7 @@ class SegmentIndexing:
         and the answers read from its seal."""
         self._backlog.pop(name, None)
         self._answers.pop(name, None)
+        self._remembered.pop(name, None)
         self._asked.pop(name, None)
         build = self._indexing.pop(name, None)
         if build is not None:
