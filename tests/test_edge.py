@@ -22,6 +22,7 @@ from archivist.tools.edge.files import (
     COLLECTION_FILE,
     MIGRATING_FILE,
     WHOLE_CHECK_BYTES,
+    facet_key,
     read_seal,
 )
 from archivist.tools.errors import StoreDamaged, StoreLocked
@@ -969,6 +970,17 @@ def test_a_seal_keeps_each_answer_in_a_file_read_only_when_asked(tmp_path):
         assert not reader._shards
     finally:
         reader.close()
+    # An answer's file gone is no damage: the shard is asked again, and the answer kept anew.
+    shutil.rmtree(folder / "answers")
+    reader = EdgeClient(tmp_path / "edge")
+    try:
+        assert reader.facet("docs", key="source", limit=100, exact=True) == counted
+        assert reader._shards
+    finally:
+        reader.close()
+    assert read_seal(folder).get(facet_key("source", 100, True)) == [
+        [hit.value, hit.count] for hit in counted.hits
+    ]
 
 
 def test_a_seal_of_the_earlier_format_answers_and_is_written_anew_when_closed(tmp_path):

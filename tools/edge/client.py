@@ -289,7 +289,7 @@ class EdgeClient(SegmentIndexing, TurnTakingEngine):
         if name in self._unsealed or kept is None or kept.counts is None:
             found = shard_answers(shard, asked)
             return (None, {}) if found is None else (found[0], {**found[1], **remembered})
-        missing = [a for a in asked if facet_key(*a) not in kept.keys()]  # noqa: SIM118
+        missing = [a for a in asked if not kept.has(facet_key(*a))]
         found = shard_answers(shard, missing) if missing else None
         return None, {**(found[1] if found else {}), **remembered}
 

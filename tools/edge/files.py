@@ -149,6 +149,12 @@ class SealAnswers:
     def keys(self) -> set[str]:
         return self.kept.keys() | self.values.keys()
 
+    def has(self, key: str) -> bool:
+        """Whether an answer is kept under `key` (its file there, unread)."""
+        return key in self.values or (
+            key in self.kept and (self.folder / ANSWERS_DIR / self.kept[key]).is_file()
+        )
+
     def get(self, key: str) -> Any:
         """The answer kept under `key`, or None (none kept, or its file cannot be read: the
         caller asks the shard, as if none had been kept)."""
