@@ -67,6 +67,8 @@ from archivist.tools.edge.files import (
     write_atomic,
 )
 from archivist.tools.edge.indexing import (
+    QUANTIZATION,
+    TURBO_OVERSAMPLING,
     VECTOR_LAYOUTS,
     AsideBuild,
     SegmentIndexing,
@@ -365,6 +367,8 @@ class EdgeClient(SegmentIndexing, TurnTakingEngine):
             # same); see SegmentIndexing._to_disk.
             "vectors_on_disk": self.layout == "disk" and bool(vectors),
         }
+        if config["vectors_on_disk"]:
+            config["quantization"] = QUANTIZATION
         self._shards[collection_name] = qe.EdgeShard.create(
             str(folder / SHARD_DIR), shard_config(config)
         )
@@ -517,7 +521,9 @@ class EdgeClient(SegmentIndexing, TurnTakingEngine):
         return [self._query(collection_name, r) for r in requests]
 
     def _query(self, collection_name: str, request: models.QueryRequest) -> records.QueryResponse:
-        edge_request = convert.edge_query(request)
+        config = self._read_config(collection_name, shared=True)
+        more = TURBO_OVERSAMPLING if config.get("quantization") == QUANTIZATION else 1.0
+        edge_request = convert.edge_query(request, more)
         return convert.query_response(self._shard(collection_name).query(edge_request))
 
     @_held
