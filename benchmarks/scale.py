@@ -10,7 +10,7 @@ For each size it writes a corpus of Markdown files, every other one Chinese, chu
 with `archivist ingest` as a process against the fake Ollama answering at once (hashed
 768-d unit vectors), once per layout (ARCHIVIST_STORE_LAYOUT): `memory`, the vectors in
 memory as stores were laid out before, and the layout the size gets by default (`auto`: on
-disk with an int8 copy in memory once the store is indexed) or, for a store too small for
+disk with a 2-bit copy, mapped, once the store is indexed) or, for a store too small for
 that, `disk` forced. Each run reports:
 
 * the ingest's wall time, CPU and peak RSS (the kernel's rusage of the process and the
@@ -21,7 +21,7 @@ that, `disk` forced. Each run reports:
   (`search_cold`: nothing of the store in the page cache);
 * dense search in process, p50/p95 over `--queries` queries (stored chunks' vectors with
   noise), and hit@10: how many of the exact 10 nearest (every stored vector scored, the
-  int8 copy ignored) the store's own search (its index and, on disk, the int8 copy
+  quantized copy ignored) the store's own search (its index and, on disk, the 2-bit copy
   rescored) returns; "(ties)" also counts a point scoring within TIE of the exact 10th;
 * a warm MCP server (`archivist mcp` over stdio, the official SDK's client): p50/p95 of
   SERVER_CALLS hybrid searches (fewer if `--queries` is fewer) after its first, and its

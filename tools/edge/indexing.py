@@ -18,9 +18,9 @@ embedding requests, so the close has only the few chunks written since left open
 Where a store keeps its dense vectors is decided when it is first indexed (see
 `vectors_on_disk`): a store searched exactly keeps them in memory; one large enough for an
 index keeps them, its keyword index and its graph on disk (mapped, read as searches need
-them) and is searched through an int8 copy of its dense vectors (half the size of its
-float16 vectors), mapped as well, the candidates it finds scored again on the vectors
-themselves (see the store's search).
+them) and is searched through a 2-bit copy of its dense vectors (an eighth of the size of
+its float16 vectors; a store put on disk before: an int8 copy, half), mapped as well, the
+candidates it finds scored again on the vectors themselves (see the store's search).
 """
 
 from __future__ import annotations
