@@ -1,7 +1,8 @@
 """Stores laid out for their size: a store's dense vectors on disk, searched through a 2-bit
 copy (an int8 one for a store put on disk before) and rescored on the vectors themselves,
-find what a store kept in memory finds; a store made in memory opens as it is and moves to disk once it is indexed; the layout
-follows ARCHIVIST_STORE_LAYOUT; a server is sent the same layout at creation."""
+find what a store kept in memory finds; a store made in memory opens as it is and moves to
+disk once it is indexed; the layout follows ARCHIVIST_STORE_LAYOUT; a server is sent the
+same layout at creation."""
 
 import json
 from pathlib import Path
