@@ -52,6 +52,7 @@ from archivist.tools.edge.files import (
     FORMAT,
     GENERATION_FILE,
     KEPT,
+    SEARCHED_FILES,
     SHARD_DIR,
     SealAnswers,
     SealedCounts,
@@ -59,6 +60,7 @@ from archivist.tools.edge.files import (
     drop_answers,
     facet_key,
     parse_config,
+    read_ahead,
     read_ahead_payloads,
     read_generation,
     read_seal,
@@ -662,6 +664,11 @@ class EdgeClient(SegmentIndexing, TurnTakingEngine):
             self._opened_answers[name] = (
                 self._answers.pop(name) if name in self._answers else check_intact(self.path, name)
             )
+            if self._read_config(name, shared=True).get("vectors_on_disk"):
+                # Its graphs and quantized copies are walked by every dense search: read in
+                # large reads as Edge loads the shard, not faulted in a page at a time (with
+                # nothing cached, a search at a million chunks: 1.7 s against 2.5 s).
+                read_ahead(self.path / name / SHARD_DIR, SEARCHED_FILES)
             try:
                 shard = qe.EdgeShard.load(str(self.path / name / SHARD_DIR))
             except Exception as exc:  # Edge's reason: a file it cannot read or deserialise

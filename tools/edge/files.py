@@ -306,12 +306,24 @@ def _checksum(path: Path) -> int:
     return crc
 
 
+SEARCHED_FILES = ("segments/*/vector_storage-*/quantized.data", "segments/*/vector_index-*/links*")
+"""What every dense search of a shard on disk walks: each segment's quantized copy and graph
+(~230 MB at a million chunks, 2-bit copies), read ahead when the shard is opened."""
+
+
 def read_ahead_payloads(shard: Path) -> None:
     """Ask the kernel to read a shard's payload files into the page cache, their data ranges
     only (they are sparse), before a scroll over every point: Edge maps them and would
-    otherwise fault them in a page at a time (~0.1 s of CPU at 24,000 chunks). A hint: it
-    reads nothing itself and fails silently where the system has no such call."""
-    for path in shard.glob("segments/*/payload_storage/*.dat"):
+    otherwise fault them in a page at a time (~0.1 s of CPU at 24,000 chunks)."""
+    read_ahead(shard, ("segments/*/payload_storage/*.dat",))
+
+
+def read_ahead(shard: Path, patterns: Iterable[str]) -> None:
+    """Ask the kernel to read a shard's files matching `patterns` into the page cache, their
+    data ranges only (they are sparse), in large sequential reads. A hint: it reads nothing
+    itself (what is cached already costs a look-up), and fails silently where the system
+    has no such call."""
+    for path in (found for pattern in patterns for found in shard.glob(pattern)):
         try:
             fd = os.open(path, os.O_RDONLY)
         except OSError:
