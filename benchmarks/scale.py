@@ -3,13 +3,14 @@
 
     .venv/bin/python benchmarks/scale.py [--sizes 10000 100000] [--million] [--queries 1000]
         [--layouts auto disk memory] [--runs 5] [--keep DIR] [--plot PNG] [--from JSON…]
+        [--from JSON… --again SIZE=HOME…]
 
 For each size it writes a corpus of Markdown files, every other one Chinese, chunked at
 `--chunk-size 600` (English chunks of ~500 characters, Chinese ones of ~250), and ingests it
 with `archivist ingest` as a process against the fake Ollama answering at once (hashed
 768-d unit vectors), once per layout (ARCHIVIST_STORE_LAYOUT): `memory`, the vectors in
 memory as stores were laid out before, and the layout the size gets by default (`auto`: on
-disk with an int8 copy in memory once the store is indexed) or, for a store too small for
+disk with a 2-bit copy, mapped, once the store is indexed) or, for a store too small for
 that, `disk` forced. Each run reports:
 
 * the ingest's wall time, CPU and peak RSS (the kernel's rusage of the process and the
@@ -20,7 +21,7 @@ that, `disk` forced. Each run reports:
   (`search_cold`: nothing of the store in the page cache);
 * dense search in process, p50/p95 over `--queries` queries (stored chunks' vectors with
   noise), and hit@10: how many of the exact 10 nearest (every stored vector scored, the
-  int8 copy ignored) the store's own search (its index and, on disk, the int8 copy
+  quantized copy ignored) the store's own search (its index and, on disk, the 2-bit copy
   rescored) returns; "(ties)" also counts a point scoring within TIE of the exact 10th;
 * a warm MCP server (`archivist mcp` over stdio, the official SDK's client): p50/p95 of
   SERVER_CALLS hybrid searches (fewer if `--queries` is fewer) after its first, and its
@@ -30,8 +31,9 @@ A table goes to stdout and JSON to benchmarks/results/scale.json; `--plot PNG` d
 growth (log-log) from the results, and `--from JSON…` makes the table and the plot from
 results files without measuring. With `--keep DIR` the homes are made in DIR and kept
 (`DIR/home-SIZE-LAYOUT`, its store `scale`), to measure a command again on them
-(`ARCHIVIST_HOME=… archivist search … --store scale`) without another ingest. Not part of
-the test suite.
+(`ARCHIVIST_HOME=… archivist search … --store scale`) without another ingest, or all of
+them with `--from JSON --again SIZE=HOME` (that size's row of the file measured again on
+the kept home, the results written to `--out`). Not part of the test suite.
 """
 
 from __future__ import annotations
@@ -323,18 +325,7 @@ def measure(
         "disk_mb": disk_mb(home / "edge" / STORE),
         "store": layout_of(home),
     }
-    query = ["search", "how many days for a refund of the tent", "--store", STORE]
-    # A search with nothing of the store in the page cache (after a reboot; after an ingest
-    # its last index builds may have left pages cached): every page it visits read from
-    # disk. The later runs find the pages the earlier ones left cached, as a user's next
-    # search does.
-    drop_cached(home / "edge")
-    cold = run(query, env)
-    found["search_cold"] = {k: round(cold[k], 3) for k in ("wall_s", "cpu_s", "peak_rss_mb")}
-    found["search"] = median_run(query, env, runs)
-    found["search_zh"] = median_run(["search", "帐篷退货需要几天", "--store", STORE], env, runs)
-    found["sources"] = median_run(["sources", "--store", STORE], env, runs)
-    found["stores"] = median_run(["stores"], env, runs)
+    found.update(commands(home, env, runs))
     found["dense"] = dense_child(home, queries)
     found["server"] = server_child(home, url, min(SERVER_CALLS, queries))
     if keep:
@@ -417,6 +408,51 @@ def plot(results: list[dict[str, Any]], out: Path) -> None:
     print(f"plot: {out}", file=sys.stderr)
 
 
+def commands(home: Path, env: dict[str, str], runs: int) -> dict[str, Any]:
+    """`search` (cold, then cached; English, then Chinese), `sources` and `stores` as
+    processes on the store kept in `home`."""
+    found: dict[str, Any] = {}
+    query = ["search", "how many days for a refund of the tent", "--store", STORE]
+    # A search with nothing of the store in the page cache (after a reboot; after an ingest
+    # its last index builds may have left pages cached): every page it visits read from
+    # disk. The later runs find the pages the earlier ones left cached, as a user's next
+    # search does.
+    drop_cached(home / "edge")
+    cold = run(query, env)
+    found["search_cold"] = {k: round(cold[k], 3) for k in ("wall_s", "cpu_s", "peak_rss_mb")}
+    found["search"] = median_run(query, env, runs)
+    found["search_zh"] = median_run(["search", "帐篷退货需要几天", "--store", STORE], env, runs)
+    found["sources"] = median_run(["sources", "--store", STORE], env, runs)
+    found["stores"] = median_run(["stores"], env, runs)
+    return found
+
+
+def commands_again(sources: list[Path], homes: list[str], runs: int, out: Path) -> None:
+    """The commands measured again on kept homes (`SIZE=HOME`), their rows of the results
+    files replaced, the whole written to `out`."""
+    documents = [json.loads(f.read_text()) for f in sources]
+    document = documents[0]
+    document["results"] = [r for d in documents for r in d["results"]]
+    kept = {int(size): Path(home) for size, _, home in (h.partition("=") for h in homes)}
+    with FakeOllamaProcess() as fake:
+        for row in document["results"]:
+            home = kept.get(row["size"])
+            if home is not None:
+                env = user_env(
+                    ARCHIVIST_HOME=str(home),
+                    OLLAMA_HOST=fake.url,
+                    ARCHIVIST_STORE_LAYOUT=row["layout"],
+                )
+                env.pop("QDRANT_URL", None)
+                row.update(commands(home, env, runs))
+                load = [round(x, 2) for x in os.getloadavg()]
+                document["machine"][f"load_commands_again_{row['size']}"] = load
+                print(table([row]).splitlines()[-1], f"(load {load})", file=sys.stderr, flush=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n")
+    print(table(document["results"]))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
@@ -439,7 +475,18 @@ def main() -> None:
         metavar="JSON",
         help="no measuring: the table and --plot from these results files",
     )
+    parser.add_argument(
+        "--again",
+        nargs="+",
+        metavar="SIZE=HOME",
+        help="with --from: measure the commands again on kept homes (--keep), to --out",
+    )
     args = parser.parse_args()
+    if args.again:
+        commands_again(args.sources, args.again, args.runs, args.out)
+        if args.plot:
+            plot(json.loads(args.out.read_text())["results"], args.plot)
+        return
     if args.sources:
         found = [r for f in args.sources for r in json.loads(f.read_text())["results"]]
         print(table(found))

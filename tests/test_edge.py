@@ -3,6 +3,7 @@ turns at the store, and moving stores made by release 0.1 (qdrant-client local m
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -21,6 +22,7 @@ from archivist.tools.edge.files import (
     COLLECTION_FILE,
     MIGRATING_FILE,
     WHOLE_CHECK_BYTES,
+    facet_key,
     read_seal,
 )
 from archivist.tools.errors import StoreDamaged, StoreLocked
@@ -265,8 +267,7 @@ def test_listings_are_answered_from_the_seal_until_the_shard_is_written(tmp_path
         counted = writer.facet("docs", key="source", limit=100, exact=True)
     finally:
         writer.close()
-    sums = json.loads((tmp_path / "edge" / "docs" / CHECKSUM_FILE).read_text())
-    assert sums["answers"]["counts"][0] == len(DOCS)
+    assert read_seal(tmp_path / "edge" / "docs").counts[0] == len(DOCS)
     reader = EdgeClient(tmp_path / "edge")
     try:
         # Counts and the facet asked before come from the seal: the shard is not mapped.
@@ -279,8 +280,7 @@ def test_listings_are_answered_from_the_seal_until_the_shard_is_written(tmp_path
         assert reader._shards
     finally:
         reader.close()
-    sums = json.loads((tmp_path / "edge" / "docs" / CHECKSUM_FILE).read_text())
-    assert len(sums["answers"]["facets"]) == 2
+    assert len(read_seal(tmp_path / "edge" / "docs").keys()) == 2
     writer = EdgeClient(tmp_path / "edge")
     try:
         writer.delete("docs", points_selector=models.Filter(must=[_source("tents.md")]))
@@ -522,7 +522,7 @@ os._exit(0)
         [sys.executable, "-c", script], check=True, cwd=ROOT, capture_output=True, text=True
     )
     assert done.stdout.split() == [str(len(DOCS)), "True"]
-    assert read_seal(tmp_path / "edge" / "docs")["files"]
+    assert read_seal(tmp_path / "edge" / "docs").files
     client = EdgeClient(tmp_path / "edge", wait=0)
     try:
         assert client.count("docs").count == len(DOCS)
@@ -945,6 +945,106 @@ def test_a_compacted_store_that_grows_to_an_index_gets_its_graph(tmp_path, monke
         290,
     ]
     client.close()
+
+
+def test_a_seal_keeps_each_answer_in_a_file_read_only_when_asked(tmp_path):
+    writer = EdgeClient(tmp_path / "edge")
+    try:
+        _fill(writer)
+        counted = writer.facet("docs", key="source", limit=100, exact=True)
+    finally:
+        writer.close()
+    folder = tmp_path / "edge" / "docs"
+    sealed = json.loads((folder / CHECKSUM_FILE).read_text())
+    # The seal holds the checksums, the counts and the answers' file names, not the answers.
+    assert sealed["counts"][0] == len(DOCS) and "tents.md" not in json.dumps(sealed)
+    (answer,) = sealed["answers"].values()
+    assert json.loads((folder / "answers" / answer).read_text()) == [
+        [hit.value, hit.count] for hit in counted.hits
+    ]
+    reader = EdgeClient(tmp_path / "edge")
+    try:
+        assert reader.count("docs").count == len(DOCS)  # the answer's file is not read
+        assert reader._answers["docs"].values == {}
+        assert reader.facet("docs", key="source", limit=100, exact=True) == counted
+        assert not reader._shards
+    finally:
+        reader.close()
+    # An answer's file gone is no damage: the shard is asked again, and the answer kept anew.
+    shutil.rmtree(folder / "answers")
+    reader = EdgeClient(tmp_path / "edge")
+    try:
+        assert reader.facet("docs", key="source", limit=100, exact=True) == counted
+        assert reader._shards
+    finally:
+        reader.close()
+    assert read_seal(folder).get(facet_key("source", 100, True)) == [
+        [hit.value, hit.count] for hit in counted.hits
+    ]
+
+
+def test_a_seal_of_the_earlier_format_answers_and_is_written_anew_when_closed(tmp_path):
+    writer = EdgeClient(tmp_path / "edge")
+    try:
+        _fill(writer)
+        counted = writer.facet("docs", key="source", limit=100, exact=True)
+    finally:
+        writer.close()
+    folder = tmp_path / "edge" / "docs"
+    # The seal as the previous release wrote it: every answer in it.
+    sealed = read_seal(folder)
+    (key,) = sealed.keys()
+    earlier = {
+        "format": 2,
+        "files": sealed.files,
+        "answers": {"counts": sealed.counts, "facets": {key: sealed.get(key)}},
+    }
+    (folder / CHECKSUM_FILE).write_text(json.dumps(earlier))
+    shutil.rmtree(folder / "answers")
+    reader = EdgeClient(tmp_path / "edge")
+    try:
+        assert reader.count("docs").count == len(DOCS)
+        assert reader.facet("docs", key="source", limit=100, exact=True) == counted
+        assert not reader._shards
+    finally:
+        reader.close()
+    rewritten = json.loads((folder / CHECKSUM_FILE).read_text())
+    assert rewritten["format"] == 3 and list(rewritten["answers"]) == [key]
+    assert read_seal(folder).get(key) == [[h.value, h.count] for h in counted.hits]
+
+
+def test_a_value_remembered_with_the_seal_is_read_back_until_the_next_write(tmp_path):
+    writer = EdgeClient(tmp_path / "edge")
+    try:
+        _fill(writer)
+    finally:
+        writer.close()
+    computed = []
+
+    def remembered() -> object:
+        client = EdgeClient(tmp_path / "edge")
+
+        def compute():
+            computed.append(1)
+            every = models.Filter(must=[])
+            return {"chunks": client.count("docs", count_filter=every, exact=True).count}
+
+        try:
+            return client.remembered("docs", "summary", compute)
+        finally:
+            client.close()
+
+    assert remembered() == {"chunks": len(DOCS)} and len(computed) == 1
+    assert remembered() == {"chunks": len(DOCS)} and len(computed) == 1  # read back
+    writer = EdgeClient(tmp_path / "edge")
+    try:
+        writer.delete("docs", points_selector=models.Filter(must=[_source("tents.md")]))
+        # Written under this lease: computed, not read back nor kept.
+        assert writer.remembered("docs", "summary", lambda: "now") == "now"
+    finally:
+        writer.close()
+    assert remembered() == {"chunks": len(DOCS) - 1} and len(computed) == 2
+    assert remembered() == {"chunks": len(DOCS) - 1} and len(computed) == 2
 
 
 def test_opening_checks_small_sealed_files_whole_and_large_ones_by_size_and_time(tmp_path):

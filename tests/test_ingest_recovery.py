@@ -292,3 +292,44 @@ def test_the_report_prints_the_keys_ingest_json_always_had(archivist, tmp_path):
     assert report.to_dict()["shard"] == "1/1" and report.seconds >= 0
     with pytest.raises(TypeError):
         archivist.ingest(IngestRequest.build([str(root)], "docs"), "docs")
+
+
+def test_the_partly_stored_versions_searches_leave_out_are_counted_once_until_a_write(
+    archivist, ollama, tmp_path, monkeypatch
+):
+    from archivist.tools.catalog import SourceCatalog
+    from archivist.tools.edge import EdgeClient
+
+    root = write_files(tmp_path / "kb", CORPUS)
+    archivist.ingest([str(root)], "docs", embed=FAST, chunk_size=200, chunk_overlap=0)
+    (root / "b.md").write_text(LONG.replace("Tents", "Stoves"))
+    ollama.fail("/api/embed", 500, "llama runner process has terminated", 3, 1)
+    with pytest.raises(ArchivistError):
+        archivist.ingest([str(root)], "docs", embed=FAST, chunk_size=200, chunk_overlap=0)
+    path = archivist._client.path
+    archivist.close()
+    counted = []
+    count = SourceCatalog._count_partial
+
+    def counting(self):
+        counted.append(1)
+        return count(self)
+
+    monkeypatch.setattr(SourceCatalog, "_count_partial", counting)
+
+    def partial() -> list[str]:
+        """The partly stored versions as a process of its own finds them."""
+        client = EdgeClient(path)
+        try:
+            return [v.split('"')[1] for v in KnowledgeStore(client, "docs").partial_versions()]
+        finally:
+            client.close()
+
+    # Counted by the first process, read back by the next: no write came between.
+    assert partial() == ["b.md"] and partial() == ["b.md"] and len(counted) == 1
+    finishing = Archivist(archivist.settings)
+    try:
+        finishing.ingest([str(root)], "docs", embed=FAST, chunk_size=200, chunk_overlap=0)
+    finally:
+        finishing.close()
+    assert partial() == [] and partial() == [] and len(counted) == 2

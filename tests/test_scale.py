@@ -1,7 +1,8 @@
-"""Stores laid out for their size: a store's dense vectors on disk, searched through an int8
-copy held in memory and rescored on the vectors themselves, find what a store kept in memory
-finds; a store made in memory opens as it is and moves to disk once it is indexed; the layout
-follows ARCHIVIST_STORE_LAYOUT; a server is sent the same layout at creation."""
+"""Stores laid out for their size: a store's dense vectors on disk, searched through a 2-bit
+copy (an int8 one for a store put on disk before) and rescored on the vectors themselves,
+find what a store kept in memory finds; a store made in memory opens as it is and moves to
+disk once it is indexed; the layout follows ARCHIVIST_STORE_LAYOUT; a server is sent the
+same layout at creation."""
 
 import json
 from pathlib import Path
@@ -87,8 +88,13 @@ def _segments(path: Path) -> list[dict[str, Any]]:
     return found
 
 
-def _quantized(segment: dict[str, Any]) -> bool:
-    return (segment.get("quantization_config") or {}).get("scalar", {}).get("type") == "int8"
+def _quantized(segment: dict[str, Any], kind: str = "turbo2") -> bool:
+    """Whether a segment searches a copy of its dense vectors of `kind`: "turbo2" (2 bits a
+    dimension, what a store put on disk gets) or "int8" (a store put on disk before)."""
+    config = segment.get("quantization_config") or {}
+    if kind == "int8":
+        return config.get("scalar", {}).get("type") == "int8"
+    return config.get("turbo", {}).get("bits") == "bits2"
 
 
 def _searches(path: Path, layout: str, queries: np.ndarray, mode: str) -> list[list[tuple]]:
@@ -130,11 +136,11 @@ def test_a_store_on_disk_finds_what_a_store_in_memory_finds(tmp_path):
         assert quantized == exact
         assert all(len(found) == 10 for found in exact)
 
-    # The int8 copy is what is searched: unrescored, its scores are not the vectors' own.
+    # The 2-bit copy is what is searched: unrescored, its scores are not the vectors' own.
     query = queries[0]
     exact_scores = _raw_scores(tmp_path / "disk", query, points.SearchParams(exact=True))
-    int8_scores = _raw_scores(tmp_path / "disk", query)
-    assert max(abs(a - b) for a, b in zip(exact_scores, int8_scores, strict=True)) > 1e-4
+    copy_scores = _raw_scores(tmp_path / "disk", query)
+    assert max(abs(a - b) for a, b in zip(exact_scores, copy_scores, strict=True)) > 1e-4
 
 
 def test_a_store_made_in_memory_opens_as_it_is_and_moves_to_disk_when_indexed(
@@ -153,7 +159,7 @@ def test_a_store_made_in_memory_opens_as_it_is_and_moves_to_disk_when_indexed(
     del settings["vectors_on_disk"]
     (path / "docs" / "collection.json").write_text(json.dumps(settings), encoding="utf-8")
     graphs = [s for s in _segments(path) if s["index"]["type"] == "hnsw"]
-    assert graphs and not any(_quantized(s) for s in _segments(path))
+    assert graphs and not any(_quantized(s) or _quantized(s, "int8") for s in _segments(path))
 
     queries = _vectors(10, seed=12)
     before = _searches(path, "auto", queries, "dense")
@@ -275,3 +281,27 @@ def test_the_embedded_store_refuses_a_server_layout(tmp_path):
         assert not client.collection_exists("docs")
     finally:
         client.close()
+
+
+def test_a_store_put_on_disk_before_keeps_its_int8_copy_and_finds_the_same(tmp_path, monkeypatch):
+    small_segments(monkeypatch)
+    path = tmp_path / "edge"
+    # As the previous release laid it out on disk: an int8 copy, no word of its kind.
+    with monkeypatch.context() as patch:
+        patch.setattr("archivist.tools.edge.indexing.QUANTIZATION", "int8")
+        _filled(path, "disk", 600)
+    settings = _settings(path)
+    del settings["quantization"]
+    (path / "docs" / "collection.json").write_text(json.dumps(settings), encoding="utf-8")
+    client = EdgeClient(path, layout="auto")
+    _write(KnowledgeStore(client, "docs"), 600, 1_000)  # index builds rewrite segments
+    client.close()
+    indexed = [s for s in _segments(path) if s["index"]["type"] == "hnsw"]
+    assert indexed and all(_quantized(s, "int8") for s in indexed)
+    assert "quantization" not in _settings(path)
+    _filled(tmp_path / "memory", "memory", 1_000)
+    queries = _vectors(10, seed=13)
+    for mode in ("dense", "hybrid"):
+        assert _searches(path, "auto", queries, mode) == _searches(
+            tmp_path / "memory", "memory", queries, mode
+        )

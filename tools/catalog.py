@@ -265,7 +265,14 @@ class SourceCatalog:
 
     def sample_texts(self, n: int = 256) -> list[str]:
         """The texts of up to `n` stored chunks (the first the engine lists): what a store
-        holds, for a look at its language."""
+        holds, for a look at its language. The embedded store keeps them until its next
+        write: a listing of stores then need not open any store's shard."""
+        taking = turn_taking(self.client)
+        if taking is None:
+            return self._sample_texts(n)
+        return taking.remembered(self.name, f"sample texts {n}", lambda: self._sample_texts(n))
+
+    def _sample_texts(self, n: int) -> list[str]:
         for points in scroll_pages(self.client, self.name, n, None, ("text",)):
             return [str((point.payload or {}).get("text", "")) for point in points]
         return []
@@ -329,15 +336,18 @@ class SourceCatalog:
         """The versions (`version_key`) of documents stored only in part, which searches leave
         out: an ingest is writing them, or stopped half-way (the next ingest completes them).
 
-        Counted again only when the embedded store changed (its `generation`). A server's
-        stores are not checked: they are written and read as before.
+        Counted again only when the embedded store changed (its `generation`), and kept with
+        it until its next write: a search in a process of its own reads them back instead of
+        counting every version again. A server's stores are not checked: they are written
+        and read as before.
         """
         taking = turn_taking(self.client)
         if taking is None:
             return []
         generation = taking.generation
         if self._partial is None or self._partial[0] != generation:
-            self._partial = (generation, self._count_partial())
+            found = taking.remembered(self.name, "partial versions", self._count_partial)
+            self._partial = (generation, found)
         return self._partial[1]
 
     def _count_partial(self) -> list[str]:

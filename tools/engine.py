@@ -11,7 +11,7 @@ client takes qdrant-client's, the embedded engine Archivist's light ones (`recor
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from types import ModuleType
@@ -133,6 +133,11 @@ class TurnTakingEngine(Engine, Protocol):
     @property
     def generation(self) -> Any:
         """A value that changes whenever the stored points may have."""
+        ...
+
+    def remembered(self, collection_name: str, key: str, compute: Callable[[], Any]) -> Any:
+        """`compute()`, a JSON value derived from what a collection holds, kept with it until
+        it is next written, so that later processes read it back instead of computing it."""
         ...
 
     @property

@@ -63,7 +63,8 @@ SPARSE_SCHEME = sparse.DEFAULT_SCHEME
 # How many more candidates a dense search on a store on disk draws from its int8 copy than
 # it returns, before scoring them again on the vectors themselves (see `dense_params`): on
 # 4,763 chunks of the benchmarks' corpus, the exact top 10 came back 98.4% whole at 2, 99.7%
-# at 3, 99.9% at 4 (an int8 search alone: 85.6%).
+# at 3, 99.9% at 4 (an int8 search alone: 85.6%). The embedded store draws TURBO_OVERSAMPLING
+# times more from the 2-bit copy a store put on disk now gets (tools/edge/indexing.py).
 OVERSAMPLING = 3.0
 # How many candidates a dense search's HNSW walk keeps (Qdrant's `hnsw_ef`; its default is
 # the graph's `ef_construct`). On the scale benchmark's hashed vectors at 99,910 chunks on
@@ -188,9 +189,10 @@ class ServerLayout:
 
 def dense_params(m: ModuleType) -> models.SearchParams:
     """How a dense search runs, in the records of module `m`: an indexed segment's graph is
-    walked keeping HNSW_EF candidates; on a store whose vectors are on disk, its int8 copy
-    finds OVERSAMPLING times the candidates asked for, which are scored again on the vectors
-    themselves (Qdrant would return the int8 scores otherwise). A store in memory is searched
+    walked keeping HNSW_EF candidates; on a store whose vectors are on disk, its quantized
+    copy finds OVERSAMPLING times the candidates asked for (the embedded store's 2-bit copy
+    8 times more), which are scored again on the vectors themselves (Qdrant would return
+    the copy's scores otherwise). A store in memory is searched
     on its vectors, and a segment searched exactly (a small store's) ignores both."""
     return m.SearchParams(
         hnsw_ef=HNSW_EF,

@@ -211,8 +211,9 @@ def collection_info(config: dict[str, Any], info: Any) -> records.CollectionInfo
     )
 
 
-def edge_query(request: models.QueryRequest) -> qe.QueryRequest:
-    """A nearest-vector query as Edge takes it (the only kind the stores send)."""
+def edge_query(request: models.QueryRequest, oversampling: float = 1.0) -> qe.QueryRequest:
+    """A nearest-vector query as Edge takes it (the only kind the stores send), drawing
+    `oversampling` times the quantized candidates it asks for."""
     query = request.query
     if not (isinstance(query, list) or is_sparse(query)):
         raise NotImplementedError("EdgeClient runs nearest-vector queries only.")
@@ -222,12 +223,13 @@ def edge_query(request: models.QueryRequest) -> qe.QueryRequest:
         filter=edge_filter(request.filter),
         with_payload=selection(request.with_payload or False),
         with_vector=selection(request.with_vector or False),
-        params=search_params(request.params),
+        params=search_params(request.params, oversampling),
     )
 
 
-def search_params(params: Any) -> qe.SearchParams | None:
-    """A search's parameters as Edge takes them (None: Edge's defaults)."""
+def search_params(params: Any, oversampling: float = 1.0) -> qe.SearchParams | None:
+    """A search's parameters as Edge takes them (None: Edge's defaults), with `oversampling`
+    times the quantized candidates asked for."""
     if params is None:
         return None
     quantization = params.quantization
@@ -239,7 +241,9 @@ def search_params(params: Any) -> qe.SearchParams | None:
         else qe.QuantizationSearchParams(
             ignore=bool(quantization.ignore),
             rescore=quantization.rescore,
-            oversampling=quantization.oversampling,
+            oversampling=None
+            if quantization.oversampling is None
+            else quantization.oversampling * oversampling,
         ),
     )
 

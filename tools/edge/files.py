@@ -14,7 +14,7 @@ import json
 import os
 import uuid
 import zlib
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from stat import S_ISREG
@@ -32,9 +32,15 @@ MIGRATING_FILE = "migrating"
 CHECKSUM_FILE = "checksums.json"
 _CHECKSUM_BLOCK = 1 << 16
 _ZEROS = memoryview(bytes(_CHECKSUM_BLOCK))
+ANSWERS_DIR = "answers"
 FORMAT = 1
-SEAL_FORMAT = 2
-"""The seal's: its checksums and the answers kept with them (the first: checksums alone)."""
+SEAL_FORMAT = 3
+"""The seal's: its checksums, the shard's counts, and the names of the files in ANSWERS_DIR
+holding the other answers kept with it (the second format: every answer in the seal; the
+first: checksums alone)."""
+KEPT = "kept "
+"""What a key of the answers a caller keeps (`EdgeClient.remembered`) starts with; the other
+keys are facets' (`facet_key`)."""
 
 _CONFIG_KEYS = ("vectors", "sparse_vectors", "payload_schema")
 
@@ -60,7 +66,7 @@ WHOLE_CHECK_BYTES = 1 << 16
 payload pages, indexes: GBs at a million chunks) only when their size or time changed."""
 
 
-def check_intact(root: Path, name: str) -> dict[str, Any]:
+def check_intact(root: Path, name: str) -> SealAnswers | None:
     """Check, cheaply, what a collection's own files declare before Edge maps them: its
     settings file, its shard's folder and configuration, each segment's state file, its WAL's
     first index, and, if the shard was sealed when last closed, its segments' files against
@@ -94,10 +100,10 @@ def check_intact(root: Path, name: str) -> dict[str, Any]:
     try:
         sealed = read_seal(folder)
     except FileNotFoundError:
-        return {}  # written since it was last closed, or by an earlier release: nothing to compare
+        return None  # written since it was last closed, or by an earlier release: none to compare
     except (OSError, ValueError):
         raise StoreDamaged(name, f"{CHECKSUM_FILE} cannot be read") from None
-    for relative, (expected, size, mtime) in sealed["files"].items():
+    for relative, (expected, size, mtime) in sealed.files.items():
         path = shard / relative
         try:
             info = path.stat()
@@ -111,47 +117,113 @@ def check_intact(root: Path, name: str) -> dict[str, Any]:
             raise StoreDamaged(
                 name, f"{path.relative_to(root)} no longer holds what was written to it"
             )
-    return sealed["answers"]
+    return sealed
 
 
-def read_seal(folder: Path) -> dict[str, Any]:
-    """A collection's seal: {"files": {relative path: [checksum, size, time]}, "answers": …}.
-    Raise FileNotFoundError without one, ValueError for one that cannot be read."""
+class SealAnswers:
+    """What a seal keeps besides its checksums: the shard's counts, and answers by key (the
+    facets listings asked, the values callers keep), each read from its own file in
+    ANSWERS_DIR when first asked for. So opening a store reads the few answers a command
+    uses, not every one kept (a million chunks' facets of versions and sources: 17 MB)."""
+
+    def __init__(
+        self,
+        folder: Path,
+        files: dict[str, list[int]],
+        counts: list[int] | None,
+        kept: dict[str, str],
+        values: dict[str, Any] | None = None,
+        current: bool = True,
+    ) -> None:
+        self.folder = folder
+        self.files = files
+        """The checksums: {relative path: [checksum, size, time]}."""
+        self.counts = counts
+        self.kept = kept
+        """The answers' file names in ANSWERS_DIR, by key."""
+        self.values = dict(values or {})
+        """The answers read (or, from a seal of the second format, held in it), by key."""
+        self.current = current
+        """Whether the seal is of the current format (else it is written anew when closed)."""
+
+    def keys(self) -> set[str]:
+        return self.kept.keys() | self.values.keys()
+
+    def has(self, key: str) -> bool:
+        """Whether an answer is kept under `key` (its file there, unread)."""
+        return key in self.values or (
+            key in self.kept and (self.folder / ANSWERS_DIR / self.kept[key]).is_file()
+        )
+
+    def get(self, key: str) -> Any:
+        """The answer kept under `key`, or None (none kept, or its file cannot be read: the
+        caller asks the shard, as if none had been kept)."""
+        if key not in self.values:
+            file = self.kept.get(key)
+            if file is None:
+                return None
+            try:
+                self.values[key] = orjson.loads((self.folder / ANSWERS_DIR / file).read_bytes())
+            except (OSError, ValueError):
+                return None
+        return self.values[key]
+
+
+def read_seal(folder: Path) -> SealAnswers:
+    """A collection's seal (its answers read when asked for). Raise FileNotFoundError without
+    one, ValueError for one that cannot be read."""
     sealed = orjson.loads((folder / CHECKSUM_FILE).read_bytes())
-    if isinstance(sealed, dict) and sealed.get("format") == SEAL_FORMAT:
+    counts, kept, values = None, {}, {}
+    form = sealed.get("format") if isinstance(sealed, dict) else None
+    if form == SEAL_FORMAT:
+        files, counts, kept = sealed.get("files"), sealed.get("counts"), sealed.get("answers")
+    elif form == 2:
         files, answers = sealed.get("files"), sealed.get("answers")
+        if not isinstance(answers, dict) or not isinstance(answers.get("facets", {}), dict):
+            raise ValueError("not a seal")
+        counts, values = answers.get("counts"), answers.get("facets", {})
     else:  # the first format: the checksums alone
-        files, answers = sealed, {}
+        files = sealed
     if (
         not isinstance(files, dict)
-        or not isinstance(answers, dict)
+        or not isinstance(kept, dict)
+        or not all(isinstance(v, str) for v in kept.values())
+        or not (counts is None or (isinstance(counts, list) and len(counts) == 3))
         or not all(isinstance(v, list) and len(v) == 3 for v in files.values())
     ):
         raise ValueError("not a seal")
-    return {"files": files, "answers": answers}
+    return SealAnswers(folder, files, counts, kept, values, form == SEAL_FORMAT)
 
 
 def seal(
-    root: Path, name: str, only_changed: bool = False, answers: dict[str, Any] | None = None
+    root: Path,
+    name: str,
+    only_changed: bool = False,
+    counts: list[int] | None = None,
+    answers: dict[str, Any] | None = None,
 ) -> None:
     """Record the checksums of a closed shard's segment files (vectors, payloads, the id
-    tracker), to be compared when it is next opened, and `answers`: what listings ask of the
-    shard (its counts, the facets asked), true for as long as the seal is, since the first
-    write to the shard removes it (`_unseal`). With `only_changed` (a shard only read,
-    verified when opened), only files whose size or time changed are read again, the
-    answers kept are added to, and nothing is written if nothing changed or if the shard has
-    no checksums to keep up to date."""
+    tracker), to be compared when it is next opened, its `counts` and `answers` (by key:
+    the facets listings asked, the values callers keep), true for as long as the seal is,
+    since the first write to the shard removes it (`_unseal`); each answer in a file of its
+    own. With `only_changed` (a shard only read, verified when opened), only files whose
+    size or time changed are read again, the answers kept are added to, and nothing is
+    written if nothing changed or if the shard has no checksums to keep up to date."""
     folder = root / name
     shard, target = folder / SHARD_DIR, folder / CHECKSUM_FILE
     known: dict[str, list[int]] = {}
-    kept: dict[str, Any] = {}
+    kept: dict[str, str] = {}
+    inline: dict[str, Any] = {}  # answers a seal of the second format held in itself
+    current = True
     if only_changed:
         try:
             before = read_seal(folder)
         except (OSError, ValueError):
             return
-        known, kept = before["files"], before["answers"]
-    sums, changed = {}, not only_changed
+        known, kept, current = before.files, dict(before.kept), before.current
+        counts = counts or before.counts
+        inline = {k: v for k, v in before.values.items() if k not in before.kept}
+    sums, changed = {}, not only_changed or not current
     for path in _sealed_files(shard):
         relative, info = path.relative_to(shard).as_posix(), path.stat()
         entry = known.get(relative)
@@ -160,16 +232,28 @@ def seal(
         else:
             sums[relative] = [_checksum(path), info.st_size, info.st_mtime_ns]
             changed = True
-    merged = {
-        **kept,
-        **(answers or {}),
-        "facets": {**kept.get("facets", {}), **(answers or {}).get("facets", {})},
-    }
-    if changed or sums.keys() != known.keys() or merged != kept:
-        # Compact, and by orjson: an indented dump goes through json's pure-Python encoder,
-        # ~0.1 s for the 2,000 versions of a 2,000-file store.
-        sealed = {"format": SEAL_FORMAT, "files": sums, "answers": merged}
-        write_atomic(target, orjson.dumps(sealed).decode("utf-8"))
+    new = {**inline, **(answers or {})}
+    if not (changed or new or sums.keys() != known.keys()):
+        return
+    answered = folder / ANSWERS_DIR
+    if new:
+        answered.mkdir(exist_ok=True)
+    for key, value in new.items():
+        kept[key] = f"{uuid.uuid4().hex}.json"
+        write_atomic(answered / kept[key], orjson.dumps(value).decode("utf-8"))
+    # Compact, and by orjson: an indented dump goes through json's pure-Python encoder.
+    sealed = {"format": SEAL_FORMAT, "files": sums, "counts": counts, "answers": kept}
+    write_atomic(target, orjson.dumps(sealed).decode("utf-8"))
+    drop_answers(folder, keep=set(kept.values()))
+
+
+def drop_answers(folder: Path, keep: Collection[str] = ()) -> None:
+    """Remove the answer files of a collection's seal that `keep` does not name (those of a
+    seal replaced or removed)."""
+    with contextlib.suppress(FileNotFoundError):
+        for path in (folder / ANSWERS_DIR).iterdir():
+            if path.name not in keep:
+                path.unlink(missing_ok=True)
 
 
 def _sealed_files(shard: Path) -> list[Path]:
@@ -222,12 +306,24 @@ def _checksum(path: Path) -> int:
     return crc
 
 
+SEARCHED_FILES = ("segments/*/vector_storage-*/quantized.data", "segments/*/vector_index-*/links*")
+"""What every dense search of a shard on disk walks: each segment's quantized copy and graph
+(~230 MB at a million chunks, 2-bit copies), read ahead when the shard is opened."""
+
+
 def read_ahead_payloads(shard: Path) -> None:
     """Ask the kernel to read a shard's payload files into the page cache, their data ranges
     only (they are sparse), before a scroll over every point: Edge maps them and would
-    otherwise fault them in a page at a time (~0.1 s of CPU at 24,000 chunks). A hint: it
-    reads nothing itself and fails silently where the system has no such call."""
-    for path in shard.glob("segments/*/payload_storage/*.dat"):
+    otherwise fault them in a page at a time (~0.1 s of CPU at 24,000 chunks)."""
+    read_ahead(shard, ("segments/*/payload_storage/*.dat",))
+
+
+def read_ahead(shard: Path, patterns: Iterable[str]) -> None:
+    """Ask the kernel to read a shard's files matching `patterns` into the page cache, their
+    data ranges only (they are sparse), in large sequential reads. A hint: it reads nothing
+    itself (what is cached already costs a look-up), and fails silently where the system
+    has no such call."""
+    for path in (found for pattern in patterns for found in shard.glob(pattern)):
         try:
             fd = os.open(path, os.O_RDONLY)
         except OSError:
@@ -258,9 +354,12 @@ def facet_key(key: str, limit: int, exact: bool) -> str:
     return json.dumps([key, limit, exact])
 
 
-def shard_answers(shard: qe.EdgeShard, asked: Iterable[tuple[str, int, bool]]) -> dict[str, Any]:
+def shard_answers(
+    shard: qe.EdgeShard, asked: Iterable[tuple[str, int, bool]]
+) -> tuple[list[int], dict[str, Any]] | None:
     """What listings ask of an open shard, to keep with its seal: its counts, and the facets
-    asked of it under the lease (counted again: writes may have followed)."""
+    asked of it under the lease (counted again: writes may have followed) by `facet_key`;
+    None if the shard cannot answer."""
     try:
         info = shard.info()
         facets = {}
@@ -268,9 +367,8 @@ def shard_answers(shard: qe.EdgeShard, asked: Iterable[tuple[str, int, bool]]) -
             hits = shard.facet(qe.FacetRequest(key=key, limit=limit, exact=exact)).hits
             facets[facet_key(key, limit, exact)] = [[h.value, h.count] for h in hits]
     except Exception:  # noqa: BLE001 - nothing kept: the next listing opens the shard
-        return {}
-    counts = [info.points_count, info.indexed_vectors_count, info.segments_count]
-    return {"counts": counts, "facets": facets}
+        return None
+    return [info.points_count, info.indexed_vectors_count, info.segments_count], facets
 
 
 def write_atomic(target: Path, text: str) -> None:

@@ -18,9 +18,9 @@ embedding requests, so the close has only the few chunks written since left open
 Where a store keeps its dense vectors is decided when it is first indexed (see
 `vectors_on_disk`): a store searched exactly keeps them in memory; one large enough for an
 index keeps them, its keyword index and its graph on disk (mapped, read as searches need
-them) and is searched through an int8 copy of its dense vectors (half the size of its
-float16 vectors), mapped as well, the candidates it finds scored again on the vectors
-themselves (see the store's search).
+them) and is searched through a 2-bit copy of its dense vectors (an eighth of the size of
+its float16 vectors; a store put on disk before: an int8 copy, half), mapped as well, the
+candidates it finds scored again on the vectors themselves (see the store's search).
 """
 
 from __future__ import annotations
@@ -73,6 +73,16 @@ COMPACT_POINTS = 2_000
 # `shard_config`), each dimension's range cut at this quantile (Qdrant's usual choice: a few
 # outliers do not stretch the scale of all the others).
 QUANTILE = 0.99
+# A store put on disk from now on searches a 2-bit copy of its dense vectors instead
+# (TurboQuant: a random rotation, then 2 bits a dimension; 192 bytes a vector against the
+# int8 copy's 768): a quarter of the pages a graph walk reads and maps, found as many of the
+# exact 10 once TURBO_OVERSAMPLING times the candidates are scored again on the vectors
+# (docs/performance.md, "Search accuracy"). Recorded in the collection file as
+# `"quantization": "turbo2"` when its vectors go on disk; a store put there before (no such
+# entry) keeps its int8 copy.
+QUANTIZATION = "turbo2"
+TURBO_OVERSAMPLING = 8.0
+"""How many times the candidates an int8 search draws (`oversampling`) a 2-bit one draws."""
 # Where a client lays out a store's dense vectors (ARCHIVIST_STORE_LAYOUT): `auto` on disk
 # from its first index build on (in memory while it is searched exactly), `memory` in memory,
 # `disk` on disk from its creation. A store once on disk stays there.
@@ -220,11 +230,11 @@ def shard_config(config: dict[str, Any], hnsw_m: int | None = None) -> qe.EdgeCo
     # reads the pages its graph walk visits, shared with every process through the page
     # cache: the same results and latency once they are there (measured: hit@10 and p50).
     disk = qe.Memory.Cold if config.get("vectors_on_disk") else None
-    quantized = (
-        qe.ScalarQuantizationConfig(qe.ScalarType.Int8, quantile=QUANTILE, memory=qe.Memory.Cold)
-        if disk
-        else None
-    )
+    quantized: Any = None
+    if disk and config.get("quantization") == QUANTIZATION:
+        quantized = qe.TurboQuantQuantizationConfig(bits=qe.TurboQuantBitSize.Bits2, memory=disk)
+    elif disk:
+        quantized = qe.ScalarQuantizationConfig(qe.ScalarType.Int8, quantile=QUANTILE, memory=disk)
     return qe.EdgeConfig(
         vectors={
             name: qe.EdgeVectorParams(
@@ -466,6 +476,7 @@ class SegmentIndexing:
         and the answers read from its seal."""
         self._backlog.pop(name, None)
         self._answers.pop(name, None)
+        self._remembered.pop(name, None)
         self._asked.pop(name, None)
         build = self._indexing.pop(name, None)
         if build is not None:
@@ -513,7 +524,7 @@ class SegmentIndexing:
             config = self._read_config(name)
             config.pop("compacted", None)
             if to_disk:
-                config["vectors_on_disk"] = True
+                config.update(vectors_on_disk=True, quantization=QUANTIZATION)
             # Marked before the load: a build cut short is done again as configured.
             self._write_config(name, config)
             shard = self._reload(name, config, HNSW_M)
@@ -535,7 +546,7 @@ class SegmentIndexing:
         if not self._to_disk(config, indexed=False):
             return config
         config = self._read_config(name)
-        config["vectors_on_disk"] = True
+        config.update(vectors_on_disk=True, quantization=QUANTIZATION)
         self._write_config(name, config)
         return config
 
