@@ -4,6 +4,7 @@ before a tutorial step and an API entry that mention template refs more often.""
 import pytest
 from qdrant_client import QdrantClient
 
+from archivist.tools import sparse
 from archivist.tools.ranking import name_share, page_name
 from archivist.tools.search import SearchRequest
 from archivist.tools.store import Chunk, ChunkWrite, KnowledgeStore, connect
@@ -53,9 +54,11 @@ def client(request, tmp_path) -> QdrantClient:
     client.close()
 
 
-def _site(client, pages: dict[str, tuple[dict, str]]) -> KnowledgeStore:
+def _site(
+    client, pages: dict[str, tuple[dict, str]], scheme: str = sparse.DEFAULT_SCHEME
+) -> KnowledgeStore:
     store = KnowledgeStore(client, "site")
-    store.ensure(FINGERPRINT)
+    store.ensure({**FINGERPRINT, "sparse": scheme})
     store.upsert(
         [
             ChunkWrite(Chunk(text, source, 0, metadata), [1.0, 0.0, 0.0, 0.0], source, 1)
@@ -118,3 +121,27 @@ def test_the_share_is_of_the_names_terms_the_question_holds():
     assert share(point("\x01\x04\x05\x06")) == 0.25
     assert share(point("\x07")) == 0.0
     assert share(point("")) == 0.0
+
+
+# The tokenizer reads 给页面加水印 as 给 / 页面 / 加水 ("add water") / 印: a page that says 页面
+# often outranks the watermark page on its words, and only their CJK bigrams share 水印.
+WATERMARK = {
+    "components/watermark.md": ({}, "页面需要添加水印标识版权时使用。适用于防止信息盗用。"),
+    "components/form.md": ({}, "页面内如果有多个表单，页面滚动定位可能会找到另一个页面的表单项。"),
+    "components/button.md": ({}, "按钮用于开始一个即时操作。"),
+    "components/image.md": ({}, "可预览的图片，加载大图时使用。"),
+    "components/tabs.md": ({}, "选项卡切换组件，提供平级的区域将大块内容进行收纳和展现。"),
+}
+
+
+@pytest.mark.parametrize("question", ["给页面加水印", "給頁面加浮水印"])
+def test_cjk_bigrams_find_a_word_the_tokenizer_parts_differently(client, question):
+    store = _site(client, WATERMARK)
+    assert _first(store, question, "sparse") == "components/watermark.md"
+    assert _first(store, question, "hybrid") == "components/watermark.md"
+
+
+def test_a_store_of_the_scheme_without_bigrams_is_searched_as_it_was_built(client):
+    store = _site(client, WATERMARK, sparse.FOLDED_TW_SCHEME)
+    assert store.sparse_encoder().scheme == sparse.FOLDED_TW_SCHEME
+    assert _first(store, "给页面加水印", "sparse") == "components/form.md"
