@@ -292,12 +292,27 @@ def _folded_tw_query(text: str) -> tuple[list[int], list[float]]:
 BIGRAM_QUERY_WEIGHT = 0.3
 
 
-def _bigram_ids(text: str) -> Counter[int]:
-    """The term of each CJK character bigram of `text`, counted."""
-    found: Counter[int] = Counter()
+# Each bigram's term, computed once (emptied past CACHE_LIMIT entries, as `_IDS` is).
+_BIGRAM_IDS: dict[str, int] = {}
+
+
+def _bigram_ids(text: str) -> dict[int, int]:
+    """The term of each CJK character bigram of `text`, and how often it occurs."""
+    pairs: Counter[str] = Counter()
     for run in cjk_runs().findall(text):
         if len(run) > 1:
-            found.update(token_id("cjk2:" + pair) for pair in map(operator.add, run, run[1:]))
+            pairs.update(map(operator.add, run, run[1:]))
+    ids = _BIGRAM_IDS
+    if len(ids) + len(pairs) > CACHE_LIMIT:
+        ids.clear()
+    for pair in pairs:
+        if pair not in ids:
+            ids[pair] = zlib.crc32(("cjk2:" + pair).encode("utf-8")) & 0x7FFFFFFF
+    found = dict(zip(map(ids.__getitem__, pairs), pairs.values(), strict=True))
+    if len(found) < len(pairs):  # two bigrams share a term: add up their counts
+        found = {}
+        for pair, n in pairs.items():
+            found[ids[pair]] = found.get(ids[pair], 0) + n
     return found
 
 
@@ -308,10 +323,12 @@ def _bigram_document(text: str) -> tuple[list[int], list[float]]:
     if not bigrams:
         return indices, values
     weights = dict(zip(indices, values, strict=True))
-    for index, n in bigrams.items():
-        weights[index] = weights.get(index, 0.0) + _number_weight(n)
+    added = dict(zip(bigrams, map(_number_weight, bigrams.values()), strict=True))
+    for index in weights.keys() & added.keys():  # a bigram's term is also a word's
+        added[index] += weights[index]
+    weights.update(added)
     order = sorted(weights)
-    return order, [weights[i] for i in order]
+    return order, list(map(weights.__getitem__, order))
 
 
 def _bigram_query(text: str) -> tuple[list[int], list[float]]:
