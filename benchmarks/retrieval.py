@@ -25,8 +25,8 @@ Traditional (Taiwan) questions, each Traditional one the twin of a Simplified on
 out (`benchmarks/data/frameworks-questions.jsonl`); each tree is fetched at its pinned commit,
 or read from a local copy at that commit (`--tree antd=PATH`, the folder holding
 `components/`; `--tree vue-zh=PATH`, the folder holding `src/`). Each tree is also ingested
-into stores of the earlier schemes, folding with OpenCC's words alone and not folding, to show
-what each buys.
+into stores of the earlier schemes, without CJK bigrams, folding with OpenCC's words alone and
+not folding, to show what each buys.
 
 The stores' BM25 vectors are those of new stores, from the encoder qdrant-edge ships
 (multilingual tokenizer, English stemming and stop words); `--sparse ours` builds them with
@@ -834,15 +834,21 @@ def framework_scores(ranked: list[list[str]], questions: list[dict]) -> dict[str
     return figures
 
 
-# The rows' names by the store's scheme: new stores' (folded, with the Taiwan terms), the
-# scheme folding with OpenCC's words alone, and the unfolded one.
-FOLDINGS = {"folded": "", "opencc": " (OpenCC words only)", "unfolded": " (unfolded)"}
+# The rows' names by the store's scheme: new stores' (folded, with the Taiwan terms, and CJK
+# bigrams), the same without bigrams, the scheme folding with OpenCC's words alone, and the
+# unfolded one.
+FOLDINGS = {
+    "folded": "",
+    "words": " (no bigrams)",
+    "opencc": " (OpenCC words only)",
+    "unfolded": " (unfolded)",
+}
 
 
 def evaluate_frameworks(trees: dict[str, Path], embedder: Embeddings, workdir: Path, log) -> dict:
     """Each tree ingested into a store of new stores' scheme (and of the earlier schemes, to
-    show what folding Traditional Chinese, and the Taiwan terms, buy), its questions asked in
-    every mode."""
+    show what CJK bigrams, folding Traditional Chinese and the Taiwan terms buy), its
+    questions asked in every mode."""
     started = time.perf_counter()
     questions = [
         json.loads(line)
@@ -858,6 +864,7 @@ def evaluate_frameworks(trees: dict[str, Path], embedder: Embeddings, workdir: P
             include = FRAMEWORK_TREES[name][3]
             for scheme, label in (
                 (sparse.DEFAULT_SCHEME, "folded"),
+                (sparse.FOLDED_TW_SCHEME, "words"),
                 (sparse.FOLDED_SCHEME, "opencc"),
                 (sparse.EDGE_SCHEME, "unfolded"),
             ):

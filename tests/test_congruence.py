@@ -175,7 +175,10 @@ def test_a_store_is_created_with_its_fingerprint_description_and_indexes(engine)
     store.ensure(FINGERPRINT, "shop policies")
     reopened = KnowledgeStore(engine.client, store.name)
     assert reopened.fingerprint["embed_model"] == "hash"
-    assert reopened.fingerprint["sparse"] == "bm25-qdrant-multilingual-en-numbers-zhfold-v2"
+    assert (
+        reopened.fingerprint["sparse"]
+        == "bm25-qdrant-multilingual-en-numbers-zhfold-v2-cjkbigrams-v1"
+    )
     assert reopened.description == "shop policies"
     collection = engine.client.get_collection(store.name)
     assert collection.config.params.vectors["dense"].size == 64

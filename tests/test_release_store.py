@@ -25,10 +25,11 @@ ARCHIVE = ROOT / "tests" / "data" / "release-0.1.0-home.tar.xz"
 # source first (a second refund.md chunk gives way to another page).
 RELEASED_RESULTS = {
     # Fused page by page (`fuse_zscore`): a page's best chunk scores the page's best z-score
-    # in each ranking.
+    # in each ranking, and a page named in the question's words gains (the refund page's
+    # `Refund Policy`, half of whose terms the question holds: 2 × 0.5).
     "hybrid": [
         ("contact.md", "d1bff4ec-7359-5413-ae5d-c0b58ab636ed", 4.375),
-        ("refund.md", "6ab38313-26ce-5156-88f2-b4a960f70b00", 2.131),
+        ("refund.md", "6ab38313-26ce-5156-88f2-b4a960f70b00", 3.131),
         ("payment.md", "5cba8b8e-6fbe-575c-bc9f-500d84a20b7b", 1.54),
         ("product-care.md", "bd3aa27c-c745-5df6-9a5f-234557967589", 1.494),
         ("privacy.md", "0105b472-7ff0-564d-85f2-c13424914e62", 1.311),

@@ -90,8 +90,32 @@ def edge_bm25():
     )
 
 
-def test_new_stores_scheme_is_qdrant_edges_bm25_over_folded_chinese_with_taiwan_terms():
-    assert sparse.DEFAULT_SCHEME == sparse.FOLDED_TW_SCHEME
+def test_new_stores_scheme_adds_cjk_bigrams_to_the_folded_words():
+    assert sparse.DEFAULT_SCHEME == sparse.BIGRAM_SCHEME
+    assert sparse.BIGRAM_SCHEME == "bm25-qdrant-multilingual-en-numbers-zhfold-v2-cjkbigrams-v1"
+    new = sparse.encoder(sparse.BIGRAM_SCHEME)
+    words = sparse.encoder(sparse.FOLDED_TW_SCHEME)
+    # Text without CJK characters is indexed as the scheme without bigrams indexes it.
+    english = "Refunds are paid within 30 days of order NW-TX-2290."
+    assert new.document(english) == words.document(english)
+    assert new.query(english) == words.query(english)
+    # A question's words count 1 and its bigrams less; each bigram is a term of its own.
+    indices, values = new.query("给页面加水印")
+    assert len(indices) == len(words.query("给页面加水印")[0]) + 5
+    assert sorted(values) == [sparse.BIGRAM_QUERY_WEIGHT] * 5 + [1.0] * (len(indices) - 5)
+    # The tokenizer reads 加水印 as 加水 ("add water") and 印, the page's 水印 as one word:
+    # only the bigram 水印 joins them. Traditional text is folded first.
+    page = set(new.document("页面需要添加水印标识版权时使用")[0])
+    assert set(words.query("给页面加水印")[0]) & page == set(words.query("页面")[0])
+    assert set(new.query("給頁面加浮水印")[0]) & page > set(words.query("页面")[0])
+    # A document's bigram counts saturate as BM25's term frequency does (b = 0): 水印 twice,
+    # 印水 once.
+    stored = dict(zip(*new.document("水印水印"), strict=True))
+    bigrams = [v for i, v in stored.items() if i not in set(words.document("水印水印")[0])]
+    assert sorted(bigrams) == pytest.approx([1.0, 2 * 2.2 / 3.2])
+
+
+def test_the_scheme_without_bigrams_still_indexes_as_it_did():
     assert sparse.FOLDED_TW_SCHEME == "bm25-qdrant-multilingual-en-numbers-zhfold-v2"
     folded = sparse.encoder(sparse.FOLDED_TW_SCHEME)
     edge = sparse.encoder(sparse.EDGE_SCHEME)

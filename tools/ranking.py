@@ -7,7 +7,7 @@ embedded store and on a server.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +35,14 @@ DENSE_MARGIN = 0.25
 # the store gives such a model's ranking no say on a query in a language it does not read
 # (`archivist.tools.prefixes.reads`), so hybrid search there ranks as BM25 does.
 DENSE_AGREEMENT = 8
+# A page whose name is written in the question's words (`模板引用` for 模板引用访问 DOM 元素,
+# `Body - Updates` for updating a body with PATCH) is about what the question asks, where an
+# API reference or a tutorial page that answers it too only mentions it. The fusion adds to a
+# page's score this many standard deviations times the share of its name's terms the question
+# holds (a page named by the question's words alone: all of it). Measured in
+# benchmarks/retrieval.py (docs/retrieval.md): from 0.5 to 2 it only moves gold pages up on
+# the docs, frameworks and English sets; from 3 a name outweighs what the text says.
+NAME_WEIGHT = 2.0
 
 
 def _standardised(points: Sequence[models.ScoredPoint], depth: int) -> tuple[dict, float]:
@@ -81,9 +89,10 @@ def fuse_zscore(
     bm25: Sequence[models.ScoredPoint],
     agreement: bool = True,
     reads: bool = True,
+    named: Callable[[models.ScoredPoint], float] | None = None,
 ) -> list[tuple[models.ScoredPoint, float]]:
     """Fuse two rankings by their standardised scores, trusting dense as `dense_weight` says,
-    page by page.
+    page by page, a page named in the question's words first (`named`, see `name_share`).
 
     Rank fusion (RRF) gives a ranking that cannot tell passages apart as much say as one that
     can, which makes the fusion of a weak and a strong ranker worse than the strong one. Here
@@ -99,7 +108,8 @@ def fuse_zscore(
     whose one chunk both rankings hold. So a source's best chunk (by its own weighted sum)
     stands for the source and scores the weighted sum of the source's best z-score in each
     ranking, at least its own; its other chunks keep their own sums. Chunks dense alone found
-    come after BM25's when dense has no say.
+    come after BM25's when dense has no say. With `named` (the share, 0–1, of a chunk's page
+    name the question holds), a source's best chunk also gains NAME_WEIGHT times its share.
     """
     depth = max(len(dense), len(bm25), 1)
     points = {p.id: p for p in [*bm25, *dense]}
@@ -125,8 +135,45 @@ def fuse_zscore(
             heads[sources[pid]] = pid
     for source, pid in heads.items():
         fused[pid] = pages[source]
+        if named is not None:
+            fused[pid] += NAME_WEIGHT * named(points[pid])
     order = sorted(points, key=lambda pid: (-fused[pid], -own[pid]))
     return [(points[pid], fused[pid]) for pid in order]
+
+
+def page_name(metadata: dict[str, Any]) -> str:
+    """The name a chunk's page goes by: its front-matter title and subtitle (`Button 按钮`),
+    else its first heading (a VitePress or MkDocs page's `# 模板引用`); '' when it has none."""
+    names = [
+        name.strip()
+        for name in (metadata.get("title"), metadata.get("subtitle"))
+        if isinstance(name, str) and name.strip()
+    ]
+    if names:
+        return " ".join(names)
+    headings = metadata.get("headings") or []
+    first = headings[0] if headings else None
+    return first.strip() if isinstance(first, str) else ""
+
+
+def name_share(
+    query_terms: set[int], terms: Callable[[str], frozenset[int]]
+) -> Callable[[models.ScoredPoint], float]:
+    """For `fuse_zscore`: the share of a point's page name's keyword terms (`terms(name)`,
+    the store's own BM25 terms, so names are folded and stemmed as the question is) that the
+    question's `query_terms` hold: 1 for `模板引用` asked about with 模板引用访问 DOM 元素, 2 of
+    5 for `生命周期和模板引用`, 0 for a page without a name."""
+    shares: dict[str, float] = {}
+
+    def share(point: models.ScoredPoint) -> float:
+        name = page_name(dict((point.payload or {}).get("metadata") or {}))
+        found = shares.get(name)
+        if found is None:
+            named = terms(name) if name else frozenset()
+            found = shares[name] = len(named & query_terms) / len(named) if named else 0.0
+        return found
+
+    return share
 
 
 def fuse_rrf(

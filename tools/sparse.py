@@ -7,8 +7,9 @@ New stores use qdrant-edge's BM25 encoder (multilingual tokenizer, English Snowb
 and stop words; measured better than ours in docs/retrieval.md) over text whose Traditional
 Chinese is folded into Simplified, Taiwan words into mainland ones (OpenCC's `tw2sp`, then
 the Taiwan software words it leaves, `taiwan_terms.tsv`), so a question typed in either
-script finds text written in the other. Stores built before keep their scheme: the folding
-with OpenCC's words alone, qdrant-edge's encoder without the folding, or our own tokenizer
+script finds text written in the other, with CJK character bigrams beside the tokenizer's
+words. Stores built before keep their scheme: the folding without bigrams, the folding with
+OpenCC's words alone, qdrant-edge's encoder without the folding, or our own tokenizer
 (Latin words, codes, CJK bigrams), which `encoder` still gives them, so they are queried and
 added to as they were built.
 """
@@ -29,8 +30,9 @@ from archivist.tools.errors import ArchivistError
 EDGE_SCHEME = "bm25-qdrant-multilingual-en-numbers-v1"
 FOLDED_SCHEME = "bm25-qdrant-multilingual-en-numbers-zhfold-v1"
 FOLDED_TW_SCHEME = "bm25-qdrant-multilingual-en-numbers-zhfold-v2"
+BIGRAM_SCHEME = "bm25-qdrant-multilingual-en-numbers-zhfold-v2-cjkbigrams-v1"
 LEGACY_SCHEME = "bm25-crc32-cjkbigram-v1"
-DEFAULT_SCHEME = FOLDED_TW_SCHEME
+DEFAULT_SCHEME = BIGRAM_SCHEME
 
 K1 = 1.2
 B = 0.75
@@ -284,6 +286,68 @@ def _folded_tw_query(text: str) -> tuple[list[int], list[float]]:
     return _edge_query(fold_chinese(text))
 
 
+# BIGRAM_SCHEME adds each pair of neighbouring CJK characters as a term beside the words the
+# tokenizer segments: a segmentation that parts a word differently in the question and in the
+# page (`给页面加水印` read as 加水 "add water" and 印, the page's `水印` as one word) still
+# shares its bigrams. A document's bigram counts weigh as its numbers' do (BM25's saturation of
+# the count); a question's weigh BIGRAM_QUERY_WEIGHT each, less than its words' 1: they back
+# the words up, and a question's bigrams outnumber its words. Measured in
+# benchmarks/retrieval.py (docs/retrieval.md): 1 and 0.5 let bigrams outvote words.
+BIGRAM_QUERY_WEIGHT = 0.3
+
+
+# Each bigram's term, computed once (emptied past CACHE_LIMIT entries, as `_IDS` is).
+_BIGRAM_IDS: dict[str, int] = {}
+
+
+def _bigram_ids(text: str) -> dict[int, int]:
+    """The term of each CJK character bigram of `text`, and how often it occurs."""
+    pairs: Counter[str] = Counter()
+    for run in cjk_runs().findall(text):
+        if len(run) > 1:
+            pairs.update(map(operator.add, run, run[1:]))
+    ids = _BIGRAM_IDS
+    if len(ids) + len(pairs) > CACHE_LIMIT:
+        ids.clear()
+    for pair in pairs:
+        if pair not in ids:
+            ids[pair] = zlib.crc32(("cjk2:" + pair).encode("utf-8")) & 0x7FFFFFFF
+    found = dict(zip(map(ids.__getitem__, pairs), pairs.values(), strict=True))
+    if len(found) < len(pairs):  # two bigrams share a term: add up their counts
+        found = {}
+        for pair, n in pairs.items():
+            found[ids[pair]] = found.get(ids[pair], 0) + n
+    return found
+
+
+def _bigram_document(text: str) -> tuple[list[int], list[float]]:
+    folded = fold_chinese(text)
+    indices, values = _edge_document(folded)
+    bigrams = _bigram_ids(folded)
+    if not bigrams:
+        return indices, values
+    weights = dict(zip(indices, values, strict=True))
+    added = dict(zip(bigrams, map(_number_weight, bigrams.values()), strict=True))
+    for index in weights.keys() & added.keys():  # a bigram's term is also a word's
+        added[index] += weights[index]
+    weights.update(added)
+    order = sorted(weights)
+    return order, list(map(weights.__getitem__, order))
+
+
+def _bigram_query(text: str) -> tuple[list[int], list[float]]:
+    folded = fold_chinese(text)
+    indices, values = _edge_query(folded)
+    bigrams = _bigram_ids(folded)
+    if not bigrams:
+        return indices, values
+    weights = dict(zip(indices, values, strict=True))
+    for index in bigrams:
+        weights[index] = weights.get(index, 0.0) + BIGRAM_QUERY_WEIGHT
+    order = sorted(weights)
+    return order, [weights[i] for i in order]
+
+
 class SparseEncoder:
     """One scheme's sparse vectors: `document(text)` for a stored chunk, `query(text)` for a
     query, each `(indices, values)`. Pickled by its scheme's name, so another process rebuilds
@@ -307,6 +371,7 @@ class SparseEncoder:
 
 
 _ENCODERS = {
+    BIGRAM_SCHEME: SparseEncoder(BIGRAM_SCHEME, _bigram_document, _bigram_query),
     FOLDED_TW_SCHEME: SparseEncoder(FOLDED_TW_SCHEME, _folded_tw_document, _folded_tw_query),
     FOLDED_SCHEME: SparseEncoder(FOLDED_SCHEME, _folded_document, _folded_query),
     EDGE_SCHEME: SparseEncoder(EDGE_SCHEME, _edge_document, _edge_query),

@@ -41,6 +41,7 @@ from archivist.tools.ranking import (
     fuse_rrf,
     fuse_zscore,
     merge_duplicates,
+    name_share,
     select_mmr,
     settle_ties,
 )
@@ -779,7 +780,12 @@ class KnowledgeStore(SourceCatalog):
             if request.fusion == "margin":
                 candidates = fuse_zscore(lists[0], lists[1], agreement=False)
             else:
-                candidates = fuse_zscore(lists[0], lists[1], reads=reads(model, query_text))
+                candidates = fuse_zscore(
+                    lists[0],
+                    lists[1],
+                    reads=reads(model, query_text),
+                    named=name_share(set(indices), functools.partial(_name_terms, encoder)),
+                )
         if request.min_score is not None:
             candidates = [(p, s) for p, s in candidates if s >= request.min_score]
         passages = merge_duplicates(collapse_overlaps(candidates, DENSE))
@@ -835,6 +841,13 @@ def indexed_text(text: str, metadata: dict[str, Any], first: bool = False) -> st
     if not lines:
         return text
     return "\n".join(lines) + "\n\n" + text
+
+
+@functools.lru_cache(maxsize=4096)
+def _name_terms(encoder: sparse.SparseEncoder, name: str) -> frozenset[int]:
+    """A page name's keyword terms under a store's sparse scheme (see `name_share`): a store
+    holds few names and a search looks up some twenty, so each is encoded once."""
+    return frozenset(encoder.query(name)[0])
 
 
 def _vectors_as(m: ModuleType, vector: Any) -> Any:
