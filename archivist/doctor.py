@@ -184,7 +184,7 @@ def _store_check(
             notice = store_language_notice(store)
             if notice:
                 hints.append(Check(False, notice, warning=True))
-            hint = sparse_hint(name, fingerprint.get("sparse"))
+            hint = sparse_hint(name, fingerprint.get("sparse"), store.sample_texts())
             if hint:
                 # An older scheme still works (a warning); an unknown one cannot be searched.
                 known = fingerprint.get("sparse") in sparse.SCHEMES

@@ -18,6 +18,7 @@ from archivist.tools.store import (
     fingerprints_match,
     finish_swaps,
     list_stores,
+    sparse_hint,
     tool_name,
 )
 
@@ -105,6 +106,9 @@ def describe_stores(client, only: Sequence[str] | None = None) -> list[dict[str,
                 "sparse": entry["fingerprint"].get("sparse"),
                 "description": info.get("description", ""),
                 "embedding_notice": store_language_notice(store),
+                "sparse_notice": sparse_hint(
+                    name, entry["fingerprint"].get("sparse"), store.sample_texts()
+                ),
             }
         )
     return listing

@@ -389,6 +389,44 @@ def test_a_store_of_the_previous_folded_scheme_keeps_its_vectors_and_is_searched
     assert first["text"] == page and sparse_hint("fresh", new.sparse_scheme) is None
 
 
+ENGLISH = [
+    "Refunds are paid within 14 days of order NW-TX-2290 (ISO 9001, v1.2, 3.14 kg).",
+    "The tent's poles are aluminium; returns need the receipt.",
+]
+
+
+@pytest.mark.parametrize("scheme", sorted(sparse.SAME_WITHOUT_CJK))
+def test_schemes_that_differ_only_on_cjk_text_make_the_same_vectors_without_it(scheme):
+    older, default = sparse.encoder(scheme), sparse.encoder(SPARSE_SCHEME)
+    for text in ENGLISH:
+        assert older.document(text) == default.document(text)
+        assert older.query(text) == default.query(text)
+
+
+def test_the_upgrade_hint_is_given_only_where_a_reindex_would_change_the_vectors():
+    older = sparse.FOLDED_TW_SCHEME
+    # An English store of a scheme that differs from the default only on CJK text: no hint.
+    assert sparse_hint("en", older, ENGLISH) is None
+    # Its sample holds Chinese, or no sample was read: the hint.
+    assert "older scheme" in sparse_hint("zh", older, [*ENGLISH, "按鈕的載入狀態"])
+    assert "older scheme" in sparse_hint("zh", older)
+    # The legacy scheme tokenises English differently too.
+    assert "older scheme" in sparse_hint("old", sparse.LEGACY_SCHEME, ENGLISH)
+    assert sparse_hint("new", SPARSE_SCHEME, [*ENGLISH, "按钮"]) is None
+
+
+def test_the_stores_listing_hints_a_reindex_for_a_chinese_store_of_an_older_scheme(client):
+    from archivist.stores import describe_stores
+
+    for name, texts in (("en", ENGLISH), ("zh", ["全域設定的說明", "按鈕的載入狀態"])):
+        store = KnowledgeStore(client, name)
+        store.ensure({**FINGERPRINT, "sparse": sparse.FOLDED_TW_SCHEME})
+        add(store, "a.md", texts)
+    notices = {e["store"]: e["sparse_notice"] for e in describe_stores(client)}
+    assert notices["en"] is None
+    assert "Store 'zh' keeps keyword vectors of the older scheme" in notices["zh"]
+
+
 def test_asking_for_another_scheme_than_the_stores_is_refused(client):
     KnowledgeStore(client, "docs").ensure({**FINGERPRINT, "sparse": sparse.LEGACY_SCHEME})
     with pytest.raises(StoreMismatch, match="--reindex"):

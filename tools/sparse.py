@@ -20,7 +20,7 @@ import re
 import struct
 import zlib
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -378,6 +378,16 @@ _ENCODERS = {
     LEGACY_SCHEME: SparseEncoder(LEGACY_SCHEME, document_vector, query_vector),
 }
 SCHEMES = tuple(_ENCODERS)
+# Schemes that differ only in how CJK text is folded and split: on text without a CJK
+# character their vectors are the same, so a store of one of them holding no CJK text gains
+# nothing from a reindex to another (tested on the encoders themselves).
+SAME_WITHOUT_CJK = frozenset({EDGE_SCHEME, FOLDED_SCHEME, FOLDED_TW_SCHEME, BIGRAM_SCHEME})
+
+
+def holds_cjk(texts: Iterable[str]) -> bool:
+    """Whether any of `texts` holds a CJK character (kana, ideograph or Hangul)."""
+    find = cjk_runs().search
+    return any(find(text) for text in texts)
 
 
 def encoder(scheme: str) -> SparseEncoder:

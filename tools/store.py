@@ -306,10 +306,15 @@ def fingerprints_match(stored: dict[str, Any], wanted: dict[str, Any]) -> bool:
     return all(stored.get(key) == wanted.get(key) for key in VECTOR_KEYS)
 
 
-def sparse_hint(store: str, scheme: str | None) -> str | None:
+def sparse_hint(store: str, scheme: str | None, texts: Sequence[str] | None = None) -> str | None:
     """Say how to bring a store's keyword search up to date, if its sparse scheme is not the
-    one new stores get (None when it is)."""
+    one new stores get (None when it is, or when `texts`, a sample of the store's, hold no
+    CJK character and the two schemes differ only on CJK text: a reindex would change
+    nothing)."""
     if scheme == SPARSE_SCHEME:
+        return None
+    same = {scheme, SPARSE_SCHEME} <= sparse.SAME_WITHOUT_CJK
+    if same and texts is not None and not sparse.holds_cjk(texts):
         return None
     if scheme in sparse.SCHEMES:
         return (

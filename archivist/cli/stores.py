@@ -30,8 +30,6 @@ if TYPE_CHECKING:
 @app.command()
 def stores(as_json: JsonOpt = False) -> None:
     """List the stores."""
-    from archivist.tools.store import sparse_hint
-
     listing = _app().stores()
     if as_json:
         _print_json(listing)
@@ -51,9 +49,8 @@ def stores(as_json: JsonOpt = False) -> None:
         if s.get("damaged"):
             _notice(f"Store '{s['store']}' is damaged: {s['damaged']}. {s['fix']}")
             continue
-        hint = sparse_hint(s["store"], s["sparse"])
-        if hint:
-            _notice(hint)
+        if s.get("sparse_notice"):
+            _notice(s["sparse_notice"])
         if s.get("embedding_notice"):
             _notice(s["embedding_notice"])
 
