@@ -260,14 +260,21 @@ def test_two_clients_of_one_store_take_turns(tmp_path):
         reopened.close()
 
 
-def test_listings_are_answered_from_the_seal_until_the_shard_is_written(tmp_path):
+def _sealed_with_an_answer(tmp_path):
+    """A store of DOCS written and closed after a facet was asked of it: the facet's answer
+    and the store's folder."""
     writer = EdgeClient(tmp_path / "edge")
     try:
         _fill(writer)
         counted = writer.facet("docs", key="source", limit=100, exact=True)
     finally:
         writer.close()
-    assert read_seal(tmp_path / "edge" / "docs").counts[0] == len(DOCS)
+    return counted, tmp_path / "edge" / "docs"
+
+
+def test_listings_are_answered_from_the_seal_until_the_shard_is_written(tmp_path):
+    counted, folder = _sealed_with_an_answer(tmp_path)
+    assert read_seal(folder).counts[0] == len(DOCS)
     reader = EdgeClient(tmp_path / "edge")
     try:
         # Counts and the facet asked before come from the seal: the shard is not mapped.
@@ -948,13 +955,7 @@ def test_a_compacted_store_that_grows_to_an_index_gets_its_graph(tmp_path, monke
 
 
 def test_a_seal_keeps_each_answer_in_a_file_read_only_when_asked(tmp_path):
-    writer = EdgeClient(tmp_path / "edge")
-    try:
-        _fill(writer)
-        counted = writer.facet("docs", key="source", limit=100, exact=True)
-    finally:
-        writer.close()
-    folder = tmp_path / "edge" / "docs"
+    counted, folder = _sealed_with_an_answer(tmp_path)
     sealed = json.loads((folder / CHECKSUM_FILE).read_text())
     # The seal holds the checksums, the counts and the answers' file names, not the answers.
     assert sealed["counts"][0] == len(DOCS) and "tents.md" not in json.dumps(sealed)
@@ -984,13 +985,7 @@ def test_a_seal_keeps_each_answer_in_a_file_read_only_when_asked(tmp_path):
 
 
 def test_a_seal_of_the_earlier_format_answers_and_is_written_anew_when_closed(tmp_path):
-    writer = EdgeClient(tmp_path / "edge")
-    try:
-        _fill(writer)
-        counted = writer.facet("docs", key="source", limit=100, exact=True)
-    finally:
-        writer.close()
-    folder = tmp_path / "edge" / "docs"
+    counted, folder = _sealed_with_an_answer(tmp_path)
     # The seal as the previous release wrote it: every answer in it.
     sealed = read_seal(folder)
     (key,) = sealed.keys()

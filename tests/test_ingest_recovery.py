@@ -165,16 +165,22 @@ def test_an_update_killed_before_removing_the_old_version_is_finished_by_the_nex
     assert point_ids(archivist, "docs") == point_ids(archivist, "clean")
 
 
-def test_a_newer_partly_stored_version_is_kept_for_the_next_run_to_finish(
-    archivist, ollama, tmp_path
-):
+def _stopped_amid_a_new_version(archivist, ollama, tmp_path):
+    """A store of CORPUS, then a run stopped by Ollama while it stored b.md's new version:
+    the probe is not sent (the store exists), [b0, b1] is answered, then the run stops."""
     root = write_files(tmp_path / "kb", CORPUS)
     archivist.ingest([str(root)], "docs", embed=FAST, chunk_size=200, chunk_overlap=0)
     (root / "b.md").write_text(LONG.replace("Tents", "Stoves"))
-    # The probe is not sent (the store exists): [b0, b1] is answered, then the run stops.
     ollama.fail("/api/embed", 500, "llama runner process has terminated", 3, 1)
     with pytest.raises(ArchivistError):
         archivist.ingest([str(root)], "docs", embed=FAST, chunk_size=200, chunk_overlap=0)
+    return root
+
+
+def test_a_newer_partly_stored_version_is_kept_for_the_next_run_to_finish(
+    archivist, ollama, tmp_path
+):
+    root = _stopped_amid_a_new_version(archivist, ollama, tmp_path)
     store = KnowledgeStore(archivist._client, "docs")
     assert store.finish_replacements() == []
     texts = [c["text"] for c in store.chunks(["b.md"])]
@@ -300,12 +306,7 @@ def test_the_partly_stored_versions_searches_leave_out_are_counted_once_until_a_
     from archivist.tools.catalog import SourceCatalog
     from archivist.tools.edge import EdgeClient
 
-    root = write_files(tmp_path / "kb", CORPUS)
-    archivist.ingest([str(root)], "docs", embed=FAST, chunk_size=200, chunk_overlap=0)
-    (root / "b.md").write_text(LONG.replace("Tents", "Stoves"))
-    ollama.fail("/api/embed", 500, "llama runner process has terminated", 3, 1)
-    with pytest.raises(ArchivistError):
-        archivist.ingest([str(root)], "docs", embed=FAST, chunk_size=200, chunk_overlap=0)
+    root = _stopped_amid_a_new_version(archivist, ollama, tmp_path)
     path = archivist._client.path
     archivist.close()
     counted = []

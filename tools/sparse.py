@@ -321,31 +321,31 @@ def _bigram_ids(text: str) -> dict[int, int]:
 
 
 def _bigram_document(text: str) -> tuple[list[int], list[float]]:
-    folded = fold_chinese(text)
-    indices, values = _edge_document(folded)
-    bigrams = _bigram_ids(folded)
-    if not bigrams:
-        return indices, values
-    weights = dict(zip(indices, values, strict=True))
-    added = dict(zip(bigrams, map(_number_weight, bigrams.values()), strict=True))
-    for index in weights.keys() & added.keys():  # a bigram's term is also a word's
-        added[index] += weights[index]
-    weights.update(added)
-    order = sorted(weights)
-    return order, list(map(weights.__getitem__, order))
+    return _with_bigrams(text, _edge_document, _number_weight)
 
 
 def _bigram_query(text: str) -> tuple[list[int], list[float]]:
+    return _with_bigrams(text, _edge_query, lambda _: BIGRAM_QUERY_WEIGHT)
+
+
+def _with_bigrams(
+    text: str,
+    words: Callable[[str], tuple[list[int], list[float]]],
+    weight: Callable[[int], float],
+) -> tuple[list[int], list[float]]:
+    """`words`' vector of the folded text with its CJK bigrams added, each weighing
+    `weight(count)`; a term it holds already (a bigram that is also a word) adds up."""
     folded = fold_chinese(text)
-    indices, values = _edge_query(folded)
+    indices, values = words(folded)
     bigrams = _bigram_ids(folded)
     if not bigrams:
         return indices, values
     weights = dict(zip(indices, values, strict=True))
-    for index in bigrams:
-        weights[index] = weights.get(index, 0.0) + BIGRAM_QUERY_WEIGHT
+    get = weights.get
+    for index, n in bigrams.items():
+        weights[index] = get(index, 0.0) + weight(n)
     order = sorted(weights)
-    return order, [weights[i] for i in order]
+    return order, list(map(weights.__getitem__, order))
 
 
 class SparseEncoder:
