@@ -185,18 +185,26 @@ def _number_weight(n: int) -> float:
 
 def _edge_document(text: str) -> tuple[list[int], list[float]]:
     vector = _edge_model().embed_document(text)
-    found = _NUMBER.findall(text)
-    if not found:
+    numbers = _numbers(text)
+    if not numbers:
         return vector.indices, vector.values
     # BM25's saturation of the count alone (b = 0: Edge does not say the length it counted):
     # 1.0 for a number found once, as for a word in a chunk of average length.
-    weights = dict(zip(vector.indices, vector.values, strict=True))
+    added = ((token_id(number), _number_weight(n)) for number, n in numbers.items())
+    return _adding(vector.indices, vector.values, added)
+
+
+def _adding(
+    indices: list[int], values: list[float], added: Iterable[tuple[int, float]]
+) -> tuple[list[int], list[float]]:
+    """A sparse vector with the (term, weight) pairs `added`, a term it holds already (a
+    number or a bigram that is also a word) adding up; its terms in order."""
+    weights = dict(zip(indices, values, strict=True))
     get = weights.get
-    for number, n in Counter(found).items():
-        index = token_id(number)
-        weights[index] = get(index, 0.0) + _number_weight(n)
-    indices = sorted(weights)
-    return indices, list(map(weights.__getitem__, indices))
+    for index, weight in added:
+        weights[index] = get(index, 0.0) + weight
+    order = sorted(weights)
+    return order, list(map(weights.__getitem__, order))
 
 
 def _edge_query(text: str) -> tuple[list[int], list[float]]:
@@ -334,18 +342,13 @@ def _with_bigrams(
     weight: Callable[[int], float],
 ) -> tuple[list[int], list[float]]:
     """`words`' vector of the folded text with its CJK bigrams added, each weighing
-    `weight(count)`; a term it holds already (a bigram that is also a word) adds up."""
+    `weight(count)` (`_adding`)."""
     folded = fold_chinese(text)
     indices, values = words(folded)
     bigrams = _bigram_ids(folded)
     if not bigrams:
         return indices, values
-    weights = dict(zip(indices, values, strict=True))
-    get = weights.get
-    for index, n in bigrams.items():
-        weights[index] = get(index, 0.0) + weight(n)
-    order = sorted(weights)
-    return order, list(map(weights.__getitem__, order))
+    return _adding(indices, values, ((index, weight(n)) for index, n in bigrams.items()))
 
 
 class SparseEncoder:
