@@ -141,14 +141,20 @@ def fuse_zscore(
     return [(points[pid], fused[pid]) for pid in order]
 
 
-def page_name(metadata: dict[str, Any]) -> str:
-    """The name a chunk's page goes by: its front-matter title and subtitle (`Button 按钮`),
-    else its first heading (a VitePress or MkDocs page's `# 模板引用`); '' when it has none."""
-    names = [
+def declared_names(metadata: dict[str, Any]) -> list[str]:
+    """The names a chunk's page declares in its front matter: its title and subtitle
+    (`Button`, `按钮`), each stripped, those it has."""
+    return [
         name.strip()
         for name in (metadata.get("title"), metadata.get("subtitle"))
         if isinstance(name, str) and name.strip()
     ]
+
+
+def page_name(metadata: dict[str, Any]) -> str:
+    """The name a chunk's page goes by: its front-matter title and subtitle (`Button 按钮`),
+    else its first heading (a VitePress or MkDocs page's `# 模板引用`); '' when it has none."""
+    names = declared_names(metadata)
     if names:
         return " ".join(names)
     headings = metadata.get("headings") or []

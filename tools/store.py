@@ -37,6 +37,7 @@ from archivist.tools.prefixes import reads
 from archivist.tools.ranking import (
     FUSION_DEPTH,
     collapse_overlaps,
+    declared_names,
     diversify_sources,
     fuse_rrf,
     fuse_zscore,
@@ -824,11 +825,7 @@ def indexed_text(text: str, metadata: dict[str, Any], first: bool = False) -> st
     `first` chunk also gets its front-matter description. A chunk in the middle of a section
     does not repeat the words its page and section are titled with; with them, a search for
     those words finds it. The stored `text` (and its offsets) stay the chunk's own."""
-    names = [
-        name.strip()
-        for name in (metadata.get("title"), metadata.get("subtitle"))
-        if isinstance(name, str) and name.strip()
-    ]
+    names = declared_names(metadata)
     parts = [" · ".join(dict.fromkeys(names))] if names else []
     headings = [h.strip() for h in metadata.get("headings") or [] if isinstance(h, str)]
     parts += [h for h in headings if h and h not in parts and h not in names]
