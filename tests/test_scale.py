@@ -287,12 +287,14 @@ def test_a_store_put_on_disk_before_keeps_its_int8_copy_and_finds_the_same(tmp_p
     small_segments(monkeypatch)
     path = tmp_path / "edge"
     # As the previous release laid it out on disk: an int8 copy, no word of its kind.
+    def as_before(config):
+        config["vectors_on_disk"] = True
+
     with monkeypatch.context() as patch:
-        patch.setattr("archivist.tools.edge.indexing.QUANTIZATION", "int8")
+        for module in ("indexing", "client"):
+            patch.setattr(f"archivist.tools.edge.{module}.put_on_disk", as_before)
         _filled(path, "disk", 600)
-    settings = _settings(path)
-    del settings["quantization"]
-    (path / "docs" / "collection.json").write_text(json.dumps(settings), encoding="utf-8")
+    assert "quantization" not in _settings(path)
     client = EdgeClient(path, layout="auto")
     _write(KnowledgeStore(client, "docs"), 600, 1_000)  # index builds rewrite segments
     client.close()

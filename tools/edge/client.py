@@ -74,6 +74,7 @@ from archivist.tools.edge.indexing import (
     VECTOR_LAYOUTS,
     AsideBuild,
     SegmentIndexing,
+    put_on_disk,
     shard_config,
 )
 from archivist.tools.engine import TurnTakingEngine
@@ -367,10 +368,10 @@ class EdgeClient(SegmentIndexing, TurnTakingEngine):
             "vector_datatype": "float16",
             # In memory until the store's layout puts them on disk (stores made before: the
             # same); see SegmentIndexing._to_disk.
-            "vectors_on_disk": self.layout == "disk" and bool(vectors),
+            "vectors_on_disk": False,
         }
-        if config["vectors_on_disk"]:
-            config["quantization"] = QUANTIZATION
+        if self.layout == "disk" and vectors:
+            put_on_disk(config)
         self._shards[collection_name] = qe.EdgeShard.create(
             str(folder / SHARD_DIR), shard_config(config)
         )

@@ -215,6 +215,12 @@ def _graphs(shard_dir: Path) -> bool:
     return False
 
 
+def put_on_disk(config: dict[str, Any]) -> None:
+    """Lay a collection's settings out on disk: its dense vectors mapped, searched through
+    the quantized copy a store put on disk now gets (QUANTIZATION)."""
+    config.update(vectors_on_disk=True, quantization=QUANTIZATION)
+
+
 def shard_config(config: dict[str, Any], hnsw_m: int | None = None) -> qe.EdgeConfig:
     """A shard's Edge configuration, from its collection file's settings. `hnsw_m`, for a load
     before the shard is optimised (Edge keeps what a load is given as the shard's
@@ -524,7 +530,7 @@ class SegmentIndexing:
             config = self._read_config(name)
             config.pop("compacted", None)
             if to_disk:
-                config.update(vectors_on_disk=True, quantization=QUANTIZATION)
+                put_on_disk(config)
             # Marked before the load: a build cut short is done again as configured.
             self._write_config(name, config)
             shard = self._reload(name, config, HNSW_M)
@@ -546,7 +552,7 @@ class SegmentIndexing:
         if not self._to_disk(config, indexed=False):
             return config
         config = self._read_config(name)
-        config.update(vectors_on_disk=True, quantization=QUANTIZATION)
+        put_on_disk(config)
         self._write_config(name, config)
         return config
 
