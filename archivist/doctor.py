@@ -181,10 +181,11 @@ def _store_check(
             model = fingerprint.get("embed_model")
             if model:
                 built_with.setdefault(model, []).append(name)
-            notice = store_language_notice(store)
+            texts = store.sample_texts()  # a look at its language, for both notices
+            notice = store_language_notice(store, texts)
             if notice:
                 hints.append(Check(False, notice, warning=True))
-            hint = sparse_hint(name, fingerprint.get("sparse"), store.sample_texts())
+            hint = sparse_hint(name, fingerprint.get("sparse"), texts)
             if hint:
                 # An older scheme still works (a warning); an unknown one cannot be searched.
                 known = fingerprint.get("sparse") in sparse.SCHEMES

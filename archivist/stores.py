@@ -97,6 +97,7 @@ def describe_stores(client, only: Sequence[str] | None = None) -> list[dict[str,
                 }
             )
             continue
+        texts = store.sample_texts()  # a look at its language, for both notices
         listing.append(
             {
                 "store": name,
@@ -105,20 +106,21 @@ def describe_stores(client, only: Sequence[str] | None = None) -> list[dict[str,
                 "embed_model": entry["fingerprint"].get("embed_model"),
                 "sparse": entry["fingerprint"].get("sparse"),
                 "description": info.get("description", ""),
-                "embedding_notice": store_language_notice(store),
-                "sparse_notice": sparse_hint(
-                    name, entry["fingerprint"].get("sparse"), store.sample_texts()
-                ),
+                "embedding_notice": store_language_notice(store, texts),
+                "sparse_notice": sparse_hint(name, entry["fingerprint"].get("sparse"), texts),
             }
         )
     return listing
 
 
-def store_language_notice(store: KnowledgeStore) -> str | None:
+def store_language_notice(store: KnowledgeStore, texts: Sequence[str] | None = None) -> str | None:
     """Say so when most of a store's text is in a language its embedding model does not
-    read (from a sample of its chunks), naming models that do; None when it reads it."""
+    read (from `texts`, a sample of its chunks, read here when not given), naming models that
+    do; None when it reads it."""
     model = store.fingerprint.get("embed_model")
-    return language_notice(store.name, model, store.sample_texts()) if model else None
+    if not model:
+        return None
+    return language_notice(store.name, model, store.sample_texts() if texts is None else texts)
 
 
 def embedder_store(
