@@ -458,31 +458,6 @@ class _Stamped:
         self.stream.flush()
 
 
-def _children_cpu() -> dict[int, tuple[str | None, float]]:
-    """This process's children and the CPU seconds each has used, if Linux tells: the
-    ingest's helper process ('helper') and the processes indexing its segments ('index');
-    None for one whose command line does not say (not started yet, or ended, unreaped)."""
-    found: dict[int, tuple[str | None, float]] = {}
-    me, tick = str(os.getpid()), os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-    for entry in Path("/proc").glob("[0-9]*"):
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            if fields[1] != me:
-                continue
-            command = (entry / "cmdline").read_bytes()
-        except (OSError, IndexError):
-            continue  # ended meanwhile
-        kind = (
-            "index"
-            if b"qdrant_edge" in command
-            else "helper"
-            if b"archivist.ingest.worker" in command
-            else None
-        )
-        found[int(entry.name)] = (kind, (int(fields[11]) + int(fields[12])) / tick)
-    return found
-
-
 def _memory_child_main(corpus: str, home: str, url: str) -> None:
     import threading
 
@@ -490,21 +465,17 @@ def _memory_child_main(corpus: str, home: str, url: str) -> None:
 
     # Max RSS counts the store's memory-mapped segment files too (page cache the kernel can
     # drop); the anonymous part is what the process itself holds, sampled as it runs. The
-    # helper's CPU is sampled too: the children's total (helper and index builds) comes
-    # from the kernel once they are waited for.
+    # helpers' CPU is read as they run too: the children's total (helpers and index builds)
+    # comes from the kernel once they are waited for.
     peak_anon = [0.0]
-    children: dict[int, tuple[str | None, float]] = {}
     stop = threading.Event()
 
     def sample() -> None:
         while not stop.wait(0.2):
             peak_anon[0] = max(peak_anon[0], _rss_anon_mb() or 0.0)
-            for pid, (kind, cpu) in _children_cpu().items():
-                kind = kind or children.get(pid, (None, 0.0))[0]
-                if kind is not None:
-                    children[pid] = (kind, cpu)
 
     threading.Thread(target=sample, daemon=True).start()
+    tree = ProcessTreeCPU(os.getpid(), interval=0.2)
     started, started_at = time.perf_counter(), time.time()
     sys.stderr = _Stamped(sys.stderr, started)
     app = Archivist(_settings(url, Path(home)))
@@ -514,7 +485,8 @@ def _memory_child_main(corpus: str, home: str, url: str) -> None:
     app.close()  # indexes the store's last part here
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     stop.set()
-    helper = sum(cpu for kind, cpu in children.values() if kind == "helper")
+    kinds = tree.stop()
+    helper = kinds["helper"] + kinds["loading"]  # the worker processes, splitting and loading
     waited = _cpu_seconds(resource.RUSAGE_CHILDREN)
     print(
         json.dumps(
@@ -668,6 +640,28 @@ PROCESS_NAMES = {
 }
 
 
+def process_table() -> dict[int, tuple[int, float]]:
+    """Every process Linux lists: its parent's pid and the CPU seconds it has used (user and
+    system); one that ends meanwhile is left out."""
+    tick = os.sysconf("SC_CLK_TCK")
+    found: dict[int, tuple[int, float]] = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # ended meanwhile
+        found[int(entry.name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick)
+    return found
+
+
+def command_line(pid: int) -> bytes:
+    """A process's command line, its arguments joined by spaces (b"" once it has ended)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+    except OSError:
+        return b""
+
+
 class ProcessTreeCPU:
     """The CPU seconds of a process and of each process under it, by kind (PROCESS_KINDS;
     the process itself is "main"), read from /proc every `interval` seconds until `stop`: a
@@ -691,18 +685,8 @@ class ProcessTreeCPU:
         return kinds
 
     def _watch(self) -> None:
-        tick = os.sysconf("SC_CLK_TCK")
         while not self._stop.is_set():
-            parents: dict[int, tuple[int, float]] = {}
-            for entry in Path("/proc").glob("[0-9]*"):
-                try:
-                    fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-                except (OSError, IndexError):
-                    continue  # ended meanwhile
-                parents[int(entry.name)] = (
-                    int(fields[1]),
-                    (int(fields[11]) + int(fields[12])) / tick,
-                )
+            parents = process_table()
             for pid, (_, cpu) in parents.items():
                 if pid == self.pid or self._under(pid, parents):
                     # Asked again until named: just forked, a child still has its parent's
@@ -722,10 +706,7 @@ class ProcessTreeCPU:
     def _kind(self, pid: int) -> str:
         if pid == self.pid:
             return "main"
-        try:
-            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
-        except OSError:
-            return "other"
+        command = command_line(pid)
         return next((kind for mark, kind in PROCESS_KINDS if mark.encode() in command), "other")
 
 

@@ -54,7 +54,14 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from perf import FakeOllamaProcess, make_corpus, run_process, user_env  # noqa: E402
+from perf import (  # noqa: E402
+    FakeOllamaProcess,
+    command_line,
+    make_corpus,
+    process_table,
+    run_process,
+    user_env,
+)
 
 STORE = "scale"
 CHUNK_SIZE = 600
@@ -216,15 +223,10 @@ SERVER_QUERIES = [
 
 def _server_pid() -> int | None:
     """The `archivist mcp` process this one started (the SDK's stdio client spawns it)."""
-    me = str(os.getpid())
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            cmdline = (stat.parent / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if fields[1] == me and b"mcp" in cmdline:
-            return int(stat.parent.name)
+    me = os.getpid()
+    for pid, (parent, _) in process_table().items():
+        if parent == me and b"mcp" in command_line(pid):
+            return pid
     return None
 
 
