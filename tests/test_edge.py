@@ -260,20 +260,20 @@ def test_two_clients_of_one_store_take_turns(tmp_path):
         reopened.close()
 
 
-def _sealed_with_an_answer(tmp_path):
-    """A store of DOCS written and closed after a facet was asked of it: the facet's answer
-    and the store's folder."""
+def _sealed(tmp_path, *asked: str):
+    """A store of DOCS written and closed, after the facets of the fields `asked` were asked
+    of it (their answers kept with its seal): those answers and the store's folder."""
     writer = EdgeClient(tmp_path / "edge")
     try:
         _fill(writer)
-        counted = writer.facet("docs", key="source", limit=100, exact=True)
+        counted = [writer.facet("docs", key=key, limit=100, exact=True) for key in asked]
     finally:
         writer.close()
     return counted, tmp_path / "edge" / "docs"
 
 
 def test_listings_are_answered_from_the_seal_until_the_shard_is_written(tmp_path):
-    counted, folder = _sealed_with_an_answer(tmp_path)
+    (counted,), folder = _sealed(tmp_path, "source")
     assert read_seal(folder).counts[0] == len(DOCS)
     reader = EdgeClient(tmp_path / "edge")
     try:
@@ -955,7 +955,7 @@ def test_a_compacted_store_that_grows_to_an_index_gets_its_graph(tmp_path, monke
 
 
 def test_a_seal_keeps_each_answer_in_a_file_read_only_when_asked(tmp_path):
-    counted, folder = _sealed_with_an_answer(tmp_path)
+    (counted,), folder = _sealed(tmp_path, "source")
     sealed = json.loads((folder / CHECKSUM_FILE).read_text())
     # The seal holds the checksums, the counts and the answers' file names, not the answers.
     assert sealed["counts"][0] == len(DOCS) and "tents.md" not in json.dumps(sealed)
@@ -985,7 +985,7 @@ def test_a_seal_keeps_each_answer_in_a_file_read_only_when_asked(tmp_path):
 
 
 def test_a_seal_of_the_earlier_format_answers_and_is_written_anew_when_closed(tmp_path):
-    counted, folder = _sealed_with_an_answer(tmp_path)
+    (counted,), folder = _sealed(tmp_path, "source")
     # The seal as the previous release wrote it: every answer in it.
     sealed = read_seal(folder)
     (key,) = sealed.keys()
@@ -1009,11 +1009,7 @@ def test_a_seal_of_the_earlier_format_answers_and_is_written_anew_when_closed(tm
 
 
 def test_a_value_remembered_with_the_seal_is_read_back_until_the_next_write(tmp_path):
-    writer = EdgeClient(tmp_path / "edge")
-    try:
-        _fill(writer)
-    finally:
-        writer.close()
+    _sealed(tmp_path)
     computed = []
 
     def remembered() -> object:
@@ -1043,12 +1039,7 @@ def test_a_value_remembered_with_the_seal_is_read_back_until_the_next_write(tmp_
 
 
 def test_opening_checks_small_sealed_files_whole_and_large_ones_by_size_and_time(tmp_path):
-    writer = EdgeClient(tmp_path / "edge")
-    try:
-        _fill(writer)
-    finally:
-        writer.close()
-    folder = tmp_path / "edge" / "docs"
+    _, folder = _sealed(tmp_path)
     shard = folder / "shard"
     sealed = json.loads((folder / CHECKSUM_FILE).read_text())["files"]
     small = next(shard / k for k, v in sealed.items() if 0 < v[1] <= WHOLE_CHECK_BYTES)
