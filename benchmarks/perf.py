@@ -114,23 +114,98 @@ _ZH = (
 _ZH_GLUE = "的 在 和 需要 可以 不 必须 会 将 由".split()
 
 
-def _english(rng: random.Random, chars: int) -> str:
+class Vocabulary:
+    """The words a corpus draws from. `domain()` (the default): the shop's words alone, so
+    each is in about half of the English chunks and every sentence ends in "days". `open()`:
+    text as it is written, its words drawn by Zipf's law from a vocabulary of tens of
+    thousands, the shop's among them at the rate of a topic's words — in real text no word
+    outside the stop list is in half the chunks, and a keyword search reads the postings of
+    its words only."""
+
+    def __init__(self, domain_share: float = 1.0, seed: int = 0) -> None:
+        self.domain_share = domain_share
+        self.days_share = 1.0 if domain_share >= 1 else 0.15
+        rng = random.Random(seed)
+        self._en = self._zh = None
+        if domain_share < 1:
+            self._en = _zipf(_pseudo_english(rng, 30_000))
+            self._zh = _zipf(_pseudo_chinese(rng, 20_000))
+
+    @classmethod
+    def domain(cls) -> "Vocabulary":
+        return cls()
+
+    @classmethod
+    def open(cls) -> "Vocabulary":
+        return cls(domain_share=0.08, seed=3)
+
+    def english(self, rng: random.Random, n: int) -> list[str]:
+        if self._en is None:
+            return [rng.choice(_EN) for _ in range(n)]
+        words, weights = self._en
+        drawn = rng.choices(words, cum_weights=weights, k=n)
+        return [rng.choice(_EN) if rng.random() < self.domain_share else w for w in drawn]
+
+    def chinese(self, rng: random.Random) -> str:
+        if self._zh is None or rng.random() < self.domain_share:
+            return rng.choice(_ZH)
+        words, weights = self._zh
+        return rng.choices(words, cum_weights=weights)[0]
+
+
+def _zipf(words: list[str], s: float = 1.07) -> tuple[list[str], list[float]]:
+    """`words` with the cumulative weights of Zipf's law (the first the most frequent)."""
+    total, cumulative = 0.0, []
+    for rank in range(1, len(words) + 1):
+        total += rank**-s
+        cumulative.append(total)
+    return words, cumulative
+
+
+def _pseudo_english(rng: random.Random, n: int) -> list[str]:
+    """`n` distinct pronounceable words of one to three syllables, ~6 letters as English's."""
+    onsets = "b c d f g h j k l m n p r s t v w z br cl dr fl gr pl pr sh st th tr".split()
+    vowels = "a e i o u ai ea io ou".split()
+    codas = ["", "", "n", "r", "s", "t", "l", "m", "nd", "st"]
+    found: dict[str, None] = {}
+    while len(found) < n:
+        length = rng.choice((1, 2, 2, 3))
+        syllables = [rng.choice(onsets) + rng.choice(vowels) for _ in range(length)]
+        found["".join(syllables) + rng.choice(codas)] = None
+    return list(found)
+
+
+def _pseudo_chinese(rng: random.Random, n: int) -> list[str]:
+    """`n` distinct words of two or three characters from 2,500 of the common ideographs."""
+    characters = [chr(c) for c in rng.sample(range(0x4E00, 0x9FA6), 2500)]
+    found: dict[str, None] = {}
+    while len(found) < n:
+        found["".join(rng.choices(characters, k=rng.choice((2, 2, 3))))] = None
+    return list(found)
+
+
+DOMAIN = Vocabulary.domain()
+
+
+def _english(rng: random.Random, chars: int, vocabulary: Vocabulary = DOMAIN) -> str:
     parts, size, section = [], 0, 0
     while size < chars:
         if size == 0 or rng.random() < 0.12:
             section += 1
             parts.append(f"\n## {rng.choice(_EN).title()} {rng.choice(_EN)} {section}\n")
-        words = [rng.choice(_EN) for _ in range(rng.randint(6, 16))]
+        words = vocabulary.english(rng, rng.randint(6, 16))
         words.insert(2, rng.choice(_VERBS))
         if rng.random() < 0.2:
             words.append(f"NW-{rng.choice('ABCDEFGH')}{rng.randint(100, 999)}")
-        sentence = " ".join(words).capitalize() + f" within {rng.randint(2, 90)} days."
-        parts.append(sentence)
-        size += len(sentence) + 1
+        sentence = " ".join(words).capitalize()
+        if vocabulary.days_share >= 1 or rng.random() < vocabulary.days_share:
+            sentence += f" within {rng.randint(2, 90)} days"
+        parts.append(sentence + ".")
+        size += len(sentence) + 2
     return " ".join(parts)
 
 
-def _chinese(rng: random.Random, chars: int) -> str:
+def _chinese(rng: random.Random, chars: int, vocabulary: Vocabulary = DOMAIN) -> str:
     parts, size, section = [], 0, 0
     while size < chars:
         if size == 0 or rng.random() < 0.1:
@@ -138,25 +213,32 @@ def _chinese(rng: random.Random, chars: int) -> str:
             parts.append(f"\n## {rng.choice(_ZH)}{rng.choice(_ZH)}说明 {section}\n")
         words = []
         for _ in range(rng.randint(4, 9)):
-            words += [rng.choice(_ZH), rng.choice(_ZH_GLUE)]
-        sentence = "".join(words) + f"{rng.randint(2, 90)}天内办理。"
+            words += [vocabulary.chinese(rng), rng.choice(_ZH_GLUE)]
+        if vocabulary.days_share >= 1 or rng.random() < vocabulary.days_share:
+            words.append(f"{rng.randint(2, 90)}天内办理")
+        sentence = "".join(words) + "。"
         parts.append(sentence)
         size += len(sentence)
     return "".join(parts)
 
 
 def make_corpus(
-    root: Path, files: int, chars: int = 4000, seed: int = 7, chinese_every: int = 4
+    root: Path,
+    files: int,
+    chars: int = 4000,
+    seed: int = 7,
+    chinese_every: int = 4,
+    vocabulary: Vocabulary = DOMAIN,
 ) -> Path:
     """Write `files` Markdown files of about `chars` characters, one in `chinese_every` in
-    Chinese (the mixed corpus: every other one)."""
+    Chinese (the mixed corpus: every other one), their words drawn from `vocabulary`."""
     rng = random.Random(seed)
     root.mkdir(parents=True, exist_ok=True)
     for i in range(files):
         folder = root / f"part{i // 250:02d}"
         folder.mkdir(exist_ok=True)
         chinese = i % chinese_every == chinese_every - 1
-        body = _chinese(rng, chars) if chinese else _english(rng, chars)
+        body = (_chinese if chinese else _english)(rng, chars, vocabulary)
         title = f"# {'文档' if chinese else 'Document'} {i}\n"
         (folder / f"doc{i:05d}.md").write_text(title + body + "\n", encoding="utf-8")
     return root

@@ -6,7 +6,9 @@
         [--from JSON… --again SIZE=HOME…]
 
 For each size it writes a corpus of Markdown files, every other one Chinese, chunked at
-`--chunk-size 600` (English chunks of ~500 characters, Chinese ones of ~250), and ingests it
+`--chunk-size 600` (English chunks of ~500 characters, Chinese ones of ~250), its words drawn
+as text is written (`Vocabulary.open`: Zipf's law over tens of thousands of words, the shop's
+words a query asks for among them at a topic's rate), and ingests it
 with `archivist ingest` as a process against the fake Ollama answering at once (hashed
 768-d unit vectors), once per layout (ARCHIVIST_STORE_LAYOUT): `memory`, the vectors in
 memory as stores were laid out before, and the layout the size gets by default (`auto`: on
@@ -56,6 +58,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from perf import (  # noqa: E402
     FakeOllamaProcess,
+    Vocabulary,
     command_line,
     make_corpus,
     process_table,
@@ -513,7 +516,9 @@ def main() -> None:
         with FakeOllamaProcess() as fake:  # instant: what is measured is Archivist's own work
             for size in sizes:
                 files = max(1, round(size / CHUNKS_PER_FILE))
-                corpus = make_corpus(work / f"corpus-{size}", files, FILE_CHARS, 17, 2)
+                corpus = make_corpus(
+                    work / f"corpus-{size}", files, FILE_CHARS, 17, 2, Vocabulary.open()
+                )
                 # Below the index threshold `auto` keeps the store in memory: forced on disk.
                 layouts = args.layouts or ["memory", "auto" if size >= 40_000 else "disk"]
                 for layout in layouts:
@@ -531,6 +536,7 @@ def main() -> None:
             "load_after": [round(x, 2) for x in load],
         },
         "chunk_size": CHUNK_SIZE,
+        "vocabulary": "open",
         "benchmark_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
         "results": results,
     }
