@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
 from archivist.ingest.urls import prefix_of
+from archivist.tools.catalog import packed_records, unpacked_records
 from archivist.tools.errors import ArchivistError
 
 if TYPE_CHECKING:  # the request records its options with the roots: it imports this module
@@ -97,9 +98,9 @@ class Root:
             "label": self.label,
             "options": self.options,
             "added_at": self.added_at,
-            "files": self.files,
-            "failed": self.failed,
-            "skipped": self.skipped,
+            "files": packed_records(self.files),
+            "failed": packed_records(self.failed),
+            "skipped": packed_records(self.skipped),
         }
 
     @classmethod
@@ -111,9 +112,9 @@ class Root:
             label=data.get("label", ""),
             options=dict(data.get("options") or {}),
             added_at=float(data.get("added_at") or 0.0),
-            files=dict(data.get("files") or {}),
-            failed=dict(data.get("failed") or {}),
-            skipped=dict(data.get("skipped") or {}),
+            files=unpacked_records(data.get("files")),
+            failed=unpacked_records(data.get("failed")),
+            skipped=unpacked_records(data.get("skipped")),
         )
 
     def inside(self, location: str) -> str | None:
@@ -635,8 +636,8 @@ def record_run(store: RootsStore, state: Mapping[str, Any]) -> None:
     size, modification time and hash, failures and their reasons, the sources removed."""
     request = state["request"]
     roots = RootSet.of({ROOTS_KEY: state.get("roots", [])})
-    recorded = store.info().get(ROOTS_KEY) or []
-    current = {r.id: r for r in RootSet.of({ROOTS_KEY: recorded}).roots}
+    recorded = RootSet.of(store.info()).roots
+    current = {r.id: r for r in recorded}
     for root in roots.roots:
         if root.id in current:  # another run (a shard elsewhere) may have recorded more
             root.files = {**current[root.id].files, **root.files}
@@ -673,7 +674,7 @@ def record_run(store: RootsStore, state: Mapping[str, Any]) -> None:
                 covered = any(s.root == root.id and s.covers(relative) for s in scopes)
                 if covered and (root.id, relative) not in seen:
                     del kept[relative]  # no longer there
-    if roots.to_list() != recorded:  # nothing changed: nothing written
+    if roots.roots != recorded:  # nothing changed: nothing written
         store.annotate(**{ROOTS_KEY: roots.to_list()})
 
 

@@ -62,7 +62,7 @@ def _report(
         return None
     before = rooting.RootSet.of(info)
     resolution = rooting.resolve(request.paths, before, request.recorded_options())
-    if resolution.roots.to_list() != before.to_list():
+    if resolution.roots.roots != before.roots:
         return None  # a root or its options to record
     files, failed, skipped = rooting.scan_scopes(resolution, request)
     if failed or any(file.has_records for file in files):

@@ -127,3 +127,34 @@ def test_runs_that_would_change_the_store_go_to_the_graph(fake_models, home, kb,
     other = write_files(kb.parent / "other", {"a.md": "# A\n\nAnother root."})
     report(home, str(other), "--store", "s")  # a root not recorded yet
     assert len(graph_runs) == 3
+
+
+def test_a_roots_file_records_are_kept_as_one_text_and_an_earlier_releases_are_read(
+    fake_models, archivist, kb, graph_runs
+):
+    archivist.ingest([str(kb)], "s")
+    store = archivist.store("s")
+    [root] = store.info()["roots"]
+    # One string to whoever parses the store's metadata: parsed only by what reads files.
+    assert isinstance(root["files"], str) and isinstance(root["skipped"], str)
+    files = json.loads(root["files"])
+    assert sorted(files) == ["guide/tents.md", "guide/退货.md", "refund.md"]
+    size, mtime_ns, digest, settings = files["refund.md"]
+    assert (size, mtime_ns) == (
+        os.stat(kb / "refund.md").st_size,
+        os.stat(kb / "refund.md").st_mtime_ns,
+    )
+    assert len(digest) == 64 and settings
+    assert list(json.loads(root["skipped"])) == ["logo.png"]
+    # As the release before kept them (objects): read as they are, nothing hashed again.
+    earlier = {**root, "files": files, "failed": {}, "skipped": json.loads(root["skipped"])}
+    store.annotate(roots=[earlier])
+    planned = len(graph_runs)
+    report = archivist.ingest([str(kb)], "s")
+    assert sorted(report.unchanged) == sorted(files) and len(graph_runs) == planned
+    # The next run that records something writes them as one text again.
+    (kb / "new.md").write_text("# New\n\nA new page.")
+    archivist.ingest([str(kb)], "s")
+    [root] = store.info()["roots"]
+    assert sorted(json.loads(root["files"])) == sorted([*files, "new.md"])
+    assert json.loads(root["files"])["refund.md"] == [size, mtime_ns, digest, settings]

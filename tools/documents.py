@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from archivist.tools.catalog import unpacked_records
 from archivist.tools.collector import collector_paused
 from archivist.tools.engine import scroll_pages
 from archivist.tools.words import heading_title
@@ -593,7 +594,7 @@ def _recorded_files(store: KnowledgeStore) -> dict[str, tuple[int, float]]:
     found: dict[str, tuple[int, float]] = {}
     for root in roots:
         prefix = "" if len(roots) == 1 else f"{root.get('label')}/"
-        for name, record in (root.get("files") or {}).items():
+        for name, record in unpacked_records(root.get("files")).items():
             if isinstance(record, list) and len(record) >= 2:
                 source = root.get("label") if root.get("kind") == "file" and prefix else None
                 found[source or prefix + name] = (record[0], record[1] / 1e9)
