@@ -416,6 +416,7 @@ class Archivist:
         asked = self.search_request(request, k=k, mode=mode, source=source, **options)
         with self.released_on_failure():
             opened = self.store(store)
+            opened.expect_search()
             embedder = self.query_embeddings_for(opened)
             try:
                 return search_once(opened, embedder, query, asked, self._reranker(asked))
@@ -484,6 +485,7 @@ class Archivist:
         from archivist.agent.retrieval import make_retrieval_tool
 
         asked = self.search_request(request, **options)
+        store.expect_search()
         return make_retrieval_tool(store, self.embeddings_for(store), asked, self._reranker(asked))
 
     def _store_tool(self, name: str, rerank: bool = True, tools: str | None = None) -> StoreTool:

@@ -286,6 +286,7 @@ def test_the_embedded_store_refuses_a_server_layout(tmp_path):
 def test_a_store_put_on_disk_before_keeps_its_int8_copy_and_finds_the_same(tmp_path, monkeypatch):
     small_segments(monkeypatch)
     path = tmp_path / "edge"
+
     # As the previous release laid it out on disk: an int8 copy, no word of its kind.
     def as_before(config):
         config["vectors_on_disk"] = True
@@ -307,3 +308,73 @@ def test_a_store_put_on_disk_before_keeps_its_int8_copy_and_finds_the_same(tmp_p
         assert _searches(path, "auto", queries, mode) == _searches(
             tmp_path / "memory", "memory", queries, mode
         )
+
+
+def _advised(shard: Path) -> dict[str, bool]:
+    """This process's mappings of a shard's files: by file name, whether each mapping of it
+    is advised random reads (`rr` among its flags in /proc/self/smaps)."""
+    found: dict[str, bool] = {}
+    prefix, name = str(shard.resolve()) + "/", None
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        fields = line.split()
+        if "-" in fields[0] and len(fields) >= 6:
+            name = fields[5].rpartition("/")[2] if fields[5].startswith(prefix) else None
+        elif name is not None and fields[0] == "VmFlags:":
+            found[name] = found.get(name, True) and "rr" in fields[1:]
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="no /proc: nothing advised")
+def test_an_opened_store_reads_its_keyword_index_a_page_at_a_time(tmp_path):
+    import qdrant_edge as qe
+
+    _filled(tmp_path, "disk")
+    shard = tmp_path / "docs" / "shard"
+    # Edge alone maps it to be read as the kernel reads any file: with pages around each.
+    raw = qe.EdgeShard.load(str(shard))
+    assert _advised(shard)["inverted_index.dat"] is False
+    raw.close()
+    del raw
+    client = EdgeClient(tmp_path, layout="disk")
+    try:
+        store = KnowledgeStore(client, "docs")
+        found = store.search(_vectors(1)[0].tolist(), "refund 退货", SearchRequest(k=5))
+        assert len(found) == 5
+        # Opened by Archivist, it is faulted in where a search reads it, nothing around it:
+        # Linux reads up to read_ahead_kb (8 MB on some disks) around each fault otherwise.
+        assert _advised(shard)["inverted_index.dat"] is True
+    finally:
+        client.close()
+
+
+def test_a_search_to_come_reads_a_store_on_disk_ahead_once(tmp_path, monkeypatch):
+    from archivist.tools.edge import client as edge_client
+
+    _filled(tmp_path, "disk")
+    read: list[tuple[str, tuple[str, ...]]] = []
+    monkeypatch.setattr(
+        edge_client,
+        "read_ahead",
+        lambda shard, patterns: read.append((shard.parent.name, patterns)),
+    )
+    client = EdgeClient(tmp_path, layout="disk")
+    try:
+        store = KnowledgeStore(client, "docs")
+        with client.hold():
+            store.expect_search()
+            # Asked before the shard is opened, for the files every dense search walks.
+            assert read == [("docs", edge_client.SEARCHED_FILES)] and "docs" not in client._shards
+            store.search(_vectors(1)[0].tolist(), "refund", SearchRequest(k=5))
+            assert len(read) == 1  # not asked again when the search opens it
+            store.expect_search()
+            assert len(read) == 1  # nor once it is open
+    finally:
+        client.close()
+    # A store in memory has nothing to read ahead.
+    _filled(tmp_path / "small", "memory")
+    client = EdgeClient(tmp_path / "small", layout="memory")
+    try:
+        KnowledgeStore(client, "docs").expect_search()
+        assert len(read) == 1
+    finally:
+        client.close()

@@ -145,6 +145,10 @@ class TurnTakingEngine(Engine, Protocol):
         """A value that changes whenever a collection's settings or metadata may have."""
         ...
 
+    def searching(self, collection_name: str) -> None:
+        """A search of the collection follows: start reading what it will read (a hint)."""
+        ...
+
 
 def turn_taking(engine: Engine) -> TurnTakingEngine | None:
     """Return `engine` if processes take turns at it (the embedded store), else None."""

@@ -346,6 +346,13 @@ class KnowledgeStore(SourceCatalog):
         """Whether the store's collection exists."""
         return self.client.collection_exists(self.name)
 
+    def expect_search(self) -> None:
+        """A search of the store follows: an embedded store on disk starts reading what
+        opening and searching it reads while the caller embeds the question (a hint)."""
+        taking = turn_taking(self.client)
+        if taking is not None:
+            taking.searching(self.name)
+
     def info(self) -> dict[str, Any]:
         """Return the store's metadata: fingerprint, description, creation time."""
         if not self.exists():

@@ -341,6 +341,56 @@ def read_ahead(shard: Path, patterns: Iterable[str]) -> None:
             os.close(fd)
 
 
+RANDOM_READ_FILES = ("inverted_index.dat",)
+"""The files of a shard Edge maps that a search reads a few pages of, here and there: each
+keyword index (a term's postings and the table finding them)."""
+
+
+def advise_random_reads(shard: Path, names: Collection[str] = RANDOM_READ_FILES) -> int:
+    """Tell the kernel that this process's mappings of a shard's files called `names` are read
+    at random, so a page fault there reads that page, not the pages around it as well; return
+    how many mappings were advised. Linux reads up to `read_ahead_kb` around a fault in a
+    mapped file (8 MB on some virtual disks, 128 KB by default): one keyword search of a
+    million-chunk store of 27 segments, each index faulted at its table and at each term's
+    postings, read 440 MB of them that way, 0.35 s with nothing cached, against 0.01 s
+    advised. Edge maps the files itself, in this process; where the system has no such
+    calls (no /proc, no madvise) nothing is done."""
+    prefix = str(shard.resolve()) + os.sep
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+            ranges = [
+                (int(start, 16), int(end, 16))
+                for start, end, path in _mapped_files(maps)
+                if path.startswith(prefix) and os.path.basename(path) in names
+            ]
+        madvise = _madvise()
+    except (OSError, AttributeError, ValueError):
+        return 0
+    return sum(madvise(start, end - start, MADV_RANDOM) == 0 for start, end in ranges)
+
+
+MADV_RANDOM = 1  # Linux's value (mmap.MADV_RANDOM is the same where Python defines it)
+
+
+def _mapped_files(maps: Iterable[str]) -> Iterable[tuple[str, str, str]]:
+    """(start, end, path) of each file mapping in /proc/PID/maps lines."""
+    for line in maps:
+        fields = line.split(maxsplit=5)
+        if len(fields) == 6 and fields[5].startswith("/"):
+            start, _, end = fields[0].partition("-")
+            yield start, end, fields[5].rstrip("\n")
+
+
+def _madvise() -> Any:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    madvise = libc.madvise
+    madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    madvise.restype = ctypes.c_int
+    return madvise
+
+
 @dataclass(frozen=True)
 class SealedCounts:
     """A shard's counts as a seal keeps them (the fields of Edge's `ShardInfo` read here)."""
