@@ -377,6 +377,7 @@ PLOTTED = [
     ("ingest peak RSS (MB)", lambda r: r["ingest"]["peak_rss_mb"]),
     ("on disk (MB)", lambda r: r["disk_mb"]),
     ("`search` process wall (s)", lambda r: r["search"]["wall_s"]),
+    ("`search` wall, nothing cached (s)", lambda r: r.get("search_cold", {}).get("wall_s")),
     ("`search` peak RSS (MB)", lambda r: r["search"]["peak_rss_mb"]),
     ("`stores` peak RSS (MB)", lambda r: r["stores"]["peak_rss_mb"]),
     ("warm server p50 (ms)", lambda r: r.get("server", {}).get("p50_ms")),
