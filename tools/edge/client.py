@@ -687,9 +687,9 @@ class EdgeClient(SegmentIndexing, TurnTakingEngine):
 
     @_held
     def searching(self, collection_name: str) -> None:
-        """A search of the collection follows: have what opening and searching its shard
-        reads read ahead, while the caller does what comes first (embedding the question).
-        A hint: returns at once, and does nothing for a shard open or in memory."""
+        """A search of the collection follows: have the files every dense search of it walks
+        read ahead while the caller does what comes first (embedding the question). A hint:
+        it returns at once, and does nothing for a shard already open or kept in memory."""
         if collection_name not in self._shards and self.collection_exists(collection_name):
             self._read_ahead(collection_name)
 
