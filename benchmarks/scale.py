@@ -52,6 +52,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -95,8 +96,16 @@ def run(args: list[str], env: dict[str, str]) -> dict[str, Any]:
     }
 
 
-def median_run(args: list[str], env: dict[str, str], runs: int) -> dict[str, float]:
-    found = [run(args, env) for _ in range(runs)]
+def median_run(
+    args: list[str], env: dict[str, str], runs: int, before: Callable[[], None] | None = None
+) -> dict[str, float]:
+    """The median wall, CPU and peak RSS of `runs` runs of `archivist ARGS`, each after
+    `before()` if given."""
+    found = []
+    for _ in range(runs):
+        if before is not None:
+            before()
+        found.append(run(args, env))
     return {
         key: round(statistics.median(f[key] for f in found), 3)
         for key in ("wall_s", "cpu_s", "peak_rss_mb")
@@ -424,14 +433,7 @@ def commands(home: Path, env: dict[str, str], runs: int) -> dict[str, Any]:
     # its last index builds may have left pages cached): every page it visits read from
     # disk, the median of `runs`, each after the store's files are dropped. The later runs
     # find the pages the earlier ones left cached, as a user's next search does.
-    colds = []
-    for _ in range(runs):
-        drop_cached(home / "edge")
-        colds.append(run(query, env))
-    found["search_cold"] = {
-        k: round(statistics.median(c[k] for c in colds), 3)
-        for k in ("wall_s", "cpu_s", "peak_rss_mb")
-    }
+    found["search_cold"] = median_run(query, env, runs, lambda: drop_cached(home / "edge"))
     found["search"] = median_run(query, env, runs)
     found["search_zh"] = median_run(["search", "帐篷退货需要几天", "--store", STORE], env, runs)
     found["sources"] = median_run(["sources", "--store", STORE], env, runs)
