@@ -347,8 +347,8 @@ class KnowledgeStore(SourceCatalog):
         return self.client.collection_exists(self.name)
 
     def expect_search(self) -> None:
-        """A search of the store follows: an embedded store on disk starts reading what
-        opening and searching it reads while the caller embeds the question (a hint)."""
+        """A search of the store follows: an embedded store on disk starts reading the files
+        its dense search walks while the caller embeds the question (a hint)."""
         taking = turn_taking(self.client)
         if taking is not None:
             taking.searching(self.name)
