@@ -56,10 +56,10 @@ from archivist.tools.edge.files import (
     SHARD_DIR,
     SealAnswers,
     SealedCounts,
-    advise_random_reads,
     check_intact,
     drop_answers,
     facet_key,
+    load_shard,
     parse_config,
     read_ahead,
     read_ahead_payloads,
@@ -670,7 +670,7 @@ class EdgeClient(SegmentIndexing, TurnTakingEngine):
             )
             self._read_ahead(name)
             try:
-                shard = qe.EdgeShard.load(str(self.path / name / SHARD_DIR))
+                shard = load_shard(self.path / name / SHARD_DIR)
             except Exception as exc:  # Edge's reason: a file it cannot read or deserialise
                 reason = _edge_reason(exc)
                 if any(word in reason for word in _UNWRITABLE):
@@ -681,7 +681,6 @@ class EdgeClient(SegmentIndexing, TurnTakingEngine):
                         "to.",
                     ) from None
                 raise StoreDamaged(name, reason) from None
-            advise_random_reads(self.path / name / SHARD_DIR)
             self._shards[name] = shard
         return shard
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import mmap
 import os
 import uuid
 import zlib
@@ -341,6 +342,17 @@ def read_ahead(shard: Path, patterns: Iterable[str]) -> None:
             os.close(fd)
 
 
+def load_shard(shard: Path, config: qe.EdgeConfig | None = None) -> qe.EdgeShard:
+    """Load a shard (with `config`, which Edge then keeps as its own) for this process to
+    search and write, its keyword indexes read at random (`advise_random_reads`): every
+    load of a shard here, the first and those after an index build."""
+    loaded = (
+        qe.EdgeShard.load(str(shard)) if config is None else qe.EdgeShard.load(str(shard), config)
+    )
+    advise_random_reads(shard)
+    return loaded
+
+
 RANDOM_READ_FILES = ("inverted_index.dat",)
 """The files of a shard Edge maps that a search reads a few pages of, here and there: each
 keyword index (a term's postings and the table finding them)."""
@@ -363,13 +375,10 @@ def advise_random_reads(shard: Path, names: Collection[str] = RANDOM_READ_FILES)
                 for start, end, path in _mapped_files(maps)
                 if path.startswith(prefix) and os.path.basename(path) in names
             ]
-        madvise = _madvise()
+        madvise, random = _madvise(), mmap.MADV_RANDOM
     except (OSError, AttributeError, ValueError):
         return 0
-    return sum(madvise(start, end - start, MADV_RANDOM) == 0 for start, end in ranges)
-
-
-MADV_RANDOM = 1  # Linux's value (mmap.MADV_RANDOM is the same where Python defines it)
+    return sum(madvise(start, end - start, random) == 0 for start, end in ranges)
 
 
 def _mapped_files(maps: Iterable[str]) -> Iterable[tuple[str, str, str]]:

@@ -40,7 +40,7 @@ import orjson
 import qdrant_edge as qe
 
 from archivist.tools import points as records
-from archivist.tools.edge.files import COLLECTION_FILE, SHARD_DIR, parse_config
+from archivist.tools.edge.files import COLLECTION_FILE, SHARD_DIR, load_shard, parse_config
 
 if TYPE_CHECKING:
     from archivist.tools.lease import Lease
@@ -444,7 +444,7 @@ class SegmentIndexing:
         build.errors.seek(0)
         reason = build.errors.read().decode("utf-8", "replace").strip().splitlines()
         build.errors.close()
-        self._shards[name] = qe.EdgeShard.load(str(self.path / name / SHARD_DIR))
+        self._shards[name] = load_shard(self.path / name / SHARD_DIR)
         if code == 0:
             if build.say:
                 _say_indexed(name, build.started)
@@ -515,8 +515,8 @@ class SegmentIndexing:
         shard = self._shards.pop(name)
         shard.flush()
         shard.close()
-        shard = self._shards[name] = qe.EdgeShard.load(
-            str(self.path / name / SHARD_DIR), shard_config(config, hnsw_m)
+        shard = self._shards[name] = load_shard(
+            self.path / name / SHARD_DIR, shard_config(config, hnsw_m)
         )
         return shard
 
